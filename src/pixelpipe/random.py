@@ -1,0 +1,93 @@
+"""Counter-based randomness: every number is a pure function of its coordinates.
+
+A draw is identified by (seed, epoch, sample index, op position, draw number). We hash those
+five integers with a 32-bit integer mixer written in int64 tensor arithmetic that never
+overflows, so the CPU and every GPU produce the same bits. Nothing depends on batch size, worker
+count, device or on how many draws happened before: a sample processed alone, in a batch of 256,
+or after a resume gets the same augmentation.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["Draws", "hash32", "uniform"]
+
+_MASK32 = 0xFFFFFFFF
+_M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
+_M2 = 0x846CA68B
+_GOLDEN = 0x9E3779B9
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for x in [0, 2**32), without int64 overflow: split c in 16-bit halves."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _MASK32
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ (x >> 16)
+    x = _mul32(x, _M1)
+    x = x ^ (x >> 15)
+    x = _mul32(x, _M2)
+    return x ^ (x >> 16)
+
+
+def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
+    """Hash integer keys (Python ints or int64 tensors, broadcast together) to 32-bit values.
+
+    Each key is folded in as its low and high 32-bit words, so keys up to 2**63 are distinct.
+    """
+    tensors = [k for k in keys if isinstance(k, torch.Tensor)]
+    device = tensors[0].device if tensors else torch.device("cpu")
+    h = torch.full((), 0x5EED1234, dtype=torch.int64, device=device)
+    for k in keys:
+        k = torch.as_tensor(k, dtype=torch.int64, device=device)
+        for word in (k & _MASK32, (k >> 32) & _MASK32):
+            h = _mix((h + _GOLDEN) & _MASK32 ^ word)
+    return _mix(h)
+
+
+def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) -> torch.Tensor:
+    """float32 [N] in [0, 1): 24 random bits per sample, exact on every device."""
+    h = hash32(seed, epoch, indices, op, draw)
+    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+
+class Draws:
+    """The per-sample random source an op gets: draw k gives a fresh [N] tensor.
+
+    Args:
+        seed, epoch: the run's seed and the epoch number.
+        indices: int64 [N] global sample indices (which sample of the dataset each row is).
+        op: the op's position in its Compose; two ops never share draws.
+
+    The same (seed, epoch, index, op, draw) always yields the same number.
+    """
+
+    def __init__(self, seed: int, epoch: int, indices: torch.Tensor, op: int) -> None:
+        self.seed, self.epoch, self.op = int(seed), int(epoch), int(op)
+        self.indices = torch.as_tensor(indices, dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return int(self.indices.numel())
+
+    def uniform(self, draw: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """float32 [N] uniform in [low, high)."""
+        u = uniform(self.seed, self.epoch, self.indices, self.op, draw)
+        return low + (high - low) * u
+
+    def bernoulli(self, draw: int, p: float) -> torch.Tensor:
+        """bool [N], True with probability p."""
+        return uniform(self.seed, self.epoch, self.indices, self.op, draw) < p
+
+    def integers(self, draw: int, low: int, high: int) -> torch.Tensor:
+        """int64 [N] uniform in [low, high)."""
+        h = hash32(self.seed, self.epoch, self.indices, self.op, draw)
+        return low + h % max(1, high - low)
+
+    def normal(self, draw: int) -> torch.Tensor:
+        """float32 [N] standard normal (Box-Muller on draws `draw` and `draw + 1000003`)."""
+        u1 = self.uniform(draw).to(torch.float64).clamp_min(1.0 / (1 << 24))
+        u2 = self.uniform(draw + 1000003).to(torch.float64)
+        return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2 * torch.pi * u2)).to(torch.float32)
