@@ -1,0 +1,55 @@
+"""pixelpipe: batched image decoding and per-sample random augmentation, fused into one warp
+and one pointwise pass, on the CPU and the GPU."""
+
+from .batch import ImageBatch
+from .compose import Compose
+from .ops import (
+    CenterCrop,
+    ColorJitter,
+    Crop,
+    Lambda,
+    Normalize,
+    Pad,
+    RandomAffine,
+    RandomFlip,
+    RandomGrayscale,
+    RandomPerspective,
+    RandomResizedCrop,
+    RandomRotate,
+    Resize,
+    Warp,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ImageBatch",
+    "Compose",
+    "decode",
+    "Resize",
+    "Crop",
+    "CenterCrop",
+    "RandomResizedCrop",
+    "Pad",
+    "RandomFlip",
+    "RandomRotate",
+    "RandomAffine",
+    "RandomPerspective",
+    "Warp",
+    "ColorJitter",
+    "RandomGrayscale",
+    "Normalize",
+    "Lambda",
+]
+
+
+def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
+    if name == "decode":
+        from .decode import decode
+
+        return decode
+    if name in ("datasets", "random", "readers", "kernels", "ops", "plan"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'pixelpipe' has no attribute {name!r}")

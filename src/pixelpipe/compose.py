@@ -1,0 +1,243 @@
+"""Compose: a list of ops, planned into fused stages, applied to a batch."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+from .batch import ImageBatch
+from .kernels import PointwiseSpec, channel_means, pointwise, warp
+from .ops._base import Op
+from .plan import Stage, StagePlan, TensorStage, build_stages
+
+__all__ = ["Compose"]
+
+DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
+LAYOUTS = ("NCHW", "NHWC")
+
+
+class Compose:
+    """A list of ops applied as a few fused passes.
+
+    Args:
+        ops: the ops, in order.
+        dtype: output dtype: torch.uint8, float16, bfloat16 or float32. Floats are in [0, 1]
+            (or normalised by a Normalize op).
+        layout: "NCHW" or "NHWC".
+        channels: 3 (grey images are replicated) or 1 (the grey of colour images).
+        antialias: antialias every shrinking warp (default True).
+        num_threads: decoding threads when called on encoded images (default: all cores).
+
+    Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
+    ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
+    images are planned from their headers first and only the region each output needs is
+    decoded. `indices` are the samples' global indices (default 0..N-1): with the seed and
+    epoch they fix every random draw, so a sample gets the same augmentation in any batch.
+
+    Example:
+        >>> import torch, pixelpipe as pp
+        >>> t = pp.Compose([pp.RandomResizedCrop(224), pp.RandomFlip(),
+        ...                 pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])],
+        ...                dtype=torch.float16)
+        >>> t([torch.zeros(300, 400, 3, dtype=torch.uint8)]).shape
+        torch.Size([1, 3, 224, 224])
+    """
+
+    def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+                 channels: int = 3, antialias: bool = True, num_threads: int | None = None) -> None:
+        ops = list(ops)
+        for i, op in enumerate(ops):
+            if not isinstance(op, Op):
+                raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
+        if channels not in (1, 3):
+            raise ValueError(f"channels must be 1 or 3, got {channels}")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.ops = ops
+        self.dtype, self.layout, self.channels = dtype, layout, channels
+        self.antialias = bool(antialias)
+        self.num_threads = num_threads or os.cpu_count() or 1
+        self.stages = build_stages(ops)
+        last = self._last_warp_stage()
+        if dtype == torch.uint8 and any(isinstance(s, Stage) and s.normalize for s in self.stages):
+            raise ValueError("Normalize produces values outside uint8; use a float dtype or drop Normalize")
+        self._last = last
+        self._pool: ThreadPoolExecutor | None = None
+
+    # ----------------------------------------------------------------------------- inspection
+    def _last_warp_stage(self) -> int:
+        return max(i for i, s in enumerate(self.stages) if isinstance(s, Stage))
+
+    def plan(self) -> str:
+        """The stages this list runs as, one line each."""
+        lines = [f"Plan: {len(self.ops)} ops -> {len(self.stages)} stage(s); output {self.layout} "
+                 f"{str(self.dtype).replace('torch.', '')}, {self.channels} channel(s)"]
+        for k, s in enumerate(self.stages):
+            lines.append(f"  stage {k}: {s.describe()}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(f"    {op!r}" for op in self.ops)
+        return f"Compose([\n{inner}\n], dtype={self.dtype}, layout={self.layout!r})"
+
+    # ----------------------------------------------------------------------------- running
+    def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> torch.Tensor:
+        source = _as_source(images)
+        n = len(source)
+        idx = torch.arange(n, dtype=torch.int64) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
+        if idx.shape != (n,):
+            raise ValueError(f"indices must have one entry per image ({n}), got shape {tuple(idx.shape)}")
+        x: Any = source
+        for k, stage in enumerate(self.stages):
+            if isinstance(stage, TensorStage):
+                x = stage.op(x)
+                continue
+            final = k == self._last
+            x = self._run_stage(stage, x, seed, epoch, idx, final)
+        return x
+
+    def _run_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):  # output of a Lambda: float NCHW in [0, 1]
+            x = _tensor_source(x)
+        encoded = isinstance(x, EncodedSource)
+        sizes = x.sizes() if encoded else x.sizes.to(torch.float64)
+        plan = stage.sample(seed, epoch, idx, sizes)
+        out_size = plan.uniform_size()
+        if out_size is None:
+            if len(idx) == 0:
+                out_size = (0, 0) if plan.out_sizes.numel() == 0 else _first_size(plan)
+            else:
+                raise ValueError(
+                    "the ops give images of different sizes; add a Resize((h, w)), CenterCrop or "
+                    "RandomResizedCrop so that every sample has the same size"
+                    + (" before the Lambda" if not final else ""))
+        regions = plan.regions()
+        if encoded:
+            batch, scale = x.decode(regions, plan.min_decode_size(regions), self._executor())
+            spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=self.antialias)
+        else:
+            batch = x
+            spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
+        warped = warp(batch.data, batch.table, spec)
+        means = channel_means(warped) if plan.needs_means else None
+        pspec = self._pointwise_spec(stage, plan, means, final)
+        return pointwise(warped, pspec)
+
+    def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
+        norm = stage.normalize
+        return PointwiseSpec(
+            color=plan.color_matrix(means),
+            mean=norm.mean if norm else None,
+            std=norm.std if norm else None,
+            dtype=self.dtype if final else torch.float32,
+            layout=self.layout if final else "NCHW",
+            channels=self.channels if final else 3,
+        )
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="pixelpipe-decode")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the decoding threads (they are restarted on the next call)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _first_size(plan: StagePlan) -> tuple[int, int]:
+    s = torch.round(plan.out_sizes[0]).to(torch.int64)
+    return (int(s[0]), int(s[1]))
+
+
+class EncodedSource:
+    """Encoded images whose headers are read; decoded per plan, region by region."""
+
+    def __init__(self, blobs: Sequence[bytes | bytearray | memoryview]) -> None:
+        from .decode import read_header
+
+        self.blobs = list(blobs)
+        self.infos = []
+        for i, b in enumerate(self.blobs):
+            try:
+                self.infos.append(read_header(b))
+            except ValueError as e:
+                raise type(e)(f"sample {i}: {e}") from None
+
+    def __len__(self) -> int:
+        return len(self.blobs)
+
+    def sizes(self) -> torch.Tensor:
+        """float64 [N, 2] displayed (height, width), EXIF orientation applied."""
+        rows = [(i.width, i.height) if i.orientation >= 5 else (i.height, i.width) for i in self.infos]
+        return torch.tensor(rows, dtype=torch.float64).view(-1, 2)
+
+    def decode(self, regions: torch.Tensor, min_sizes: torch.Tensor, pool: ThreadPoolExecutor) -> tuple[ImageBatch, torch.Tensor]:
+        from .decode import decode_region
+
+        regs = [tuple(r) for r in regions.tolist()]
+        mins = [tuple(m) for m in min_sizes.tolist()]
+
+        def one(i: int) -> tuple[np.ndarray, float]:
+            try:
+                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i])
+            except ValueError as e:
+                raise type(e)(f"sample {i}: {e}") from None
+
+        results = list(pool.map(one, range(len(self.blobs))))
+        scale = torch.tensor([_dct_scale(s) for _, s in results], dtype=torch.float64)
+        return ImageBatch.from_list([a for a, _ in results]), scale
+
+
+def _dct_scale(s: float) -> float:
+    """The DCT scale a decoder used (1, 1/2, 1/4, 1/8), from its measured size ratio."""
+    return min((1.0, 0.5, 0.25, 0.125), key=lambda c: abs(c - s))
+
+
+def _tensor_source(x: torch.Tensor) -> ImageBatch:
+    """A float NCHW batch in [0, 1] as a ragged float source in pixel units (for the next warp)."""
+    if x.dim() != 4:
+        raise ValueError(f"a Lambda must return a 4-D NCHW tensor, got shape {tuple(x.shape)}")
+    n, c, h, w = x.shape
+    if c not in (1, 3):
+        raise ValueError(f"a Lambda must return 1 or 3 channels (NCHW), got {c}")
+    data = (x.detach().to(torch.float32) * 255.0).permute(0, 2, 3, 1).reshape(-1).contiguous()
+    table = torch.tensor([[i * h * w * c, h, w, c] for i in range(n)], dtype=torch.int64).view(-1, 4)
+    return _FloatBatch(data, table)
+
+
+class _FloatBatch(ImageBatch):
+    """An ImageBatch-shaped holder of float32 pixels between stages."""
+
+    def __init__(self, data: torch.Tensor, table: torch.Tensor) -> None:
+        self.data, self.table, self._device_table = data, table, None
+
+
+def _as_source(images: Any) -> ImageBatch | EncodedSource:
+    if isinstance(images, ImageBatch):
+        return images
+    if isinstance(images, (bytes, bytearray, memoryview, torch.Tensor, np.ndarray)):
+        raise TypeError("pass a list of images (or an ImageBatch), not a single image")
+    images = list(images)
+    if not images:
+        return ImageBatch.empty()
+    if all(isinstance(b, (bytes, bytearray, memoryview)) for b in images):
+        return EncodedSource(images)
+    if any(isinstance(b, (bytes, bytearray, memoryview)) for b in images):
+        raise TypeError("mixed encoded and decoded images in one batch; decode them first")
+    return ImageBatch.from_list(images)

@@ -1,0 +1,73 @@
+"""What a warp and a pointwise pass are asked to compute: the contract every implementation
+(the plain-torch reference, the CPU fast path, the Triton kernel) follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class WarpSpec:
+    """Per-sample geometry of one resampling pass.
+
+    Output pixel (i, j) has centre (x, y) = (j + 0.5, i + 0.5). Its source point is
+    inverse @ (x, y, 1) after perspective division, in *image* coordinates: those of the image
+    as decoded (at DCT scale when the decoder reduced it), pixel (r, c) covering [c, c+1) x [r, r+1).
+
+    Attributes:
+        inverse: float64 [N, 3, 3], output -> image coordinates.
+        image_size: int64 [N, 2] (height, width) of the image; the border rule applies beyond it.
+        origin: int64 [N, 2] (y, x): buffer pixel (0, 0) of the stored sample is image pixel
+            (y, x) (a decoded region starts at its own corner).
+        clip: int64 [N, 4] (y0, x0, y1, x1): the image pixels the warp may read. Filter taps on
+            image pixels outside it are dropped and the remaining weights renormalised, as
+            Pillow does at image edges; the result therefore does not depend on how much of the
+            image was decoded.
+        out_size: (height, width) of every output.
+        interpolation: "nearest", "bilinear" or "bicubic".
+        border: "constant", "reflect", "replicate" or "wrap" for taps beyond the image.
+        fill: 3 floats (0..255) read by taps beyond the image with border "constant".
+        antialias: stretch the filter by the local shrink factor (from the Jacobian of the
+            inverse map, per output pixel) when the warp shrinks.
+    """
+
+    inverse: torch.Tensor
+    image_size: torch.Tensor
+    origin: torch.Tensor
+    clip: torch.Tensor
+    out_size: tuple[int, int]
+    interpolation: str = "bilinear"
+    border: str = "constant"
+    fill: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    antialias: bool = True
+
+    def __len__(self) -> int:
+        return int(self.inverse.shape[0])
+
+    def packed(self) -> torch.Tensor:
+        """float64 [N, 19]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1, spare 2.
+        One row per sample for kernels."""
+        n = len(self)
+        return torch.cat([self.inverse.reshape(n, 9), self.image_size.to(torch.float64),
+                          self.origin.to(torch.float64), self.clip.to(torch.float64),
+                          torch.zeros(n, 2, dtype=torch.float64)], 1)
+
+
+@dataclass
+class PointwiseSpec:
+    """Per-sample colour transform, then clamp, normalisation, cast and layout.
+
+    out = clamp(color[:, :, :3] @ rgb + color[:, :, 3], 0, 255) in pixel units; then for a
+    float dtype out / 255, and with normalisation (out - mean) / std (per channel, in 0..1
+    units, as torchvision's Normalize); uint8 rounds to nearest. channels=1 gives the grey
+    (ITU-R 601: 0.299 R + 0.587 G + 0.114 B) of the result.
+    """
+
+    color: torch.Tensor | None  # float64 [N, 3, 4] or None for identity
+    mean: tuple[float, ...] | None
+    std: tuple[float, ...] | None
+    dtype: torch.dtype
+    layout: str  # "NCHW" or "NHWC"
+    channels: int  # 1 or 3

@@ -1,0 +1,111 @@
+"""The reference warp in plain torch: any per-sample homography, antialiased, every border rule.
+
+Vectorised over all output pixels of the batch; loops only over the filter's taps. It computes
+in float64 coordinates and float32 values and is the twin that every fast path must match. It
+is not fast for large shrink factors (taps grow with the footprint), which is what the CPU fast
+path and the GPU kernel are for.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .filters import MAX_AA_SCALE, SUPPORT, border_index, filter_weight
+from .spec import WarpSpec
+
+
+def _axis_taps(coord: torch.Tensor, scale: torch.Tensor, taps: int, interpolation: str,
+               size: torch.Tensor, origin: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+               border: str, inside: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Per tap along one axis: buffer index, weight (0 when dropped), reads-fill mask.
+
+    `inside` marks output pixels whose source point lies inside the image: for them a
+    "constant" border drops taps beyond the image (Pillow's edge rule, so resizes keep their
+    edges); for points outside, those taps read the fill colour (an antialiased edge)."""
+    if interpolation == "nearest":
+        first = torch.floor(coord)
+    else:
+        first = torch.ceil(coord - 0.5 - SUPPORT[interpolation] * scale)
+    idx, wts, fills = [], [], []
+    for t in range(taps):
+        k = first + t
+        if interpolation == "nearest":
+            w = torch.ones_like(coord)
+        else:
+            w = filter_weight((k + 0.5 - coord) / scale, interpolation)
+        k = k.to(torch.int64)
+        kb, outside = border_index(k, size, border)
+        fill = outside & ~inside
+        keep = fill | (~outside & (kb >= lo) & (kb < hi))
+        idx.append((kb - origin).clamp_min(0))
+        wts.append(torch.where(keep, w, torch.zeros_like(w)))
+        fills.append(fill)
+    return idx, wts, fills
+
+
+def _tap_count(interpolation: str, max_scale: float) -> int:
+    if interpolation == "nearest":
+        return 1
+    return 2 * math.ceil(SUPPORT[interpolation] * max_scale) + 1
+
+
+def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
+    """Resample every sample of a ragged batch: float32 [N, H, W, 3] in pixel units.
+
+    Args:
+        data: flat buffer (uint8 or float32) holding the samples HWC (1 or 3 channels).
+        table: int64 [N, 4] (offset, height, width, channels) into data.
+        spec: the per-sample geometry and the filter settings (see WarpSpec).
+    Grey samples are read as three equal channels.
+    """
+    n = len(spec)
+    H, W = spec.out_size
+    dev = data.device
+    if n == 0:
+        return torch.zeros(0, H, W, 3, dtype=torch.float32, device=dev)
+    f64 = torch.float64
+    inv = spec.inverse.to(dev, f64)
+    ys = torch.arange(H, device=dev, dtype=f64) + 0.5
+    xs = torch.arange(W, device=dev, dtype=f64) + 0.5
+    y, x = torch.meshgrid(ys, xs, indexing="ij")
+    m = inv.reshape(n, 9, 1, 1)
+    pz = m[:, 6] * x + m[:, 7] * y + m[:, 8]
+    u = (m[:, 0] * x + m[:, 1] * y + m[:, 2]) / pz
+    v = (m[:, 3] * x + m[:, 4] * y + m[:, 5]) / pz
+    if spec.antialias and spec.interpolation != "nearest":
+        sx = torch.hypot((m[:, 0] - u * m[:, 6]) / pz, (m[:, 1] - u * m[:, 7]) / pz).clamp(1.0, MAX_AA_SCALE)
+        sy = torch.hypot((m[:, 3] - v * m[:, 6]) / pz, (m[:, 4] - v * m[:, 7]) / pz).clamp(1.0, MAX_AA_SCALE)
+    else:
+        sx = sy = torch.ones_like(u)
+    col = lambda t: t.to(dev).view(n, 1, 1)  # noqa: E731
+    img_h, img_w = col(spec.image_size[:, 0]), col(spec.image_size[:, 1])
+
+    oy, ox = col(spec.origin[:, 0]), col(spec.origin[:, 1])
+    cy0, cx0, cy1, cx1 = (col(spec.clip[:, i]) for i in range(4))
+    inside = (u >= 0) & (u < img_w) & (v >= 0) & (v < img_h)
+    iy, wy, fy = _axis_taps(v, sy, _tap_count(spec.interpolation, float(sy.max())), spec.interpolation,
+                            img_h, oy, cy0, cy1, spec.border, inside)
+    ix, wx, fx = _axis_taps(u, sx, _tap_count(spec.interpolation, float(sx.max())), spec.interpolation,
+                            img_w, ox, cx0, cx1, spec.border, inside)
+    tab = table.to(dev)
+    offset, bw, ch = col(tab[:, 0]), col(tab[:, 2]), col(tab[:, 3])
+    src = data if data.dtype == torch.float32 else data.to(torch.float32)
+    fill = torch.tensor(spec.fill, dtype=torch.float32, device=dev)
+    acc = torch.zeros(n, H, W, 3, dtype=torch.float32, device=dev)
+    wsum_y = sum(wy).to(torch.float32)
+    wsum_x = sum(wx).to(torch.float32)
+    for ky in range(len(iy)):
+        row = offset + iy[ky] * bw * ch
+        for kx in range(len(ix)):
+            w = (wy[ky] * wx[kx]).to(torch.float32)
+            base = row + ix[kx] * ch
+            is_fill = (fy[ky] | fx[kx]).unsqueeze(-1)
+            for c in range(3):
+                cc = torch.minimum(torch.full_like(ch, c), ch - 1)
+                val = src[(base + cc).clamp(0, src.numel() - 1)]
+                acc[..., c] += w * torch.where(is_fill[..., 0], fill[c], val)
+    norm = (wsum_y * wsum_x).unsqueeze(-1)
+    out = torch.where(norm > 0, acc / norm.clamp_min(1e-12), fill.view(1, 1, 1, 3))
+    return out

@@ -1,0 +1,171 @@
+"""The flat op protocol and the argument checks every op shares.
+
+An op never touches pixels. It *samples* per-sample parameters from a `Draws` and states its
+contribution: a geometric op a forward 3x3 matrix (input pixel coordinates -> output pixel
+coordinates) plus the output size; a colour op a 3x4 affine colour matrix; a Lambda a function
+on the whole tensor. The planner (pixelpipe.plan) folds these into one warp and one pointwise
+pass. Coordinates are continuous: pixel (row i, column j) covers [j, j+1) x [i, i+1), its centre
+is (j + 0.5, i + 0.5); matrices act on column vectors (x, y, 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..random import Draws
+
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+BORDERS = ("constant", "reflect", "replicate", "wrap")
+
+Params = dict[str, torch.Tensor]
+
+
+class Op:
+    """Base of every op. `kind` is "geometry", "color" or "tensor"."""
+
+    kind: str = "op"
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        """Draw this op's per-sample parameters. sizes: float64 [N, 2] (height, width)."""
+        return {}
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._fields().items())
+        return f"{type(self).__name__}({args})"
+
+
+class GeometryOp(Op):
+    """A geometric op: a per-sample forward matrix and output size.
+
+    `interpolation`, `border` and `fill` left as None take the stage's values (bilinear,
+    "constant", 0); ops with different explicit values are resampled in separate passes.
+    """
+
+    kind = "geometry"
+    interpolation: str | None = None
+    border: str | None = None
+    fill: tuple[float, ...] | None = None
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (matrix float64 [N, 3, 3], output sizes float64 [N, 2] of (height, width))."""
+        raise NotImplementedError
+
+
+class ColorOp(Op):
+    """A colour op: a per-sample affine colour transform on RGB in 0..255 units."""
+
+    kind = "color"
+
+    def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
+        """Return float64 [N, 3, 4]: out = A @ rgb + b. `means` ([N, 3], the per-sample mean
+        colour of the image entering this op) is given to ops with `needs_mean = True`."""
+        raise NotImplementedError
+
+    needs_mean: bool = False
+
+
+# ----------------------------------------------------------------------------- argument checks
+def check_prob(name: str, p: float) -> float:
+    p = float(p)
+    if not 0.0 <= p <= 1.0 or math.isnan(p):
+        raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
+    return p
+
+
+def check_choice(name: str, value: str | None, allowed: Sequence[str], optional: bool = True) -> str | None:
+    if value is None and optional:
+        return None
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
+def check_range(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf,
+                symmetric_from: float | None = None) -> tuple[float, float]:
+    """A (low, high) pair within [lo, hi], low <= high. A single number v means
+    (symmetric_from - v, symmetric_from + v) when symmetric_from is given (then v >= 0)."""
+    if isinstance(value, (int, float)):
+        if symmetric_from is None:
+            raise ValueError(f"{name} must be a (low, high) pair, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0 when given as one number, got {value}")
+        value = (symmetric_from - value, symmetric_from + value)
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a (low, high) pair, got {value!r}") from None
+    if not low <= high:
+        raise ValueError(f"{name} range is out of order: ({low}, {high}); low must be <= high")
+    if low < lo or high > hi:
+        raise ValueError(f"{name} must lie within [{lo}, {hi}], got ({low}, {high})")
+    return (low, high)
+
+
+def check_size(name: str, size: Any, allow_fraction: bool = False) -> tuple[float, float]:
+    """(height, width) from an int/float or a pair. Ints are pixels (> 0); floats in (0, 1] are
+    fractions of each image's own size when allow_fraction."""
+    if isinstance(size, (int, float)):
+        size = (size, size)
+    try:
+        h, w = size
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a (height, width) pair, got {size!r}") from None
+    out = []
+    for v in (h, w):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{name} entries must be numbers, got {v!r}")
+        if isinstance(v, int):
+            if v <= 0:
+                raise ValueError(f"{name} must be positive pixels, got {v}")
+        elif not allow_fraction:
+            if v <= 0 or v != int(v):
+                raise ValueError(f"{name} must be positive whole pixels, got {v}")
+            v = int(v)
+        elif not 0.0 < v <= 1.0:
+            raise ValueError(f"{name}: a float is a fraction of the image size and must be in (0, 1], got {v}")
+        out.append(v)
+    return (out[0], out[1])
+
+
+def check_fill(fill: Any) -> tuple[float, ...] | None:
+    if fill is None:
+        return None
+    if isinstance(fill, (int, float)):
+        fill = (fill,) * 3
+    fill = tuple(float(v) for v in fill)
+    if len(fill) == 1:
+        fill = fill * 3
+    if len(fill) != 3 or any(not 0.0 <= v <= 255.0 for v in fill):
+        raise ValueError(f"fill must be one value or 3 values in [0, 255], got {fill}")
+    return fill
+
+
+# ----------------------------------------------------------------------------- matrix helpers
+def eye(n: int) -> torch.Tensor:
+    return torch.eye(3, dtype=torch.float64).expand(n, 3, 3).clone()
+
+
+def translate(tx: torch.Tensor, ty: torch.Tensor) -> torch.Tensor:
+    m = eye(tx.shape[0])
+    m[:, 0, 2] = tx
+    m[:, 1, 2] = ty
+    return m
+
+
+def scale(sx: torch.Tensor, sy: torch.Tensor) -> torch.Tensor:
+    m = eye(sx.shape[0])
+    m[:, 0, 0] = sx
+    m[:, 1, 1] = sy
+    return m
+
+
+def where_mask(mask: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Identity where mask is False: probability as a mask, not a code path."""
+    return torch.where(mask.view(-1, 1, 1), m, eye(m.shape[0]))

@@ -1,0 +1,243 @@
+"""Ops that choose a window and a size: Resize, Crop, CenterCrop, RandomResizedCrop, Pad."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..random import Draws
+from ._base import (
+    BORDERS,
+    INTERPOLATIONS,
+    GeometryOp,
+    Params,
+    check_choice,
+    check_fill,
+    check_range,
+    check_size,
+    scale,
+    translate,
+)
+
+__all__ = ["Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad"]
+
+
+def _window(top: torch.Tensor, left: torch.Tensor, h: torch.Tensor, w: torch.Tensor,
+            out_h: torch.Tensor, out_w: torch.Tensor) -> torch.Tensor:
+    """Matrix taking the window (top, left, h, w) of the input onto an out_h x out_w output."""
+    return scale(out_w / w, out_h / h) @ translate(-left, -top)
+
+
+class Resize(GeometryOp):
+    """Resize each image.
+
+    Args:
+        size: int -> the shorter side becomes `size`, aspect ratio kept (the longer side is
+            truncated to an int, as torchvision does); (height, width) -> exactly that size.
+        max_size: with an int size, cap the longer side at max_size (the shorter side then
+            shrinks below `size`).
+        interpolation: "nearest", "bilinear" (default) or "bicubic". Shrinking is antialiased.
+
+    Example: ``Resize(256)`` turns a 500x375 (w x h) image into 341x256.
+    """
+
+    def __init__(self, size: int | tuple[int, int], max_size: int | None = None,
+                 interpolation: str | None = None, border: str | None = None) -> None:
+        if isinstance(size, int) and not isinstance(size, bool):
+            if size <= 0:
+                raise ValueError(f"size must be positive, got {size}")
+            self.size: int | tuple[int, int] = size
+        else:
+            h, w = check_size("size", size)
+            self.size = (int(h), int(w))
+            if max_size is not None:
+                raise ValueError("max_size only applies when size is a single int (the shorter side)")
+        if max_size is not None and (not isinstance(max_size, int) or max_size <= 0):
+            raise ValueError(f"max_size must be a positive int or None, got {max_size!r}")
+        if max_size is not None and isinstance(self.size, int) and max_size < self.size:
+            raise ValueError(f"max_size ({max_size}) must be >= size ({self.size})")
+        self.max_size = max_size
+        self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
+        self.border = check_choice("border", border, BORDERS)
+
+    def output_size(self, sizes: torch.Tensor) -> torch.Tensor:
+        h, w = sizes[:, 0], sizes[:, 1]
+        if isinstance(self.size, tuple):
+            return torch.stack([torch.full_like(h, self.size[0]), torch.full_like(w, self.size[1])], 1)
+        short, long = torch.minimum(h, w), torch.maximum(h, w)
+        new_short = torch.full_like(short, float(self.size))
+        new_long = torch.floor(self.size * long / short)
+        if self.max_size is not None:
+            over = new_long > self.max_size
+            new_short = torch.where(over, torch.floor(self.max_size * short / long), new_short)
+            new_long = torch.where(over, torch.full_like(long, float(self.max_size)), new_long)
+        wide = w >= h  # the height is the short side
+        out_h = torch.where(wide, new_short, new_long)
+        out_w = torch.where(wide, new_long, new_short)
+        return torch.stack([out_h.clamp_min(1), out_w.clamp_min(1)], 1)
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.output_size(sizes)
+        return scale(out[:, 1] / sizes[:, 1], out[:, 0] / sizes[:, 0]), out
+
+
+def _anchor(value: Any) -> tuple[tuple[float, float], bool]:
+    """(y, x) anchor and whether it is relative (floats in [0, 1]) or absolute (ints)."""
+    if isinstance(value, (int, float)):
+        value = (value, value)
+    try:
+        y, x = value
+    except (TypeError, ValueError):
+        raise ValueError(f"anchor must be a (y, x) pair, got {value!r}") from None
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (y, x))
+    floats = all(isinstance(v, float) for v in (y, x))
+    if ints:
+        if y < 0 or x < 0:
+            raise ValueError(f"an absolute anchor (ints, top/left pixels) must be >= 0, got {value!r}")
+        return (float(y), float(x)), False
+    if floats:
+        if not (0.0 <= y <= 1.0 and 0.0 <= x <= 1.0):
+            raise ValueError(f"a relative anchor (floats) must be in [0, 1], got {value!r}")
+        return (y, x), True
+    raise ValueError(f"anchor must be two ints (pixels) or two floats in [0, 1], got {value!r}")
+
+
+class Crop(GeometryOp):
+    """Cut a window out of each image.
+
+    Args:
+        size: (height, width) or one number. Ints are pixels; floats in (0, 1] are fractions
+            of each image's own size (rounded to whole pixels), so ``Crop(0.8)`` keeps the
+            central 80% of every image whatever its size.
+        anchor: where the window sits. Two floats in [0, 1] place it relative to the free
+            space: (0., 0.) top-left, (0.5, 0.5) centred, (1., 1.) bottom-right. Two ints are
+            the absolute (top, left) pixel.
+        border, fill: what fills a window that reaches past the image (default: constant 0).
+    """
+
+    def __init__(self, size: Any, anchor: Any = (0.5, 0.5), border: str | None = None,
+                 fill: Any = None) -> None:
+        self.size = check_size("size", size, allow_fraction=True)
+        self.anchor, self._relative = _anchor(anchor)
+        self.border = check_choice("border", border, BORDERS)
+        self.fill = check_fill(fill)
+
+    def _box(self, sizes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        H, W = sizes[:, 0], sizes[:, 1]
+        hw = []
+        for v, full in zip(self.size, (H, W)):
+            hw.append(torch.full_like(full, float(v)) if isinstance(v, int) else torch.round(v * full).clamp_min(1))
+        h, w = hw
+        if self._relative:
+            top = torch.round(self.anchor[0] * (H - h))
+            left = torch.round(self.anchor[1] * (W - w))
+        else:
+            top = torch.full_like(H, self.anchor[0])
+            left = torch.full_like(W, self.anchor[1])
+        return top, left, h, w
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        top, left, h, w = self._box(sizes)
+        return translate(-left, -top), torch.stack([h, w], 1)
+
+
+class CenterCrop(Crop):
+    """Crop(size) centred in each image; see Crop for fractional sizes."""
+
+    def __init__(self, size: Any, border: str | None = None, fill: Any = None) -> None:
+        super().__init__(size, (0.5, 0.5), border, fill)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"size": self.size}
+
+
+class RandomResizedCrop(GeometryOp):
+    """Crop a random window of random area and aspect ratio, resized to `size`.
+
+    The window is drawn per sample as torchvision does: up to 10 tries of an area fraction
+    uniform in `scale` and a log-uniform aspect ratio in `ratio`, keeping the first that fits,
+    else a centred crop with the ratio clamped. Windows are whole pixels.
+    """
+
+    TRIES = 10
+
+    def __init__(self, size: int | tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
+                 ratio: tuple[float, float] = (3 / 4, 4 / 3), interpolation: str | None = None) -> None:
+        h, w = check_size("size", size)
+        self.size = (int(h), int(w))
+        self.scale = check_range("scale", scale, 0.0, 1.0)
+        if self.scale[1] <= 0:
+            raise ValueError(f"scale must allow a positive area, got {scale}")
+        self.ratio = check_range("ratio", ratio, 0.0)
+        if self.ratio[0] <= 0:
+            raise ValueError(f"ratio must be positive, got {ratio}")
+        self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        H, W = sizes[:, 0], sizes[:, 1]
+        n = H.shape[0]
+        area = (H * W).unsqueeze(1)
+        tries = torch.arange(self.TRIES)
+        u_area = torch.stack([draws.uniform(4 * t) for t in tries.tolist()], 1).to(torch.float64) if n else torch.zeros(0, self.TRIES, dtype=torch.float64)
+        u_ratio = torch.stack([draws.uniform(4 * t + 1) for t in tries.tolist()], 1).to(torch.float64) if n else u_area
+        target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u_area)
+        lo, hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        aspect = torch.exp(lo + (hi - lo) * u_ratio)
+        w = torch.round(torch.sqrt(target * aspect))
+        h = torch.round(torch.sqrt(target / aspect))
+        ok = (w > 0) & (h > 0) & (w <= W.unsqueeze(1)) & (h <= H.unsqueeze(1))
+        first = torch.where(ok.any(1), ok.to(torch.int8).argmax(1), torch.full((n,), -1))
+        pick = first.clamp_min(0).unsqueeze(1)
+        h = h.gather(1, pick).squeeze(1)
+        w = w.gather(1, pick).squeeze(1)
+        # fallback: centred crop with the aspect ratio clamped into `ratio`
+        in_ratio = W / H
+        fb_w = torch.where(in_ratio < self.ratio[0], W, torch.where(in_ratio > self.ratio[1], torch.round(H * self.ratio[1]), W))
+        fb_h = torch.where(in_ratio < self.ratio[0], torch.round(W / self.ratio[0]), H)
+        fb_h = torch.where(in_ratio > self.ratio[1], H, fb_h)
+        fallback = first < 0
+        h = torch.where(fallback, fb_h, h).clamp(1, None)
+        w = torch.where(fallback, fb_w, w).clamp(1, None)
+        u_top = draws.uniform(4 * self.TRIES).to(torch.float64)
+        u_left = draws.uniform(4 * self.TRIES + 1).to(torch.float64)
+        top = torch.floor(u_top * (H - h + 1)).clamp(max=H - h)
+        left = torch.floor(u_left * (W - w + 1)).clamp(max=W - w)
+        top = torch.where(fallback, torch.floor((H - h) / 2), top)
+        left = torch.where(fallback, torch.floor((W - w) / 2), left)
+        return {"top": top, "left": left, "height": h, "width": w}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = sizes.shape[0]
+        out_h = torch.full((n,), float(self.size[0]), dtype=torch.float64)
+        out_w = torch.full((n,), float(self.size[1]), dtype=torch.float64)
+        m = _window(params["top"], params["left"], params["height"], params["width"], out_h, out_w)
+        return m, torch.stack([out_h, out_w], 1)
+
+
+class Pad(GeometryOp):
+    """Add a border around each image.
+
+    Args:
+        padding: one int (all sides), (left/right, top/bottom) or (left, top, right, bottom).
+        mode: "constant" (with `fill`), "reflect", "replicate" or "wrap".
+    """
+
+    def __init__(self, padding: int | tuple[int, ...], mode: str = "constant", fill: Any = 0) -> None:
+        if isinstance(padding, int):
+            padding = (padding,) * 4
+        padding = tuple(padding)
+        if len(padding) == 2:
+            padding = (padding[0], padding[1], padding[0], padding[1])
+        if len(padding) != 4 or any(not isinstance(p, int) or p < 0 for p in padding):
+            raise ValueError(f"padding must be ints >= 0: one, (lr, tb) or (l, t, r, b); got {padding!r}")
+        self.padding = padding
+        self.border = check_choice("mode", mode, BORDERS, optional=False)
+        self.fill = check_fill(fill)
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        l, t, r, b = (float(p) for p in self.padding)
+        n = sizes.shape[0]
+        m = translate(torch.full((n,), l, dtype=torch.float64), torch.full((n,), t, dtype=torch.float64))
+        return m, sizes + torch.tensor([t + b, l + r], dtype=torch.float64)

@@ -1,0 +1,268 @@
+"""Random geometric ops expressed as matrices: flips, rotations, affine and perspective warps,
+and Warp for a user's own per-sample matrix."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..random import Draws
+from ._base import (
+    BORDERS,
+    INTERPOLATIONS,
+    GeometryOp,
+    Params,
+    check_choice,
+    check_fill,
+    check_prob,
+    check_range,
+    check_size,
+    eye,
+    translate,
+    where_mask,
+)
+
+__all__ = ["RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp"]
+
+
+class _Warping(GeometryOp):
+    def _common(self, interpolation: str | None, border: str | None, fill: Any) -> None:
+        self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
+        self.border = check_choice("border", border, BORDERS)
+        self.fill = check_fill(fill)
+
+
+def _about_centre(linear: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor | None = None,
+                  shift: torch.Tensor | None = None) -> torch.Tensor:
+    """Apply a 2x2 linear map about the image centre; the centre lands on the output centre."""
+    out_sizes = sizes if out_sizes is None else out_sizes
+    n = sizes.shape[0]
+    m = eye(n)
+    m[:, :2, :2] = linear
+    cy, cx = sizes[:, 0] / 2, sizes[:, 1] / 2
+    oy, ox = out_sizes[:, 0] / 2, out_sizes[:, 1] / 2
+    if shift is not None:
+        ox, oy = ox + shift[:, 0], oy + shift[:, 1]
+    return translate(ox, oy) @ m @ translate(-cx, -cy)
+
+
+def _rotation(deg: torch.Tensor) -> torch.Tensor:
+    """Counter-clockwise on screen (y points down)."""
+    a = torch.deg2rad(deg.to(torch.float64))
+    c, s = torch.cos(a), torch.sin(a)
+    return torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
+
+
+class RandomFlip(GeometryOp):
+    """Mirror each image left-right with probability `horizontal`, top-bottom with `vertical`."""
+
+    def __init__(self, horizontal: float = 0.5, vertical: float = 0.0) -> None:
+        self.horizontal = check_prob("horizontal", horizontal)
+        self.vertical = check_prob("vertical", vertical)
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        return {"horizontal": draws.bernoulli(0, self.horizontal), "vertical": draws.bernoulli(1, self.vertical)}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        m = eye(sizes.shape[0])
+        h, v = params["horizontal"], params["vertical"]
+        m[:, 0, 0] = torch.where(h, -1.0, 1.0)
+        m[:, 0, 2] = torch.where(h, sizes[:, 1], 0.0)
+        m[:, 1, 1] = torch.where(v, -1.0, 1.0)
+        m[:, 1, 2] = torch.where(v, sizes[:, 0], 0.0)
+        return m, sizes
+
+
+class RandomRotate(_Warping):
+    """Rotate by an angle uniform in `degrees` (one number d means (-d, d)), counter-clockwise for
+    positive angles, about the image centre, with probability p.
+
+    expand=False keeps the size (corners are cut, uncovered areas get the border); expand=True
+    grows the output to hold the whole rotated image (sizes then differ between samples, so a
+    later Resize or crop is needed for a batched tensor).
+    """
+
+    def __init__(self, degrees: float | tuple[float, float], p: float = 1.0, expand: bool = False,
+                 interpolation: str | None = None, border: str | None = None, fill: Any = None) -> None:
+        self.degrees = check_range("degrees", degrees, symmetric_from=0.0)
+        self.p = check_prob("p", p)
+        self.expand = bool(expand)
+        self._common(interpolation, border, fill)
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        angle = draws.uniform(0, *self.degrees).to(torch.float64)
+        return {"angle": torch.where(draws.bernoulli(1, self.p), angle, 0.0)}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rot = _rotation(params["angle"])
+        out = sizes
+        if self.expand:
+            c, s = rot[:, 0, 0].abs(), rot[:, 0, 1].abs()
+            h, w = sizes[:, 0], sizes[:, 1]
+            out = torch.stack([torch.ceil(w * s + h * c - 1e-6), torch.ceil(w * c + h * s - 1e-6)], 1)
+        return _about_centre(rot, sizes, out), out
+
+
+class RandomAffine(_Warping):
+    """Random rotation, translation, scale and shear about the image centre, with probability p.
+
+    Args:
+        degrees: angle range in degrees (one number d -> (-d, d)).
+        translate: (a, b): shifts uniform in (-a*width, a*width) and (-b*height, b*height).
+        scale: (low, high) zoom factor range.
+        shear: degrees; d -> x shear in (-d, d); (lo, hi) -> x shear; (xlo, xhi, ylo, yhi) ->
+            both. The linear part is rotation @ shear @ scale, with
+            shear = [[1, tan(sx)], [tan(sy), 1]].
+    """
+
+    def __init__(self, degrees: float | tuple[float, float] = 0, translate: tuple[float, float] | None = None,
+                 scale: tuple[float, float] | None = None, shear: Any = None, p: float = 1.0,
+                 interpolation: str | None = None, border: str | None = None, fill: Any = None) -> None:
+        self.degrees = check_range("degrees", degrees, symmetric_from=0.0)
+        if translate is not None:
+            try:
+                a, b = (float(v) for v in translate)
+            except (TypeError, ValueError):
+                raise ValueError(f"translate must be an (a, b) pair of fractions, got {translate!r}") from None
+            if not (0.0 <= a <= 1.0 and 0.0 <= b <= 1.0):
+                raise ValueError(f"translate fractions must be in [0, 1], got {translate}")
+            translate = (float(a), float(b))
+        self.translate = translate
+        self.scale = None if scale is None else check_range("scale", scale, 0.0)
+        if self.scale is not None and self.scale[0] <= 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        self.shear = self._shear(shear)
+        self.p = check_prob("p", p)
+        self._common(interpolation, border, fill)
+
+    @staticmethod
+    def _shear(shear: Any) -> tuple[float, float, float, float] | None:
+        if shear is None:
+            return None
+        if isinstance(shear, (int, float)):
+            lo, hi = check_range("shear", shear, -90.0, 90.0, symmetric_from=0.0)
+            return (lo, hi, 0.0, 0.0)
+        shear = tuple(shear)
+        if len(shear) == 2:
+            return (*check_range("shear", shear, -90.0, 90.0), 0.0, 0.0)
+        if len(shear) == 4:
+            return (*check_range("shear x", shear[:2], -90.0, 90.0), *check_range("shear y", shear[2:], -90.0, 90.0))
+        raise ValueError(f"shear must be a number, 2 or 4 numbers (degrees), got {shear!r}")
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        f64 = torch.float64
+        on = draws.bernoulli(0, self.p)
+        angle = draws.uniform(1, *self.degrees).to(f64)
+        zero = torch.zeros_like(angle)
+        tx = ty = zero
+        if self.translate is not None:
+            tx = torch.round(draws.uniform(2, -1.0, 1.0).to(f64) * self.translate[0] * sizes[:, 1])
+            ty = torch.round(draws.uniform(3, -1.0, 1.0).to(f64) * self.translate[1] * sizes[:, 0])
+        zoom = torch.ones_like(angle) if self.scale is None else draws.uniform(4, *self.scale).to(f64)
+        shx = shy = zero
+        if self.shear is not None:
+            shx = draws.uniform(5, self.shear[0], self.shear[1]).to(f64)
+            shy = draws.uniform(6, self.shear[2], self.shear[3]).to(f64)
+        keep = lambda v, base: torch.where(on, v, base)  # noqa: E731
+        return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
+                "scale": keep(zoom, torch.ones_like(zoom)), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = sizes.shape[0]
+        shear = eye(n)[:, :2, :2]
+        shear[:, 0, 1] = torch.tan(torch.deg2rad(params["shear_x"]))
+        shear[:, 1, 0] = torch.tan(torch.deg2rad(params["shear_y"]))
+        linear = _rotation(params["angle"]) @ shear * params["scale"].view(-1, 1, 1)
+        shift = torch.stack([params["tx"], params["ty"]], 1)
+        return _about_centre(linear, sizes, shift=shift), sizes
+
+
+def homography(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """float64 [N, 3, 3] matrices mapping 4 points src [N, 4, 2] onto dst [N, 4, 2] (x, y)."""
+    n = src.shape[0]
+    a = torch.zeros(n, 8, 8, dtype=torch.float64)
+    b = torch.zeros(n, 8, dtype=torch.float64)
+    x, y = src[..., 0], src[..., 1]
+    u, v = dst[..., 0], dst[..., 1]
+    a[:, 0::2, 0], a[:, 0::2, 1], a[:, 0::2, 2] = x, y, 1.0
+    a[:, 0::2, 6], a[:, 0::2, 7] = -u * x, -u * y
+    a[:, 1::2, 3], a[:, 1::2, 4], a[:, 1::2, 5] = x, y, 1.0
+    a[:, 1::2, 6], a[:, 1::2, 7] = -v * x, -v * y
+    b[:, 0::2], b[:, 1::2] = u, v
+    h = torch.linalg.solve(a, b) if n else b
+    return torch.cat([h, torch.ones(n, 1, dtype=torch.float64)], 1).view(n, 3, 3)
+
+
+class RandomPerspective(_Warping):
+    """A random perspective warp with probability p: each corner moves inwards by up to
+    `distortion` times half the image's width and height (torchvision's definition)."""
+
+    def __init__(self, distortion: float = 0.5, p: float = 0.5, interpolation: str | None = None,
+                 border: str | None = None, fill: Any = None) -> None:
+        distortion = float(distortion)
+        if not 0.0 <= distortion <= 1.0:
+            raise ValueError(f"distortion must be in [0, 1], got {distortion}")
+        self.distortion = distortion
+        self.p = check_prob("p", p)
+        self._common(interpolation, border, fill)
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        on = draws.bernoulli(0, self.p)
+        moves = torch.stack([draws.uniform(1 + k).to(torch.float64) for k in range(8)], 1) if len(draws) else torch.zeros(0, 8, dtype=torch.float64)
+        moves = moves * on.view(-1, 1) * self.distortion
+        return {"moves": moves.view(-1, 4, 2)}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, w = sizes[:, 0], sizes[:, 1]
+        zero = torch.zeros_like(h)
+        corners = torch.stack([torch.stack([zero, zero], 1), torch.stack([w, zero], 1),
+                               torch.stack([w, h], 1), torch.stack([zero, h], 1)], 1)
+        inward = torch.tensor([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=torch.float64)
+        half = torch.stack([w, h], 1).unsqueeze(1) / 2
+        moved = corners + inward * params["moves"] * half
+        return homography(corners, moved), sizes
+
+
+class Warp(_Warping):
+    """Any per-sample warp from a few lines of plain PyTorch.
+
+    Args:
+        matrix_fn: called as ``matrix_fn(sizes, draws)`` with sizes a float64 [N, 2] tensor of
+            (height, width) and draws a `pixelpipe.random.Draws` (``draws.uniform(k, lo, hi)``
+            gives a per-sample [N] tensor); returns [N, 3, 3] forward matrices mapping input
+            pixel coordinates (x, y, 1) to output coordinates.
+        size: output (height, width); None keeps each image's size.
+
+    Example: a random shear per image::
+
+        def shear(sizes, draws):
+            m = torch.eye(3, dtype=torch.float64).repeat(len(sizes), 1, 1)
+            m[:, 0, 1] = draws.uniform(0, -0.2, 0.2)
+            return m
+        Warp(shear)
+    """
+
+    def __init__(self, matrix_fn: Callable[[torch.Tensor, Draws], torch.Tensor],
+                 size: int | tuple[int, int] | None = None, interpolation: str | None = None,
+                 border: str | None = None, fill: Any = None) -> None:
+        if not callable(matrix_fn):
+            raise ValueError(f"matrix_fn must be callable, got {type(matrix_fn).__name__}")
+        self.matrix_fn = matrix_fn
+        self.size = None if size is None else tuple(int(v) for v in check_size("size", size))
+        self._common(interpolation, border, fill)
+
+    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+        m = torch.as_tensor(self.matrix_fn(sizes.clone(), draws)).to(torch.float64).cpu()
+        if m.shape != (sizes.shape[0], 3, 3):
+            raise ValueError(f"Warp's matrix_fn returned shape {tuple(m.shape)}, expected ({sizes.shape[0]}, 3, 3)")
+        if not bool(torch.isfinite(m).all()):
+            bad = int((~torch.isfinite(m)).flatten(1).any(1).nonzero()[0])
+            raise ValueError(f"Warp's matrix_fn returned a non-finite matrix for sample {int(draws.indices[bad])}")
+        return {"matrix": m}
+
+    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = sizes if self.size is None else torch.tensor(self.size, dtype=torch.float64).expand_as(sizes).clone()
+        return params["matrix"], out

@@ -1,0 +1,266 @@
+"""The planner: folds a list of ops into stages and, per batch, into per-sample numbers.
+
+A *stage* is a run of geometric and colour ops (and at most one Normalize) executed as one
+resampling pass and one pointwise pass. Stages are split where fusion is impossible: at a
+Lambda, and where two geometric ops ask for different interpolation, border or fill.
+
+Per batch, `Stage.sample` turns the stage into a `StagePlan`: the product of the geometric
+matrices, the output size, the colour ops' parameters, and the source region each sample
+needs, so that decoders can decode only that region, at a reduced DCT scale when it shrinks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .kernels.filters import SUPPORT
+from .kernels.spec import WarpSpec
+from .ops._base import ColorOp, GeometryOp, Op, Params, eye
+from .ops.color import Normalize, apply_to_mean, compose, identity
+from .ops.tensor import Lambda
+from .random import Draws
+
+_EPS = 1e-6
+
+
+@dataclass
+class Stage:
+    """Ops fused into one warp + one pointwise pass. `ops` holds (position, op) pairs."""
+
+    ops: list[tuple[int, Op]] = field(default_factory=list)
+    interpolation: str = "bilinear"
+    border: str = "constant"
+    fill: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    normalize: Normalize | None = None
+
+    @property
+    def geometry(self) -> list[tuple[int, GeometryOp]]:
+        return [(i, op) for i, op in self.ops if isinstance(op, GeometryOp)]
+
+    @property
+    def colors(self) -> list[tuple[int, ColorOp]]:
+        return [(i, op) for i, op in self.ops if isinstance(op, ColorOp)]
+
+    def describe(self) -> str:
+        geo = ", ".join(type(op).__name__ for _, op in self.geometry) or "none"
+        col = ", ".join(type(op).__name__ for _, op in self.colors) or "none"
+        norm = "normalize" if self.normalize else "no normalize"
+        return (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
+                f"pointwise[{col}; clamp; {norm}]")
+
+    def sample(self, seed: int, epoch: int, indices: torch.Tensor, sizes: torch.Tensor) -> StagePlan:
+        """Draw every op's parameters and fold them. sizes: float64 [N, 2] input (h, w)."""
+        n = sizes.shape[0]
+        matrix = eye(n)
+        cur = sizes.to(torch.float64)
+        geo_params: list[Params] = []
+        color_params: list[tuple[ColorOp, Params]] = []
+        for pos, op in self.ops:
+            draws = Draws(seed, epoch, indices, pos)
+            if isinstance(op, GeometryOp):
+                params = op.sample(draws, cur)
+                m, out = op.transform(params, cur)
+                matrix = m @ matrix
+                cur = out
+                geo_params.append(params)
+            elif isinstance(op, ColorOp):
+                color_params.append((op, op.sample(draws, cur)))
+        return StagePlan(self, matrix, sizes.to(torch.float64), cur, color_params)
+
+
+@dataclass
+class StagePlan:
+    """One stage's numbers for one batch."""
+
+    stage: Stage
+    matrix: torch.Tensor  # float64 [N, 3, 3] input -> output
+    in_sizes: torch.Tensor  # float64 [N, 2]
+    out_sizes: torch.Tensor  # float64 [N, 2]
+    color_params: list[tuple[ColorOp, Params]]
+
+    @property
+    def needs_means(self) -> bool:
+        return any(op.needs_mean for op, _ in self.color_params)
+
+    def uniform_size(self) -> tuple[int, int] | None:
+        """The common output (h, w), or None when samples differ."""
+        if self.out_sizes.shape[0] == 0:
+            return None
+        s = torch.round(self.out_sizes).to(torch.int64)
+        if bool((s == s[0]).all()):
+            return (int(s[0, 0]), int(s[0, 1]))
+        return None
+
+    def inverse(self) -> torch.Tensor:
+        return torch.linalg.inv(self.matrix) if self.matrix.shape[0] else self.matrix
+
+    def regions(self) -> torch.Tensor:
+        """int64 [N, 4] (y0, x0, y1, x1): the source pixels each output needs.
+
+        The bounding box of the output rectangle mapped back into the source, rounded outwards,
+        clipped to the image, and at least one pixel. With border "reflect" or "wrap" an axis
+        whose footprint leaves the image takes the whole axis (mirrored and wrapped reads come
+        from elsewhere in the image).
+        """
+        n = self.matrix.shape[0]
+        if n == 0:
+            return torch.zeros(0, 4, dtype=torch.int64)
+        inv = self.inverse()
+        h, w = self.out_sizes[:, 0], self.out_sizes[:, 1]
+        zero = torch.zeros_like(h)
+        xs = torch.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)
+        ys = torch.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
+        pts = torch.stack([xs, ys, torch.ones_like(xs)], 1)  # [N, 3, 8]
+        mapped = inv @ pts
+        u, v = mapped[:, 0] / mapped[:, 2], mapped[:, 1] / mapped[:, 2]
+        H, W = self.in_sizes[:, 0], self.in_sizes[:, 1]
+        y0 = torch.floor(v.min(1).values + _EPS)
+        y1 = torch.ceil(v.max(1).values - _EPS)
+        x0 = torch.floor(u.min(1).values + _EPS)
+        x1 = torch.ceil(u.max(1).values - _EPS)
+        if self.stage.border in ("reflect", "wrap"):
+            outy = (y0 < 0) | (y1 > H)
+            outx = (x0 < 0) | (x1 > W)
+            y0, y1 = torch.where(outy, 0.0, y0), torch.where(outy, H, y1)
+            x0, x1 = torch.where(outx, 0.0, x0), torch.where(outx, W, x1)
+        y0 = torch.minimum(y0.clamp_min(0), H - 1)
+        x0 = torch.minimum(x0.clamp_min(0), W - 1)
+        y1 = torch.maximum(torch.minimum(y1, H), y0 + 1)
+        x1 = torch.maximum(torch.minimum(x1, W), x0 + 1)
+        return torch.stack([y0, x0, y1, x1], 1).to(torch.int64)
+
+    def shrink(self) -> torch.Tensor:
+        """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder
+        may reduce the source by up to this factor without losing output detail."""
+        inv = self.inverse()
+        h, w = self.out_sizes[:, 0], self.out_sizes[:, 1]
+        sy, sx = [], []
+        for fx, fy in ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)):
+            x, y = fx * w, fy * h
+            pz = inv[:, 2, 0] * x + inv[:, 2, 1] * y + inv[:, 2, 2]
+            u = (inv[:, 0, 0] * x + inv[:, 0, 1] * y + inv[:, 0, 2]) / pz
+            v = (inv[:, 1, 0] * x + inv[:, 1, 1] * y + inv[:, 1, 2]) / pz
+            sx.append(torch.hypot((inv[:, 0, 0] - u * inv[:, 2, 0]) / pz, (inv[:, 0, 1] - u * inv[:, 2, 1]) / pz))
+            sy.append(torch.hypot((inv[:, 1, 0] - v * inv[:, 2, 0]) / pz, (inv[:, 1, 1] - v * inv[:, 2, 1]) / pz))
+        return torch.stack([torch.stack(sy, 1).min(1).values, torch.stack(sx, 1).min(1).values], 1)
+
+    def min_decode_size(self, regions: torch.Tensor) -> torch.Tensor:
+        """int64 [N, 2]: how small a decoder may make each region (DCT scaling) without going
+        below the output's resolution: the region divided by the shrink factor."""
+        s = self.shrink().clamp_min(1.0)
+        hw = (regions[:, 2:] - regions[:, :2]).to(torch.float64)
+        return torch.ceil(hw / s - _EPS).to(torch.int64)
+
+    def warp_spec(self, out_size: tuple[int, int], regions: torch.Tensor, origin: torch.Tensor | None = None,
+                  scale: torch.Tensor | None = None, antialias: bool = True) -> WarpSpec:
+        """The warp for sources stored from `origin` (default 0) at DCT `scale` (default 1).
+
+        scale: float64 [N] factors (1, 1/2, 1/4, 1/8) by which each image was reduced.
+        regions, origin: in full-resolution pixels; origin is rescaled here as the decoder did
+        (floor), clip = the stored pixels for decoded regions.
+        """
+        n = self.matrix.shape[0]
+        inv = self.inverse()
+        img = torch.round(self.in_sizes).to(torch.int64)
+        clip = regions.clone()
+        org = torch.zeros(n, 2, dtype=torch.int64) if origin is None else origin.clone()
+        if scale is not None:
+            s = scale.to(torch.float64)
+            inv = torch.diag_embed(torch.stack([s, s, torch.ones_like(s)], 1)) @ inv
+            img = torch.ceil(img * s.view(n, 1) - _EPS).to(torch.int64)
+            sc = s.view(n, 1)
+            clip = torch.cat([torch.floor(regions[:, :2] * sc + _EPS), torch.ceil(regions[:, 2:] * sc - _EPS)], 1).to(torch.int64)
+            clip = torch.minimum(clip, img.repeat(1, 2))
+            org = torch.floor(org * sc + _EPS).to(torch.int64)
+        return WarpSpec(inv, img, org, clip, out_size, self.stage.interpolation, self.stage.border,
+                        self.stage.fill, antialias)
+
+    def color_matrix(self, means: torch.Tensor | None) -> torch.Tensor | None:
+        """Fold the colour ops into float64 [N, 3, 4] (None when there are none)."""
+        if not self.color_params:
+            return None
+        n = self.matrix.shape[0]
+        total = identity(n)
+        mean = means if means is not None else torch.zeros(n, 3, dtype=torch.float64)
+        for op, params in self.color_params:
+            m = op.color(params, mean)
+            total = compose(m, total)
+            mean = apply_to_mean(m, mean)
+        return total
+
+
+@dataclass
+class TensorStage:
+    """A Lambda run on the whole batch tensor."""
+
+    position: int
+    op: Lambda
+
+    def describe(self) -> str:
+        return f"tensor[{self.op.name}]"
+
+
+def _resolve(stage: Stage, op: GeometryOp) -> bool:
+    """Fold op's explicit filter settings into the stage; False if they conflict."""
+    for attr in ("interpolation", "border", "fill"):
+        val = getattr(op, attr, None)
+        if val is None:
+            continue
+        if attr in stage._explicit and stage._explicit[attr] != val:  # type: ignore[attr-defined]
+            return False
+    for attr in ("interpolation", "border", "fill"):
+        val = getattr(op, attr, None)
+        if val is not None:
+            stage._explicit[attr] = val  # type: ignore[attr-defined]
+            setattr(stage, attr, val)
+    return True
+
+
+def build_stages(ops: list[Op]) -> list[Stage | TensorStage]:
+    """Split the op list into fused stages (see the module docstring)."""
+    stages: list[Stage | TensorStage] = []
+    current: Stage | None = None
+    normalized = False
+
+    def fresh() -> Stage:
+        s = Stage()
+        s._explicit = {}  # type: ignore[attr-defined]
+        return s
+
+    for pos, op in enumerate(ops):
+        if isinstance(op, Lambda):
+            if current is not None:
+                stages.append(current)
+                current = None
+            stages.append(TensorStage(pos, op))
+            continue
+        if normalized:
+            raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only Lambda may follow "
+                             "Normalize (colour and geometric ops work on pixel values)")
+        if current is None:
+            current = fresh()
+        if isinstance(op, GeometryOp):
+            if not _resolve(current, op):
+                stages.append(current)
+                current = fresh()
+                _resolve(current, op)
+            current.ops.append((pos, op))
+        elif isinstance(op, ColorOp):
+            current.ops.append((pos, op))
+        elif isinstance(op, Normalize):
+            current.normalize = op
+            normalized = True
+        else:
+            raise TypeError(f"op {pos}: {op!r} is not a pixelpipe op")
+    if current is not None:
+        stages.append(current)
+    if not any(isinstance(s, Stage) for s in stages):
+        stages.insert(0, fresh())  # a plain conversion to a tensor still needs one pass
+    return stages
+
+
+def support_margin(interpolation: str) -> int:
+    return int(math.ceil(SUPPORT[interpolation]))
