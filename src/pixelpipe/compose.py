@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .batch import ImageBatch
-from .kernels import PointwiseSpec, channel_means, pointwise, warp
+from .kernels import PointwiseSpec, run_stage
 from .ops._base import Op
 from .plan import Stage, StagePlan, TensorStage, build_stages
 
@@ -127,10 +127,8 @@ class Compose:
         else:
             batch = x
             spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
-        warped = warp(batch.data, batch.table, spec)
-        means = channel_means(warped) if plan.needs_means else None
-        pspec = self._pointwise_spec(stage, plan, means, final)
-        return pointwise(warped, pspec)
+        return run_stage(batch.data, batch.table, spec,
+                         lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means)
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize

@@ -1,10 +1,14 @@
 """Resampling and pointwise passes: fast paths and their plain-torch twins.
 
-`warp` and `pointwise` pick the implementation for the data's device; the `*_reference`
-functions are the definitions the fast paths are tested against.
+`run_stage` picks the implementation for the data's device: on the CPU the fast uint8 warp (or
+the reference warp) then the vectorised pointwise pass; on CUDA the Triton kernel, fused into
+one launch unless the colour ops need the warped image's mean first. The `*_reference`
+functions are the definitions every fast path is tested against.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -13,21 +17,32 @@ from .spec import PointwiseSpec, WarpSpec
 from .warp_cpu import warp_cpu
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "warp", "pointwise", "channel_means",
+__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",
            "warp_reference", "pointwise_reference"]
 
 
-def warp(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
-    """Resample a ragged batch: [N, H, W, 3] uint8 or float32 in pixel units."""
-    if data.is_cuda:
-        from .gpu import gpu_available, warp_gpu
+def gpu_kernels_available() -> bool:
+    """True when CUDA is usable and Triton imports."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
-        if gpu_available():
-            return warp_gpu(data, table, spec)
-        return warp_reference(data, table, spec)
-    return warp_cpu(data, table, spec)
 
+def run_stage(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
+              make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool) -> torch.Tensor:
+    """One warp and one pointwise pass. make_pointwise(means) builds the pointwise spec from the
+    per-sample mean colours of the warped images (None unless needs_means)."""
+    if data.is_cuda and gpu_kernels_available():
+        from .warp_triton import warp_gpu, warp_pointwise_gpu
 
-def pointwise(x: torch.Tensor, spec: PointwiseSpec) -> torch.Tensor:
-    """Colour, clamp, normalise, cast and layout of a uniform [N, H, W, 3] batch."""
-    return pointwise_fast(x, spec)
+        if not needs_means:
+            return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
+        warped, means = warp_gpu(data, table, spec, sums=True)
+        return pointwise_reference(warped, make_pointwise(means.double().cpu()))
+    warped = warp_cpu(data, table, spec) if not data.is_cuda else warp_reference(data, table, spec)
+    means = channel_means(warped) if needs_means else None
+    return pointwise_fast(warped, make_pointwise(means))

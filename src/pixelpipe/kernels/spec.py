@@ -46,13 +46,47 @@ class WarpSpec:
     def __len__(self) -> int:
         return int(self.inverse.shape[0])
 
+    def max_scale(self) -> torch.Tensor:
+        """float64 [N, 2] (y, x): per sample, the largest antialiasing stretch over the output
+        (sampled on a 3x3 grid of points), within [1, MAX_AA_SCALE]. Every implementation clamps
+        the per-pixel stretch to this, which bounds the number of taps per sample."""
+        from .filters import MAX_AA_SCALE
+
+        n = len(self)
+        if not self.antialias or self.interpolation == "nearest" or n == 0:
+            return torch.ones(n, 2, dtype=torch.float64)
+        inv = self.inverse.to(torch.float64)
+        H, W = self.out_size
+        best = torch.ones(n, 2, dtype=torch.float64)
+        for fy in (0.0, 0.5, 1.0):
+            for fx in (0.0, 0.5, 1.0):
+                x, y = fx * W, fy * H
+                pz = inv[:, 2, 0] * x + inv[:, 2, 1] * y + inv[:, 2, 2]
+                u = (inv[:, 0, 0] * x + inv[:, 0, 1] * y + inv[:, 0, 2]) / pz
+                v = (inv[:, 1, 0] * x + inv[:, 1, 1] * y + inv[:, 1, 2]) / pz
+                sx = torch.hypot((inv[:, 0, 0] - u * inv[:, 2, 0]) / pz, (inv[:, 0, 1] - u * inv[:, 2, 1]) / pz)
+                sy = torch.hypot((inv[:, 1, 0] - v * inv[:, 2, 0]) / pz, (inv[:, 1, 1] - v * inv[:, 2, 1]) / pz)
+                best = torch.maximum(best, torch.stack([sy, sx], 1))
+        return best.clamp(1.0, MAX_AA_SCALE)
+
+    def taps(self) -> torch.Tensor:
+        """int64 [N, 2] (y, x): filter taps per axis each sample needs: ceil(2 R s), or 1 for
+        nearest. Taps sit strictly inside (u - R s, u + R s) around the source point (the
+        filters vanish at +-R)."""
+        from .filters import SUPPORT
+
+        if self.interpolation == "nearest":
+            return torch.ones(len(self), 2, dtype=torch.int64)
+        r = SUPPORT[self.interpolation]
+        return torch.ceil(2 * r * self.max_scale() - 1e-9).to(torch.int64).clamp_min(1)
+
     def packed(self) -> torch.Tensor:
-        """float64 [N, 19]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1, spare 2.
-        One row per sample for kernels."""
+        """float64 [N, 21]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1,
+        max scale y, x, taps y, x. One row per sample for kernels."""
         n = len(self)
         return torch.cat([self.inverse.reshape(n, 9), self.image_size.to(torch.float64),
                           self.origin.to(torch.float64), self.clip.to(torch.float64),
-                          torch.zeros(n, 2, dtype=torch.float64)], 1)
+                          self.max_scale(), self.taps().to(torch.float64)], 1)
 
 
 @dataclass

@@ -8,11 +8,9 @@ path and the GPU kernel are for.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .filters import MAX_AA_SCALE, SUPPORT, border_index, filter_weight
+from .filters import SUPPORT, border_index, filter_weight
 from .spec import WarpSpec
 
 
@@ -27,7 +25,7 @@ def _axis_taps(coord: torch.Tensor, scale: torch.Tensor, taps: int, interpolatio
     if interpolation == "nearest":
         first = torch.floor(coord)
     else:
-        first = torch.ceil(coord - 0.5 - SUPPORT[interpolation] * scale)
+        first = torch.floor(coord - 0.5 - SUPPORT[interpolation] * scale) + 1
     idx, wts, fills = [], [], []
     for t in range(taps):
         k = first + t
@@ -43,12 +41,6 @@ def _axis_taps(coord: torch.Tensor, scale: torch.Tensor, taps: int, interpolatio
         wts.append(torch.where(keep, w, torch.zeros_like(w)))
         fills.append(fill)
     return idx, wts, fills
-
-
-def _tap_count(interpolation: str, max_scale: float) -> int:
-    if interpolation == "nearest":
-        return 1
-    return 2 * math.ceil(SUPPORT[interpolation] * max_scale) + 1
 
 
 def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
@@ -74,20 +66,24 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     pz = m[:, 6] * x + m[:, 7] * y + m[:, 8]
     u = (m[:, 0] * x + m[:, 1] * y + m[:, 2]) / pz
     v = (m[:, 3] * x + m[:, 4] * y + m[:, 5]) / pz
+    limit = spec.max_scale().to(dev)
     if spec.antialias and spec.interpolation != "nearest":
-        sx = torch.hypot((m[:, 0] - u * m[:, 6]) / pz, (m[:, 1] - u * m[:, 7]) / pz).clamp(1.0, MAX_AA_SCALE)
-        sy = torch.hypot((m[:, 3] - v * m[:, 6]) / pz, (m[:, 4] - v * m[:, 7]) / pz).clamp(1.0, MAX_AA_SCALE)
+        sx = torch.hypot((m[:, 0] - u * m[:, 6]) / pz, (m[:, 1] - u * m[:, 7]) / pz)
+        sy = torch.hypot((m[:, 3] - v * m[:, 6]) / pz, (m[:, 4] - v * m[:, 7]) / pz)
+        sx = torch.minimum(sx.clamp_min(1.0), limit[:, 1].view(n, 1, 1))
+        sy = torch.minimum(sy.clamp_min(1.0), limit[:, 0].view(n, 1, 1))
     else:
         sx = sy = torch.ones_like(u)
+    taps = spec.taps()
     col = lambda t: t.to(dev).view(n, 1, 1)  # noqa: E731
     img_h, img_w = col(spec.image_size[:, 0]), col(spec.image_size[:, 1])
 
     oy, ox = col(spec.origin[:, 0]), col(spec.origin[:, 1])
     cy0, cx0, cy1, cx1 = (col(spec.clip[:, i]) for i in range(4))
     inside = (u >= 0) & (u < img_w) & (v >= 0) & (v < img_h)
-    iy, wy, fy = _axis_taps(v, sy, _tap_count(spec.interpolation, float(sy.max())), spec.interpolation,
+    iy, wy, fy = _axis_taps(v, sy, int(taps[:, 0].max()), spec.interpolation,
                             img_h, oy, cy0, cy1, spec.border, inside)
-    ix, wx, fx = _axis_taps(u, sx, _tap_count(spec.interpolation, float(sx.max())), spec.interpolation,
+    ix, wx, fx = _axis_taps(u, sx, int(taps[:, 1].max()), spec.interpolation,
                             img_w, ox, cx0, cx1, spec.border, inside)
     tab = table.to(dev)
     offset, bw, ch = col(tab[:, 0]), col(tab[:, 2]), col(tab[:, 3])

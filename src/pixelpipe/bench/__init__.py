@@ -1,0 +1,1 @@
+"""Benchmarks: `pixelpipe bench` and the scripts in benchmarks/."""

@@ -1,0 +1,143 @@
+"""`pixelpipe bench`: run a pipeline with pixelpipe and its peers in one process, print img/s.
+
+Every contender gets the same encoded images in memory, the same batch size and the same
+number of threads, runs one warm-up pass, then is timed over `passes` passes. Results are
+printed as a table with each peer's ratio to pixelpipe (and as JSON with --json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ..progress import Progress
+from .pipelines import pipeline_ops
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
+
+
+@dataclass
+class Result:
+    name: str
+    images: int
+    seconds: float
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else 0.0
+
+
+def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[bytes], str]:
+    """Encoded images from a folder (recursive) or, with no folder, the synthetic dataset."""
+    if data is None:
+        from ..datasets import synthetic
+
+        return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
+    root = Path(data)
+    if not root.is_dir():
+        raise SystemExit(f"pixelpipe bench: --data {data}: not a folder")
+    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
+    if not files:
+        raise SystemExit(f"pixelpipe bench: --data {data}: no images ({', '.join(IMAGE_EXTENSIONS)})")
+    return [p.read_bytes() for p in files], f"{root} ({len(files)} files)"
+
+
+def _batches(blobs: Sequence[bytes], batch: int) -> Iterator[tuple[int, Sequence[bytes]]]:
+    for start in range(0, len(blobs), batch):
+        yield start, blobs[start : start + batch]
+
+
+def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
+              quiet: bool, note: str = "") -> Result:
+    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes."""
+    for _ in run_pass(0):
+        pass
+    images = 0
+    with Progress(total * passes, f"{name:<18}", quiet=quiet) as bar:
+        t0 = time.perf_counter()
+        for epoch in range(1, passes + 1):
+            for k in run_pass(epoch):
+                images += k
+                bar.update(k)
+        seconds = time.perf_counter() - t0
+    return Result(name, images, seconds, note)
+
+
+def pixelpipe_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) -> Callable[[int], Iterator[int]]:
+    from ..compose import Compose
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, num_threads=threads)
+
+    def run(epoch: int) -> Iterator[int]:
+        for start, chunk in _batches(blobs, batch):
+            out = t(list(chunk), seed=0, epoch=epoch, indices=torch.arange(start, start + len(chunk)))
+            yield out.shape[0]
+
+    return run
+
+
+def pillow_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) -> Callable[[int], Iterator[int]]:
+    from .pillow_loop import pillow_batches
+
+    def run(epoch: int) -> Iterator[int]:
+        for out in pillow_batches(blobs, batch, threads, pipeline, seed=epoch * len(blobs)):
+            yield out.shape[0]
+
+    return run
+
+
+CPU_PEERS = {"pillow": pillow_cpu}
+
+
+def print_table(results: list[Result], header: str) -> None:
+    base = results[0].rate
+    print(header)
+    print(f"{'contender':<22}{'images/s':>12}{'ratio to pixelpipe':>22}  note")
+    for r in results:
+        ratio = r.rate / base if base else 0.0
+        print(f"{r.name:<22}{r.rate:>12,.1f}{ratio:>22.2f}  {r.note}")
+    if len(results) > 1:
+        best = max(results[1:], key=lambda r: r.rate)
+        print(f"pixelpipe is {base / best.rate:.2f}x {best.name}" if best.rate else "")
+
+
+def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
+              peers: Sequence[str], passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
+              cache: bool = False) -> list[Result]:
+    blobs, what = load_images(data, n)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    threads = threads or os.cpu_count() or 1
+    if device.startswith("cuda"):
+        from .gpu_peers import run_gpu_bench
+
+        return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
+                             augment_only=augment_only, cache=cache)
+    if augment_only or cache:
+        raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
+    batch = batch or 64
+    torch.set_num_threads(threads)
+    results = [time_runs("pixelpipe (cpu)", pixelpipe_cpu(blobs, pipeline, batch, threads), passes, len(blobs), quiet,
+                         f"{threads} threads")]
+    for peer in peers:
+        if peer not in CPU_PEERS:
+            print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}")
+            continue
+        results.append(time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
+                                 len(blobs), quiet, f"{threads} threads"))
+    header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
+              f"passes={passes} data={what}\n{platform.processor() or platform.machine()}, "
+              f"{os.cpu_count()} cores, torch {torch.__version__}")
+    if as_json:
+        print(json.dumps({"header": header, "results": [asdict(r) | {"images_per_s": r.rate} for r in results]}, indent=2))
+    else:
+        print_table(results, header)
+    return results

@@ -1,0 +1,286 @@
+"""The GPU kernel: one Triton launch reads the ragged uint8 batch and writes the final tensor.
+
+Per output pixel: the source point from the sample's 3x3 inverse matrix with perspective
+division, the antialiasing stretch from the local Jacobian, the filter taps (border rule, clip
+box, Pillow's edge renormalisation), then, fused, the sample's colour matrix, clamp,
+normalisation, cast and layout. Twin: warp_torch.warp_reference + pointwise_torch.
+pointwise_reference (tests/test_gpu_kernels.py checks they agree).
+
+Memory traffic: each output element is written once; source pixels are read through L1/L2 by
+the neighbouring output pixels that share them (a 224x224 output of a 300x300 window reads each
+source byte from DRAM about once). Per sample, 21 float64 geometry values and 12 colour values.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .filters import BORDER_CODE, INTERP_CODE
+from .spec import PointwiseSpec, WarpSpec
+
+GEOM_COLS = 21  # see WarpSpec.packed
+
+
+@triton.jit
+def _filter(t, INTERP: tl.constexpr):
+    a = tl.abs(t)
+    if INTERP == 1:
+        w = tl.maximum(1.0 - a, 0.0)
+    else:  # Keys cubic, a = -0.5 (Pillow's bicubic)
+        near = (1.5 * a - 2.5) * a * a + 1.0
+        far = ((-0.5 * a + 2.5) * a - 4.0) * a + 2.0
+        w = tl.where(a < 1.0, near, tl.where(a < 2.0, far, 0.0))
+    return w
+
+
+@triton.jit
+def _border(k, size, BORDER: tl.constexpr):
+    """Remap an integer tap index by the border rule; also say whether it left the image."""
+    outside = (k < 0) | (k >= size)
+    if BORDER == 3:  # wrap
+        kb = k % size
+        kb = tl.where(kb < 0, kb + size, kb)
+    elif BORDER == 1:  # reflect without repeating the edge
+        period = tl.maximum(2 * (size - 1), 1)
+        m = k % period
+        m = tl.where(m < 0, m + period, m)
+        m = tl.where(m >= size, period - m, m)
+        kb = tl.where(size > 1, m, 0)
+    else:  # constant (index unused when outside) and replicate
+        kb = tl.minimum(tl.maximum(k, 0), size - 1)
+    return kb, outside
+
+
+@triton.jit
+def _warp_kernel(
+    src_ptr,  # uint8 or float32 flat buffer: every sample HWC, back to back
+    table_ptr,  # int64 [N, 4]: offset, height, width, channels of each stored sample
+    geom_ptr,  # float64 [N, GEOM_COLS]: WarpSpec.packed()
+    color_ptr,  # float32 [N, 12]: colour matrix rows (3x4), read when COLOR
+    post_ptr,  # float32 [6]: per-channel scale and bias applied after the clamp
+    fill_ptr,  # float32 [3]: border colour (0..255)
+    out_ptr,  # output tensor (any of uint8, float16, bfloat16, float32)
+    sums_ptr,  # float32 [N, 3]: per-sample channel sums of the warp, written when SUMS
+    H, W,  # output height and width
+    s_n, s_c, s_y, s_x,  # output element strides (NCHW or NHWC)
+    INTERP: tl.constexpr,  # 0 nearest, 1 bilinear, 2 bicubic
+    BORDER: tl.constexpr,  # 0 constant, 1 reflect, 2 replicate, 3 wrap
+    ANTIALIAS: tl.constexpr,  # stretch the filter when shrinking
+    COLOR: tl.constexpr,  # apply the colour matrix
+    FINISH: tl.constexpr,  # clamp + post scale/bias + cast; else raw warp values
+    SUMS: tl.constexpr,  # accumulate per-sample channel sums
+    GREY_OUT: tl.constexpr,  # write one grey channel
+    ROUND: tl.constexpr,  # round to nearest (uint8 output)
+    BLOCK: tl.constexpr,  # output pixels per program
+):
+    n = tl.program_id(1)
+    pix = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = pix < H * W
+    oi = pix // W
+    oj = pix % W
+    x = oj.to(tl.float64) + 0.5
+    y = oi.to(tl.float64) + 0.5
+    g = geom_ptr + n * 21
+    m0 = tl.load(g + 0)
+    m1 = tl.load(g + 1)
+    m2 = tl.load(g + 2)
+    m3 = tl.load(g + 3)
+    m4 = tl.load(g + 4)
+    m5 = tl.load(g + 5)
+    m6 = tl.load(g + 6)
+    m7 = tl.load(g + 7)
+    m8 = tl.load(g + 8)
+    img_h = tl.load(g + 9).to(tl.int64)
+    img_w = tl.load(g + 10).to(tl.int64)
+    org_y = tl.load(g + 11).to(tl.int64)
+    org_x = tl.load(g + 12).to(tl.int64)
+    cy0 = tl.load(g + 13).to(tl.int64)
+    cx0 = tl.load(g + 14).to(tl.int64)
+    cy1 = tl.load(g + 15).to(tl.int64)
+    cx1 = tl.load(g + 16).to(tl.int64)
+    lim_y = tl.load(g + 17)
+    lim_x = tl.load(g + 18)
+    taps_y = tl.load(g + 19).to(tl.int32)
+    taps_x = tl.load(g + 20).to(tl.int32)
+    t = table_ptr + n * 4
+    off = tl.load(t + 0)
+    bw = tl.load(t + 2)
+    ch = tl.load(t + 3)
+
+    pz = m6 * x + m7 * y + m8
+    u = (m0 * x + m1 * y + m2) / pz
+    v = (m3 * x + m4 * y + m5) / pz
+    if ANTIALIAS:
+        dux = (m0 - u * m6) / pz
+        duy = (m1 - u * m7) / pz
+        dvx = (m3 - v * m6) / pz
+        dvy = (m4 - v * m7) / pz
+        sx = tl.minimum(tl.maximum(tl.sqrt(dux * dux + duy * duy), 1.0), lim_x)
+        sy = tl.minimum(tl.maximum(tl.sqrt(dvx * dvx + dvy * dvy), 1.0), lim_y)
+    else:
+        sx = tl.full([BLOCK], 1.0, tl.float64)
+        sy = tl.full([BLOCK], 1.0, tl.float64)
+    inside = (u >= 0) & (u < img_w.to(tl.float64)) & (v >= 0) & (v < img_h.to(tl.float64))
+    if INTERP == 0:
+        first_x = tl.floor(u).to(tl.int64)
+        first_y = tl.floor(v).to(tl.int64)
+    elif INTERP == 1:
+        first_x = tl.floor(u - 0.5 - sx).to(tl.int64) + 1
+        first_y = tl.floor(v - 0.5 - sy).to(tl.int64) + 1
+    else:
+        first_x = tl.floor(u - 0.5 - 2.0 * sx).to(tl.int64) + 1
+        first_y = tl.floor(v - 0.5 - 2.0 * sy).to(tl.int64) + 1
+    c1 = tl.minimum(ch - 1, 1)
+    c2 = tl.minimum(ch - 1, 2)
+    f0 = tl.load(fill_ptr + 0)
+    f1 = tl.load(fill_ptr + 1)
+    f2 = tl.load(fill_ptr + 2)
+    acc0 = tl.zeros([BLOCK], tl.float32)
+    acc1 = tl.zeros([BLOCK], tl.float32)
+    acc2 = tl.zeros([BLOCK], tl.float32)
+    wsum = tl.zeros([BLOCK], tl.float32)
+    for ty in range(0, taps_y):
+        ky = first_y + ty
+        if INTERP == 0:
+            wy = tl.full([BLOCK], 1.0, tl.float32)
+        else:
+            wy = _filter(((ky.to(tl.float64) + 0.5 - v) / sy).to(tl.float32), INTERP)
+        kyb, out_y = _border(ky, img_h, BORDER)
+        if BORDER == 0:
+            fill_y = out_y & ~inside
+            keep_y = fill_y | (~out_y & (kyb >= cy0) & (kyb < cy1))
+        else:
+            fill_y = tl.zeros([BLOCK], tl.int1)
+            keep_y = (kyb >= cy0) & (kyb < cy1)
+        wy = tl.where(keep_y, wy, 0.0)
+        row = off + (kyb - org_y) * bw * ch
+        for tx in range(0, taps_x):
+            kx = first_x + tx
+            if INTERP == 0:
+                wx = tl.full([BLOCK], 1.0, tl.float32)
+            else:
+                wx = _filter(((kx.to(tl.float64) + 0.5 - u) / sx).to(tl.float32), INTERP)
+            kxb, out_x = _border(kx, img_w, BORDER)
+            if BORDER == 0:
+                fill_x = out_x & ~inside
+                keep_x = fill_x | (~out_x & (kxb >= cx0) & (kxb < cx1))
+            else:
+                fill_x = tl.zeros([BLOCK], tl.int1)
+                keep_x = (kxb >= cx0) & (kxb < cx1)
+            w = wy * tl.where(keep_x, wx, 0.0)
+            is_fill = fill_y | fill_x
+            read = mask & (w != 0.0) & ~is_fill
+            base = row + (kxb - org_x) * ch
+            p0 = tl.load(src_ptr + base, mask=read, other=0).to(tl.float32)
+            p1 = tl.load(src_ptr + base + c1, mask=read, other=0).to(tl.float32)
+            p2 = tl.load(src_ptr + base + c2, mask=read, other=0).to(tl.float32)
+            acc0 += w * tl.where(is_fill, f0, p0)
+            acc1 += w * tl.where(is_fill, f1, p1)
+            acc2 += w * tl.where(is_fill, f2, p2)
+            wsum += w
+    ok = wsum > 0
+    r = tl.where(ok, acc0 / tl.where(ok, wsum, 1.0), f0)
+    gg = tl.where(ok, acc1 / tl.where(ok, wsum, 1.0), f1)
+    b = tl.where(ok, acc2 / tl.where(ok, wsum, 1.0), f2)
+    if SUMS:
+        tl.atomic_add(sums_ptr + n * 3 + 0, tl.sum(tl.where(mask, r, 0.0), axis=0))
+        tl.atomic_add(sums_ptr + n * 3 + 1, tl.sum(tl.where(mask, gg, 0.0), axis=0))
+        tl.atomic_add(sums_ptr + n * 3 + 2, tl.sum(tl.where(mask, b, 0.0), axis=0))
+    if COLOR:
+        cp = color_ptr + n * 12
+        r2 = tl.load(cp + 0) * r + tl.load(cp + 1) * gg + tl.load(cp + 2) * b + tl.load(cp + 3)
+        g2 = tl.load(cp + 4) * r + tl.load(cp + 5) * gg + tl.load(cp + 6) * b + tl.load(cp + 7)
+        b2 = tl.load(cp + 8) * r + tl.load(cp + 9) * gg + tl.load(cp + 10) * b + tl.load(cp + 11)
+        r, gg, b = r2, g2, b2
+    dst = out_ptr + n * s_n + oi * s_y + oj * s_x
+    ty_out = out_ptr.dtype.element_ty
+    if FINISH:
+        r = tl.minimum(tl.maximum(r, 0.0), 255.0)
+        gg = tl.minimum(tl.maximum(gg, 0.0), 255.0)
+        b = tl.minimum(tl.maximum(b, 0.0), 255.0)
+        if GREY_OUT:
+            grey = 0.299 * r + 0.587 * gg + 0.114 * b
+            grey = grey * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
+            if ROUND:
+                grey = tl.floor(grey + 0.5)
+            tl.store(dst, grey.to(ty_out), mask=mask)
+        else:
+            r = r * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
+            gg = gg * tl.load(post_ptr + 1) + tl.load(post_ptr + 4)
+            b = b * tl.load(post_ptr + 2) + tl.load(post_ptr + 5)
+            if ROUND:
+                r = tl.floor(r + 0.5)
+                gg = tl.floor(gg + 0.5)
+                b = tl.floor(b + 0.5)
+            tl.store(dst, r.to(ty_out), mask=mask)
+            tl.store(dst + s_c, gg.to(ty_out), mask=mask)
+            tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
+    else:
+        tl.store(dst, r.to(ty_out), mask=mask)
+        tl.store(dst + s_c, gg.to(ty_out), mask=mask)
+        tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
+
+
+def _post(spec: PointwiseSpec) -> torch.Tensor:
+    """Per-channel (scale, bias) applied after the clamp: /255 and normalisation folded."""
+    if spec.dtype == torch.uint8:
+        return torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    mean = spec.mean if spec.mean is not None else (0.0,)
+    std = spec.std if spec.std is not None else (1.0,)
+    if len(mean) == 1:
+        mean, std = mean * 3, std * 3
+    k = [1.0 / (255.0 * s) for s in std]
+    b = [-m / s for m, s in zip(mean, std)]
+    return torch.tensor(k + b)
+
+
+def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
+            color: torch.Tensor | None, post: torch.Tensor, finish: bool, sums: torch.Tensor | None,
+            grey: bool, rounding: bool, block: int = 256) -> None:
+    n = len(spec)
+    H, W = spec.out_size
+    if n == 0 or H * W == 0:
+        return
+    dev = data.device
+    geom = spec.packed().to(dev, non_blocking=True)
+    tab = table.to(dev, non_blocking=True)
+    col = (color if color is not None else torch.zeros(n, 3, 4)).to(dev, torch.float32).reshape(n, 12).contiguous()
+    fill = torch.tensor(spec.fill, dtype=torch.float32).to(dev)
+    post_d = post.to(dev, torch.float32)
+    sums_d = sums if sums is not None else torch.zeros(1, dtype=torch.float32, device=dev)
+    grid = (triton.cdiv(H * W, block), n)
+    _warp_kernel[grid](
+        data, tab, geom, col, post_d, fill, out, sums_d, H, W, *strides,
+        INTERP=INTERP_CODE[spec.interpolation], BORDER=BORDER_CODE[spec.border],
+        ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color is not None,
+        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, BLOCK=block, num_warps=4,
+    )
+
+
+def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Warp only: float32 [N, H, W, 3] in pixel units, and per-sample channel means if asked."""
+    n = len(spec)
+    H, W = spec.out_size
+    out = torch.empty(n, H, W, 3, dtype=torch.float32, device=data.device)
+    acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device) if sums else None
+    _launch(data, table, spec, out, (H * W * 3, 1, W * 3, 3), None, torch.zeros(6), False, acc, False, False)
+    means = acc / float(max(H * W, 1)) if acc is not None else None
+    return out, means
+
+
+def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:
+    """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor."""
+    n = len(spec)
+    H, W = spec.out_size
+    c = pspec.channels
+    if pspec.layout == "NCHW":
+        out = torch.empty(n, c, H, W, dtype=pspec.dtype, device=data.device)
+        strides = (c * H * W, H * W, W, 1)
+    else:
+        out = torch.empty(n, H, W, c, dtype=pspec.dtype, device=data.device)
+        strides = (H * W * c, 1, W * c, c)
+    _launch(data, table, spec, out, strides, pspec.color, _post(pspec), True, None, c == 1,
+            pspec.dtype == torch.uint8)
+    return out
