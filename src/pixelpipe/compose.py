@@ -32,6 +32,8 @@ class Compose:
         channels: 3 (grey images are replicated) or 1 (the grey of colour images).
         antialias: antialias every shrinking warp (default True).
         num_threads: decoding threads when called on encoded images (default: all cores).
+        device: where the work and the output go; default: the input batch's device (the CPU
+            for encoded images and lists of CPU arrays).
 
     Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
@@ -49,7 +51,8 @@ class Compose:
     """
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
-                 channels: int = 3, antialias: bool = True, num_threads: int | None = None) -> None:
+                 channels: int = 3, antialias: bool = True, num_threads: int | None = None,
+                 device: str | torch.device | None = None) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -66,6 +69,7 @@ class Compose:
         self.dtype, self.layout, self.channels = dtype, layout, channels
         self.antialias = bool(antialias)
         self.num_threads = num_threads or os.cpu_count() or 1
+        self.device = None if device is None else torch.device(device)
         self.stages = build_stages(ops)
         last = self._last_warp_stage()
         if dtype == torch.uint8 and any(isinstance(s, Stage) and s.normalize for s in self.stages):
@@ -121,14 +125,19 @@ class Compose:
                     "RandomResizedCrop so that every sample has the same size"
                     + (" before the Lambda" if not final else ""))
         regions = plan.regions()
+        device = self.device or (torch.device("cpu") if encoded else x.device)
         if encoded:
-            batch, scale = x.decode(regions, plan.min_decode_size(regions), self._executor())
+            images, scale = x.decode(regions, plan.min_decode_size(regions), self._executor())
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=self.antialias)
+            source: ImageBatch | list[torch.Tensor] = images
+            if device.type != "cpu":
+                source = ImageBatch.from_list(images).to(device, non_blocking=True)
         else:
-            batch = x
+            source = x.to(device)
             spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
-        return run_stage(batch.data, batch.table, spec,
-                         lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means)
+        return run_stage(source, spec,
+                         lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
+                         self._executor().map)
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize
@@ -185,7 +194,9 @@ class EncodedSource:
         rows = [(i.width, i.height) if i.orientation >= 5 else (i.height, i.width) for i in self.infos]
         return torch.tensor(rows, dtype=torch.float64).view(-1, 2)
 
-    def decode(self, regions: torch.Tensor, min_sizes: torch.Tensor, pool: ThreadPoolExecutor) -> tuple[ImageBatch, torch.Tensor]:
+    def decode(self, regions: torch.Tensor, min_sizes: torch.Tensor, pool: ThreadPoolExecutor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Decode each sample's region (DCT-scaled where allowed): HWC uint8 tensors and the
+        scale each was decoded at."""
         from .decode import decode_region
 
         regs = [tuple(r) for r in regions.tolist()]
@@ -193,13 +204,13 @@ class EncodedSource:
 
         def one(i: int) -> tuple[np.ndarray, float]:
             try:
-                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i])
+                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i], rgb=False)
             except ValueError as e:
                 raise type(e)(f"sample {i}: {e}") from None
 
         results = list(pool.map(one, range(len(self.blobs))))
         scale = torch.tensor([_dct_scale(s) for _, s in results], dtype=torch.float64)
-        return ImageBatch.from_list([a for a, _ in results]), scale
+        return [torch.from_numpy(a) for a, _ in results], scale
 
 
 def _dct_scale(s: float) -> float:

@@ -77,6 +77,13 @@ class Draws:
         u = uniform(self.seed, self.epoch, self.indices, self.op, draw)
         return low + (high - low) * u
 
+    def uniforms(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """float32 [N, D] uniform in [low, high): draws `draws` (a count D means 0..D-1) in one
+        hash evaluation; column k equals uniform(draws[k])."""
+        d = torch.as_tensor(list(range(draws)) if isinstance(draws, int) else list(draws), dtype=torch.int64)
+        h = hash32(self.seed, self.epoch, self.indices.view(-1, 1), self.op, d.view(1, -1))
+        return low + (high - low) * ((h >> 8).to(torch.float32) * (1.0 / (1 << 24)))
+
     def bernoulli(self, draw: int, p: float) -> torch.Tensor:
         """bool [N], True with probability p."""
         return uniform(self.seed, self.epoch, self.indices, self.op, draw) < p

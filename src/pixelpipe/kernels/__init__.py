@@ -8,13 +8,14 @@ functions are the definitions every fast path is tested against.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
-from .pointwise_torch import channel_means, pointwise_fast, pointwise_reference
+from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
-from .warp_cpu import warp_cpu
+from .cpu_stage import run_cpu_stage
 from .warp_torch import warp_reference
 
 __all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",
@@ -32,10 +33,16 @@ def gpu_kernels_available() -> bool:
     return True
 
 
-def run_stage(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
-              make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool) -> torch.Tensor:
+def run_stage(source: ImageBatch | list[torch.Tensor], spec: WarpSpec,
+              make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
+              map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map) -> torch.Tensor:
     """One warp and one pointwise pass. make_pointwise(means) builds the pointwise spec from the
-    per-sample mean colours of the warped images (None unless needs_means)."""
+    per-sample mean colours of the warped images (None unless needs_means). map_fn runs the CPU
+    per-sample fast paths (a thread pool's map spreads them over cores). source: a batch on any
+    device, or a list of HWC CPU tensors (decoded regions, not packed into one buffer)."""
+    if isinstance(source, list):
+        return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
+    data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():
         from .warp_triton import warp_gpu, warp_pointwise_gpu
 
@@ -43,6 +50,9 @@ def run_stage(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
         warped, means = warp_gpu(data, table, spec, sums=True)
         return pointwise_reference(warped, make_pointwise(means.double().cpu()))
-    warped = warp_cpu(data, table, spec) if not data.is_cuda else warp_reference(data, table, spec)
-    means = channel_means(warped) if needs_means else None
-    return pointwise_fast(warped, make_pointwise(means))
+    if data.is_cuda:  # CUDA without Triton: the reference on the device
+        warped = warp_reference(data, table, spec)
+        return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))
+    rows = table.tolist()
+    images = [data[o : o + h * w * c].view(h, w, c) for o, h, w, c in rows]
+    return run_cpu_stage(images, spec, make_pointwise, needs_means, map_fn)

@@ -1,77 +1,120 @@
-"""CPU fast path for axis-aligned warps (crops, resizes, flips): torch's SIMD uint8 resampler.
+"""CPU fast paths for axis-aligned warps (crops, resizes, flips), per sample, on worker threads.
 
-Most training and evaluation plans (RandomResizedCrop or Resize + crop, flips) map a whole-pixel
-source window straight onto the output. For those samples the warp is exactly torch's
-antialiased `interpolate` of the window (same filters and edge renormalisation as our reference,
-computed in fixed point on uint8 with SIMD), optionally mirrored. That kernel is about 10x faster
-than any composition of generic vectorised torch ops, so it is called once per eligible sample
-(a C++ call per image, no Python arithmetic per pixel); the other samples go through the
-reference warp together. Agreement with warp_reference is tested (max 2 grey levels, from the
-fixed-point weights and the uint8 intermediate between the two separable passes).
+Most training and evaluation plans map a source window straight onto the output, possibly
+mirrored. Two exact shortcuts cover them, each called once per sample (a C++ call per image,
+no Python arithmetic per pixel) so they can run on the decoding threads:
+
+- "window": the window is whole pixels: the warp is torch's antialiased `interpolate` of that
+  window (same filters and edge renormalisation as the reference, computed in fixed point on
+  uint8 with SIMD; about 10x faster than any composition of generic torch ops);
+- "separable": any other axis-aligned warp whose source points stay inside the image (e.g. a
+  window at a fractional position after DCT-scaled decoding): two small matrix products with the
+  reference's own 1-D filter weights.
+
+Everything else (rotations, perspective, borders) goes through the reference warp, batched.
+Agreement with warp_reference is tested: exact up to float rounding for "separable"; for
+"window" at most 2 grey levels, from the fixed-point weights and the uint8 intermediate between
+its two passes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from .spec import WarpSpec
-from .warp_torch import warp_reference
+from .warp_torch import axis_weights, warp_reference
 
+REFERENCE, WINDOW, SEPARABLE = 0, 1, 2
 _TOL = 1e-6
 
 
-def fast_mask(spec: WarpSpec) -> torch.Tensor:
-    """bool [N]: samples whose warp is an exact window-to-output scale, optionally mirrored."""
+def classify(spec: WarpSpec) -> torch.Tensor:
+    """int64 [N]: which implementation each sample takes (REFERENCE, WINDOW or SEPARABLE)."""
     n = len(spec)
+    kind = torch.full((n,), REFERENCE, dtype=torch.int64)
     if n == 0 or spec.interpolation == "nearest" or not spec.antialias:
-        return torch.zeros(n, dtype=torch.bool)
+        return kind
     inv = spec.inverse
     H, W = spec.out_size
     aligned = (inv[:, 0, 1].abs() < _TOL) & (inv[:, 1, 0].abs() < _TOL) & (inv[:, 2, 0].abs() < _TOL) \
         & (inv[:, 2, 1].abs() < _TOL) & ((inv[:, 2, 2] - 1).abs() < _TOL)
-    # the output's edges map exactly onto the clip box's edges (in either direction)
     u0, u1 = inv[:, 0, 2], inv[:, 0, 0] * W + inv[:, 0, 2]
     v0, v1 = inv[:, 1, 2], inv[:, 1, 1] * H + inv[:, 1, 2]
-    clip = spec.clip.to(torch.float64)
     lo_u, hi_u = torch.minimum(u0, u1), torch.maximum(u0, u1)
     lo_v, hi_v = torch.minimum(v0, v1), torch.maximum(v0, v1)
+    clip = spec.clip.to(torch.float64)
+    img = spec.image_size.to(torch.float64)
     exact = ((lo_u - clip[:, 1]).abs() < 1e-4) & ((hi_u - clip[:, 3]).abs() < 1e-4) \
         & ((lo_v - clip[:, 0]).abs() < 1e-4) & ((hi_v - clip[:, 2]).abs() < 1e-4)
-    return aligned & exact
+    inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)
+    kind[aligned & inside] = SEPARABLE
+    kind[aligned & exact] = WINDOW
+    return kind
 
 
-def warp_cpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
-    """Same contract as warp_reference; returns uint8 [N, H, W, 3] when every sample takes the
-    fast path, float32 otherwise."""
+def _window(img: torch.Tensor, spec: WarpSpec, i: int) -> torch.Tensor:
+    """uint8 [H, W, C]: interpolate the sample's clip window (img is the stored HWC sample)."""
+    y0, x0, y1, x1 = spec.clip[i].tolist()
+    oy, ox = spec.origin[i].tolist()
+    win = img[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+    src = win.permute(2, 0, 1).unsqueeze(0)  # channels-last memory, no copy
+    res = F.interpolate(src, size=spec.out_size, mode=spec.interpolation, antialias=True)[0].permute(1, 2, 0)
+    if float(spec.inverse[i, 0, 0]) < 0:
+        res = res.flip(1)
+    if float(spec.inverse[i, 1, 1]) < 0:
+        res = res.flip(0)
+    return res
+
+
+def _separable(img: torch.Tensor, spec: WarpSpec, i: int) -> torch.Tensor:
+    """float32 [H, W, C]: Wy @ window @ Wx^T with the reference's normalised 1-D weights."""
+    H, W = spec.out_size
+    inv = spec.inverse[i]
+    limit = spec.max_scale()[i]
+    y0, x0, y1, x1 = spec.clip[i].tolist()
+    oy, ox = spec.origin[i].tolist()
+    win = img[y0 - oy : y1 - oy, x0 - ox : x1 - ox].to(torch.float32)
+    h, w, c = win.shape
+    img_h, img_w = spec.image_size[i].tolist()
+    wy = axis_weights(float(inv[1, 1]), float(inv[1, 2]), H, float(limit[0]), y0, y1, img_h, spec)
+    wx = axis_weights(float(inv[0, 0]), float(inv[0, 2]), W, float(limit[1]), x0, x1, img_w, spec)
+    tmp = (wy @ win.reshape(h, w * c)).view(H, w, c)
+    return torch.einsum("xw,hwc->hxc", wx, tmp)
+
+
+def warp_sample(img: torch.Tensor, spec: WarpSpec, i: int, kind: int) -> torch.Tensor:
+    """Sample i (img: its stored HWC pixels) by the "window" or "separable" path: [H, W, 3]
+    (uint8 for window, float32 for separable); a grey sample is expanded to 3 channels."""
+    res = _window(img, spec, i) if kind == WINDOW else _separable(img, spec, i)
+    return res.expand(*res.shape[:2], 3) if res.shape[2] == 1 else res
+
+
+def warp_cpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
+             map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map) -> torch.Tensor:
+    """Same contract as warp_reference, with the fast paths where they apply: uint8
+    [N, H, W, 3] when every sample takes the "window" path, float32 otherwise."""
     n = len(spec)
     H, W = spec.out_size
-    fast = fast_mask(spec) if data.dtype == torch.uint8 and not data.is_cuda else torch.zeros(n, dtype=torch.bool)
-    if not bool(fast.any()):
+    if data.dtype != torch.uint8 or data.is_cuda or n == 0:
         return warp_reference(data, table, spec)
-    out = torch.empty(n, H, W, 3, dtype=torch.uint8)
+    kind = classify(spec)
+    kinds = kind.tolist()
     rows = table.tolist()
-    clip = spec.clip.tolist()
-    org = spec.origin.tolist()
-    flip_x = (spec.inverse[:, 0, 0] < 0).tolist()
-    flip_y = (spec.inverse[:, 1, 1] < 0).tolist()
-    for i in fast.nonzero().flatten().tolist():
+    out = torch.empty(n, H, W, 3, dtype=torch.uint8 if bool((kind == WINDOW).all()) else torch.float32)
+
+    def one(i: int) -> None:
         off, bh, bw, c = rows[i]
-        y0, x0, y1, x1 = clip[i]
-        oy, ox = org[i]
-        img = data[off : off + bh * bw * c].view(bh, bw, c)[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
-        src = img.permute(2, 0, 1).unsqueeze(0)  # channels-last memory, no copy
-        res = F.interpolate(src, size=(H, W), mode=spec.interpolation, antialias=True)[0].permute(1, 2, 0)
-        if flip_x[i]:
-            res = res.flip(1)
-        if flip_y[i]:
-            res = res.flip(0)
-        out[i] = res  # a grey sample broadcasts to three channels
-    if bool(fast.all()):
-        return out
-    rest = (~fast).nonzero().flatten()
-    sub = WarpSpec(spec.inverse[rest], spec.image_size[rest], spec.origin[rest], spec.clip[rest], spec.out_size,
-                   spec.interpolation, spec.border, spec.fill, spec.antialias)
-    result = out.to(torch.float32)
-    result[rest] = warp_reference(data, table[rest], sub)
-    return result
+        out[i].copy_(warp_sample(data[off : off + bh * bw * c].view(bh, bw, c), spec, i, kinds[i]))
+
+    for _ in map_fn(one, [i for i in range(n) if kinds[i] != REFERENCE]):
+        pass
+    rest = (kind == REFERENCE).nonzero().flatten()
+    if len(rest):
+        sub = WarpSpec(spec.inverse[rest], spec.image_size[rest], spec.origin[rest], spec.clip[rest],
+                       spec.out_size, spec.interpolation, spec.border, spec.fill, spec.antialias)
+        out[rest] = warp_reference(data, table[rest], sub).to(out.dtype)
+    return out

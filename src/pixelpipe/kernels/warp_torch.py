@@ -8,6 +8,8 @@ path and the GPU kernel are for.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .filters import SUPPORT, border_index, filter_weight
@@ -105,3 +107,24 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     norm = (wsum_y * wsum_x).unsqueeze(-1)
     out = torch.where(norm > 0, acc / norm.clamp_min(1e-12), fill.view(1, 1, 1, 3))
     return out
+
+
+def axis_weights(a: float, b: float, n_out: int, limit: float, lo: int, hi: int, size: int,
+                 spec: WarpSpec) -> torch.Tensor:
+    """float32 [n_out, hi - lo]: the reference's normalised 1-D filter weights for the axis map
+    coord = a * (i + 0.5) + b, over image pixels lo..hi-1 (the clip range) of an image `size` pixels long. For axis-aligned
+    warps whose source points stay inside the image, the 2-D warp is exactly Wy @ img @ Wx^T."""
+    f64 = torch.float64
+    coord = a * (torch.arange(n_out, dtype=f64) + 0.5) + b
+    if spec.antialias and spec.interpolation != "nearest":
+        scale = torch.full_like(coord, min(max(abs(a), 1.0), limit))
+    else:
+        scale = torch.ones_like(coord)
+    taps = 1 if spec.interpolation == "nearest" else int(math.ceil(2 * SUPPORT[spec.interpolation] * float(scale[0]) - 1e-9))
+    t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+    idx, wts, _ = _axis_taps(coord, scale, max(taps, 1), spec.interpolation, t(size), t(lo), t(lo), t(hi),
+                             spec.border, torch.ones_like(coord, dtype=torch.bool))
+    dense = torch.zeros(n_out, hi - lo, dtype=f64)
+    for k, w in zip(idx, wts):
+        dense.scatter_add_(1, k.clamp(0, hi - lo - 1).view(-1, 1), w.view(-1, 1))
+    return (dense / dense.sum(1, keepdim=True).clamp_min(1e-300)).to(torch.float32)

@@ -116,7 +116,7 @@ class ColorJitter(ColorOp):
             f = torch.full((n,), base, dtype=torch.float64) if rng is None else draws.uniform(1 + k, *rng).to(torch.float64)
             factors[name] = torch.where(on, f, torch.full_like(f, base))
         # a random order per sample: sort 4 uniform keys
-        keys = torch.stack([draws.uniform(5 + k) for k in range(4)], 1) if n else torch.zeros(0, 4)
+        keys = draws.uniforms(range(5, 9))
         factors["order"] = keys.argsort(1)
         return factors
 

@@ -179,9 +179,8 @@ class RandomResizedCrop(GeometryOp):
         H, W = sizes[:, 0], sizes[:, 1]
         n = H.shape[0]
         area = (H * W).unsqueeze(1)
-        tries = torch.arange(self.TRIES)
-        u_area = torch.stack([draws.uniform(4 * t) for t in tries.tolist()], 1).to(torch.float64) if n else torch.zeros(0, self.TRIES, dtype=torch.float64)
-        u_ratio = torch.stack([draws.uniform(4 * t + 1) for t in tries.tolist()], 1).to(torch.float64) if n else u_area
+        u = draws.uniforms(2 * self.TRIES + 2).to(torch.float64)
+        u_area, u_ratio = u[:, 0 : 2 * self.TRIES : 2], u[:, 1 : 2 * self.TRIES : 2]
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u_area)
         lo, hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         aspect = torch.exp(lo + (hi - lo) * u_ratio)
@@ -200,8 +199,7 @@ class RandomResizedCrop(GeometryOp):
         fallback = first < 0
         h = torch.where(fallback, fb_h, h).clamp(1, None)
         w = torch.where(fallback, fb_w, w).clamp(1, None)
-        u_top = draws.uniform(4 * self.TRIES).to(torch.float64)
-        u_left = draws.uniform(4 * self.TRIES + 1).to(torch.float64)
+        u_top, u_left = u[:, 2 * self.TRIES], u[:, 2 * self.TRIES + 1]
         top = torch.floor(u_top * (H - h + 1)).clamp(max=H - h)
         left = torch.floor(u_left * (W - w + 1)).clamp(max=W - w)
         top = torch.where(fallback, torch.floor((H - h) / 2), top)

@@ -211,7 +211,7 @@ class RandomPerspective(_Warping):
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
         on = draws.bernoulli(0, self.p)
-        moves = torch.stack([draws.uniform(1 + k).to(torch.float64) for k in range(8)], 1) if len(draws) else torch.zeros(0, 8, dtype=torch.float64)
+        moves = draws.uniforms(range(1, 9)).to(torch.float64)
         moves = moves * on.view(-1, 1) * self.distortion
         return {"moves": moves.view(-1, 4, 2)}
 

@@ -1,0 +1,123 @@
+"""The Triton kernel against its twin (the reference warp + pointwise pass). Needs CUDA and
+Triton; skips cleanly otherwise. Set PIXELPIPE_TRITON_INTERPRET=1 (with triton installed) to
+run the same checks on the CPU through Triton's interpreter (slow; small sizes)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import pixelpipe as pp
+from pixelpipe.kernels import gpu_kernels_available
+from pixelpipe.kernels.pointwise_torch import channel_means, pointwise_reference
+from pixelpipe.kernels.spec import PointwiseSpec
+from pixelpipe.kernels.warp_torch import warp_reference
+
+INTERPRET = os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1"
+if INTERPRET:
+    os.environ["TRITON_INTERPRET"] = "1"
+    pytest.importorskip("triton")
+    DEVICE = "cpu"
+elif gpu_kernels_available():
+    DEVICE = "cuda"
+else:
+    pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
+
+from pixelpipe.kernels.warp_triton import warp_gpu, warp_pointwise_gpu  # noqa: E402
+
+SMALL = INTERPRET
+
+
+def _images(n: int, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        h = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
+        w = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
+        c = 1 if i % 4 == 0 else 3
+        base = torch.linspace(0, 255, w).view(1, w, 1).expand(h, w, c)
+        noise = torch.randint(0, 60, (h, w, c), generator=g)
+        out.append((base * 0.7 + noise).clamp(0, 255).to(torch.uint8))
+    return out
+
+
+PLANS = [
+    ("rrc+flip", lambda s: [pp.RandomResizedCrop(s), pp.RandomFlip()], "bilinear", "constant"),
+    ("rotate reflect", lambda s: [pp.RandomRotate(40, border="reflect"), pp.Resize((s, s))], "bilinear", "reflect"),
+    ("rotate wrap bicubic", lambda s: [pp.RandomRotate(30, border="wrap", interpolation="bicubic"), pp.Resize((s, s + 3))], "bicubic", "wrap"),
+    ("affine replicate", lambda s: [pp.RandomAffine(20, scale=(0.5, 1.5), shear=10, border="replicate"), pp.Resize((s, s))], "bilinear", "replicate"),
+    ("perspective fill", lambda s: [pp.RandomPerspective(0.6, p=1.0, fill=(10, 200, 30)), pp.Resize((s - 2, s))], "bilinear", "constant"),
+    ("nearest", lambda s: [pp.RandomRotate(25, interpolation="nearest"), pp.Resize((s, s), interpolation="nearest")], "nearest", "constant"),
+    ("big shrink", lambda s: [pp.Resize((s // 2, s // 3))], "bilinear", "constant"),
+]
+
+
+def _spec(ops, imgs, antialias=True):
+    batch = pp.ImageBatch.from_list(imgs)
+    plan = pp.Compose(ops, antialias=antialias).stages[0].sample(3, 1, torch.arange(len(imgs)), batch.sizes.double())
+    return batch, plan, plan.warp_spec(plan.uniform_size(), plan.regions(), antialias=antialias)
+
+
+@pytest.mark.parametrize("name,make,interp,border", PLANS, ids=[p[0] for p in PLANS])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_warp_matches_reference(name, make, interp, border, antialias):
+    """Raw warp values agree with the reference within 0.02 grey levels (float32 weights on the
+    GPU against float64 coordinates and float32 sums in the reference); nearest is exact
+    except where a source point falls within 1e-9 of a pixel edge."""
+    imgs = _images(9, seed=len(name))
+    size = 16 if SMALL else 96
+    batch, plan, spec = _spec(make(size), imgs, antialias)
+    ref = warp_reference(batch.data, batch.table, spec)
+    out, means = warp_gpu(batch.data.to(DEVICE), batch.table, spec, sums=True)
+    diff = (out.cpu() - ref).abs()
+    assert float(diff.max()) <= (0.02 if interp != "nearest" else 0.0) + 1e-3, f"{name}: max diff {float(diff.max())}"
+    assert torch.allclose(means.double().cpu(), channel_means(ref), atol=0.01)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("channels", [3, 1])
+def test_fused_kernel_matches_twin(dtype, layout, channels):
+    """The one-launch kernel (warp + colour + clamp + normalise + cast + layout) equals the
+    reference warp followed by the reference pointwise pass: within 1 grey level for uint8
+    (rounding of values within float error of .5), and within the output dtype's precision."""
+    imgs = _images(7, seed=5)
+    size = 16 if SMALL else 80
+    batch, plan, spec = _spec([pp.RandomResizedCrop(size), pp.RandomFlip(), pp.RandomRotate(10)], imgs)
+    color = torch.zeros(len(imgs), 3, 4, dtype=torch.float64)
+    g = torch.Generator().manual_seed(1)
+    color[:, :, :3] = torch.eye(3, dtype=torch.float64) * 0.8 + 0.1 * torch.rand(len(imgs), 3, 3, generator=g, dtype=torch.float64)
+    color[:, :, 3] = 20 * torch.rand(len(imgs), 3, generator=g, dtype=torch.float64) - 10
+    norm = dtype != torch.uint8
+    pspec = PointwiseSpec(color, (0.485, 0.456, 0.406) if norm else None, (0.229, 0.224, 0.225) if norm else None,
+                          dtype, layout, channels)
+    ref = pointwise_reference(warp_reference(batch.data, batch.table, spec), pspec)
+    out = warp_pointwise_gpu(batch.data.to(DEVICE), batch.table, spec, pspec).cpu()
+    assert out.dtype == dtype and out.shape == ref.shape
+    tol = {torch.uint8: 1.0, torch.float16: 2e-2, torch.bfloat16: 8e-2, torch.float32: 1e-3}[dtype]
+    assert float((out.float() - ref.float()).abs().max()) <= tol
+
+
+def test_compose_on_device_matches_cpu():
+    """A whole Compose on the GPU gives the CPU's result (the CPU runs its fast paths): the
+    same random draws on both devices, values within 2 grey levels."""
+    if INTERPRET:
+        pytest.skip("needs a real CUDA device")
+    imgs = _images(16, seed=9)
+    t = pp.Compose([pp.RandomResizedCrop(64), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)],
+                   dtype=torch.uint8, layout="NHWC")
+    cpu = t(imgs, seed=4, epoch=2)
+    gpu = t(pp.ImageBatch.from_list(imgs).to("cuda"), seed=4, epoch=2)
+    assert gpu.is_cuda
+    assert float((gpu.cpu().float() - cpu.float()).abs().max()) <= 2.0
+
+
+def test_random_bits_same_on_gpu():
+    if INTERPRET:
+        pytest.skip("needs a real CUDA device")
+    from pixelpipe.random import hash32
+
+    idx = torch.arange(0, 1 << 20, 7, dtype=torch.int64)
+    assert torch.equal(hash32(11, 3, idx, 2, 5), hash32(11, 3, idx.cuda(), 2, 5).cpu())
