@@ -33,6 +33,8 @@ __all__ = [
     "Sample",
     "StreamingReader",
     "check_image",
+    "check_index",
+    "check_skip",
     "labels_tensor",
     "normalize_label",
     "split_item",

@@ -69,11 +69,9 @@ class FileList:
                 raw = f.read()
         except OSError as e:
             raise ReaderError(f"FileList: cannot read list file {self.path!r}: {e}") from e
-        if raw.startswith(_BOM):
-            raw = raw[len(_BOM) :]
+        raw = raw.removeprefix(_BOM)
         raw = raw.rstrip()  # trailing blank lines: dropping them here spares a filtering pass
-        first = raw[: raw.find(b"\n") if b"\n" in raw else len(raw)]
-        is_csv = self.path.lower().endswith(".csv") or b"," in first
+        is_csv = self.path.lower().endswith(".csv") or b"," in _first_line(raw)
         self.label_names: list[str] | None = None
         if is_csv and b'"' in raw:
             tokens, counts, numbers = self._quoted_csv(raw)
@@ -90,24 +88,25 @@ class FileList:
             tokens, counts, numbers = tokens[width:], counts[1:], numbers[1:]
         if len(counts) == 0:
             raise ReaderError(f"FileList: {self.path!r} lists no samples")
-        width = len(self.label_names) + 1 if self.label_names is not None else int(counts[0])
+        if self.label_names is not None:
+            width, like = len(self.label_names) + 1, "as in the header"
+        else:
+            width, like = int(counts[0]), f"as on line {numbers[0]}"
         if width < 2:
             self._bad(raw, int(numbers[0]), "expected a path followed by integer labels")
         wrong = np.flatnonzero(counts != width)
         if len(wrong):
             got = int(counts[wrong[0]])
             self._bad(raw, int(numbers[wrong[0]]), f"{got} fields, expected {width} (a path and "
-                      f"{width - 1} label{'s' if width > 2 else ''}) as on the first line")
+                      f"{width - 1} label{'s' if width > 2 else ''}) {like}")
 
         self._paths: list[bytes] = tokens[0::width]
-        columns = [self._parse_ints(tokens[j::width], j, width, raw, numbers) for j in
-                   range(1, width)]
-        labels = columns[0] if width == 2 else np.stack(columns, axis=1)
-        self._labels = torch.from_numpy(labels)
-        self._label_list: list = labels.tolist() if width == 2 else list(map(tuple, labels.tolist()))
+        columns = [self._parse_ints(tokens[j::width], j, raw, numbers) for j in range(1, width)]
+        self._labels_np = columns[0] if width == 2 else np.stack(columns, axis=1)
+        self._labels = torch.from_numpy(self._labels_np)
 
     # ------------------------------------------------------------------------ construction
-    def _parse_ints(self, column: list[bytes], j: int, width: int, raw: bytes,
+    def _parse_ints(self, column: list[bytes], j: int, raw: bytes,
                     numbers: np.ndarray) -> np.ndarray:
         """Convert one label column to int64 in bulk; on failure, name the first bad line."""
         try:
@@ -157,7 +156,8 @@ class FileList:
         path = self.sources(i)
         with open(path, "rb") as f:
             data = f.read()
-        return Sample(data, self._label_list[i], path, i)
+        label = self._labels_np[i]
+        return Sample(data, int(label) if label.ndim == 0 else tuple(label.tolist()), path, i)
 
     @property
     def labels(self) -> torch.Tensor:
@@ -207,3 +207,16 @@ def _tokenize(raw: bytes, sep: bytes | None) -> tuple[list[bytes], np.ndarray, n
         tokens = list(itertools.compress(tokens, np.repeat(keep, counts).tolist()))
     counts = counts[keep]
     return tokens, counts, np.flatnonzero(keep) + 1
+
+
+def _first_line(raw: bytes) -> bytes:
+    """The first line that is neither blank nor a comment (b"" if there is none)."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        end = len(raw) if end < 0 else end
+        line = raw[start:end].strip()
+        if line and not line.startswith(b"#"):
+            return line
+        start = end + 1
+    return b""

@@ -11,9 +11,9 @@ or a network file behave the same) and nothing is extracted to disk. A member's 
 read only when a stage asks for them; members of skipped samples and members that are neither
 an image nor a label are passed over without building their bytes.
 
-At construction every shard's headers are scanned once (random-access mode, which seeks over
-member data instead of reading it) to count samples; pass `count=False` to skip that scan for
-shards on slow storage.
+At construction every shard's headers are scanned once to count samples (`_tar_index`, which
+seeks over member data instead of reading it); pass `count=False` to skip that scan for shards
+on slow storage.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 
 from ._base import IMAGE_EXTENSIONS, ReaderError, Sample, check_skip, normalize_label
+from ._tar_index import member_names
 
 __all__ = ["TarShards"]
 
@@ -35,7 +36,8 @@ _WANTED = frozenset(_IMAGE_EXTS + _LABEL_EXTS)
 _GLOB_CHARS = re.compile(r"[*?[]")
 _BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
 
-Group = tuple[str, dict[str, bytes | None]]
+# (key, {extension: bytes, or None when not read}, {extension: member name as stored})
+Group = tuple[str, dict[str, bytes | None], dict[str, str]]
 
 
 class TarShards:
@@ -73,6 +75,7 @@ class TarShards:
     """
 
     indexable = False
+    classes: list[str] | None = None
 
     def __init__(self, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
                  count: bool = True):
@@ -105,9 +108,13 @@ class TarShards:
         """
         shard_id, skip = check_skip(shard_id, skip, len(self.shards))
         path = self.shards[shard_id]
-        base = self._offsets[shard_id] if self._offsets is not None else shard_id << 32
+        if self._offsets is not None and self.counts is not None:
+            base = self._offsets[shard_id]
+            stop: int | None = base + self.counts[shard_id]
+        else:
+            base, stop = shard_id << 32, None
         groups = _group_by_key(_tar_members(path), path, skip)
-        return _to_samples(groups, path, base + skip)
+        return _to_samples(groups, path, base + skip, stop)
 
     def __repr__(self) -> str:
         n = len(self) if self.counts is not None else "?"
@@ -162,6 +169,7 @@ def _group_by_key(members: Iterable[tuple[str, Callable[[], bytes] | None]], pat
     done = 0  # samples (groups with an image) completed so far
     key: str | None = None
     group: dict[str, bytes | None] = {}
+    names: dict[str, str] = {}
     for name, load in members:
         parts = _split_name(name)
         if parts is None:
@@ -170,27 +178,36 @@ def _group_by_key(members: Iterable[tuple[str, Callable[[], bytes] | None]], pat
         if k != key:
             if key is not None and _has_image(group):
                 if done >= skip:
-                    yield key, group
+                    yield key, group, names
                 done += 1
-            key, group = k, {}
+            key, group, names = k, {}, {}
         if ext in group:
             raise ValueError(f"{path}:{name}: a second '.{ext}' member for key {k!r}; members "
                              "of one sample must have distinct extensions")
         group[ext] = load() if load is not None and done >= skip and ext in _WANTED else None
+        names[ext] = name
     if key is not None and _has_image(group) and done >= skip:
-        yield key, group
+        yield key, group, names
 
 
 def _has_image(group: dict[str, bytes | None]) -> bool:
     return any(ext in group for ext in _IMAGE_EXTS)
 
 
-def _to_samples(groups: Iterable[Group], path: str, first_index: int) -> Iterator[Sample]:
-    """Stage 3: pick the image and the label of each group; number the samples."""
+def _to_samples(groups: Iterable[Group], path: str, first_index: int,
+                stop: int | None) -> Iterator[Sample]:
+    """Stage 3: pick the image and the label of each group; number the samples.
+
+    `stop` is the first index past the shard when it was counted: a shard that grew since
+    would give indices belonging to the next shard, so that is an error.
+    """
     index = first_index
-    for key, group in groups:
+    for _, group, names in groups:
         ext = next(e for e in _IMAGE_EXTS if e in group)
-        source = f"{path}:{key}.{ext}"
+        source = f"{path}:{names[ext]}"
+        if stop is not None and index >= stop:
+            raise ValueError(f"{source}: the shard holds more samples than were counted when "
+                             "the reader was built; it changed since")
         yield Sample(group[ext], _label(group, source), source, index)
         index += 1
 
@@ -256,13 +273,19 @@ def _expand_braces(spec: str) -> list[str]:
 
 
 def _count_samples(path: str) -> int:
-    """Count the samples of one shard from its headers (random access: data is seeked over)."""
+    """Count the samples of one shard from its headers; member data is seeked over.
+
+    Uncompressed tars are scanned by `member_names`; anything it does not handle (compressed
+    shards, unusual headers) goes through tarfile in random-access mode.
+    """
+    names = member_names(path)
+    if names is None:
+        try:
+            with tarfile.open(path, mode="r:*") as tar:
+                names = [info.name for info in tar if info.isfile()]
+        except (tarfile.TarError, EOFError) as e:
+            raise ReaderError(f"TarShards: {path!r} is not a readable tar file: {e}") from e
     try:
-        with tarfile.open(path, mode="r:*") as tar:
-            names = [(info.name, None) for info in tar if info.isfile()]
-    except tarfile.TarError as e:
-        raise ReaderError(f"TarShards: {path!r} is not a readable tar file: {e}") from e
-    try:
-        return sum(1 for _ in _group_by_key(names, path))
+        return sum(1 for _ in _group_by_key(((name, None) for name in names), path))
     except ValueError as e:
         raise ReaderError(f"TarShards: {e}") from e

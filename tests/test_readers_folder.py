@@ -1,0 +1,139 @@
+"""Folder reader: class order, labels, extensions, nesting, construction errors."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from pixelpipe.readers import Folder, ReaderError
+
+
+def jpeg(value: int = 0) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 3), (value, 0, 0)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "data", {
+        "dog/b.jpg": jpeg(1),
+        "dog/a.JPG": jpeg(2),
+        "cat/z.png": b"png-ish",
+        "cat/nested/deeper/y.jpeg": jpeg(3),
+        "cat/notes.txt": b"not an image",
+        "cat/.hidden.jpg": b"ignored",
+        "bird/x.WebP": b"webp-ish",
+        "stray.jpg": b"not in a class folder",
+    })
+
+
+def test_classes_sorted_and_labels_follow_them(tree: Path) -> None:
+    r = Folder(tree)
+    assert r.classes == ["bird", "cat", "dog"]
+    assert r.class_to_idx == {"bird": 0, "cat": 1, "dog": 2}
+    assert r.labels.dtype == torch.int64
+    assert r.labels.tolist() == [0, 1, 1, 2, 2]
+    for i in range(len(r)):
+        s = r.read(i)
+        assert s.index == i and s.label == r.labels[i].item()
+        assert os.path.basename(os.path.dirname(s.source)) in r.classes or "nested" in s.source
+
+
+def test_case_insensitive_extensions_and_non_images_ignored(tree: Path) -> None:
+    names = [os.path.basename(Folder(tree).sources(i)) for i in range(5)]
+    assert sorted(names) == ["a.JPG", "b.jpg", "x.WebP", "y.jpeg", "z.png"]
+    assert "notes.txt" not in names and ".hidden.jpg" not in names
+
+
+def test_nested_subfolders_and_sorted_order(tree: Path) -> None:
+    r = Folder(tree)
+    cat = [r.sources(i) for i in range(len(r)) if r.labels[i] == 1]
+    assert cat == sorted(cat)
+    assert any(p.endswith(os.path.join("nested", "deeper", "y.jpeg")) for p in cat)
+    dog = [os.path.basename(r.sources(i)) for i in range(len(r)) if r.labels[i] == 2]
+    assert dog == ["a.JPG", "b.jpg"]
+
+
+def test_read_returns_the_file_bytes(tree: Path) -> None:
+    r = Folder(tree)
+    for i in range(len(r)):
+        s = r.read(i)
+        assert s.data == Path(s.source).read_bytes()
+        assert s.source == r.sources(i)
+
+
+def test_custom_extensions(tree: Path) -> None:
+    r = Folder(tree, extensions=(".PNG", "webp"))
+    assert len(r) == 2
+    assert [os.path.basename(r.sources(i)) for i in range(2)] == ["x.WebP", "z.png"]
+
+
+def test_empty_class_keeps_its_label(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, {"a/1.jpg": b"x", "c/2.jpg": b"y"})
+    (root / "b").mkdir()
+    r = Folder(root)
+    assert r.classes == ["a", "b", "c"]
+    assert r.labels.tolist() == [0, 2]
+
+
+def test_missing_root(tmp_path: Path) -> None:
+    with pytest.raises(ReaderError, match="does not exist"):
+        Folder(tmp_path / "nope")
+
+
+def test_root_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f.jpg").write_bytes(b"x")
+    with pytest.raises(ReaderError, match="not a folder"):
+        Folder(tmp_path / "f.jpg")
+
+
+def test_no_class_folders(tmp_path: Path) -> None:
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    with pytest.raises(ReaderError, match="no class subfolders"):
+        Folder(tmp_path)
+
+
+def test_no_images(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"a/readme.md": b"x", "b/c/d.txt": b"y"})
+    with pytest.raises(ReaderError, match="no images"):
+        Folder(tmp_path)
+
+
+def test_vanished_file_names_the_path(tree: Path) -> None:
+    r = Folder(tree)
+    victim = r.sources(3)
+    os.remove(victim)
+    with pytest.raises(FileNotFoundError) as info:
+        r.read(3)
+    assert victim in str(info.value)
+    assert r.read(2).index == 2  # the others still read
+
+
+def test_index_out_of_range(tree: Path) -> None:
+    r = Folder(tree)
+    with pytest.raises(IndexError, match="out of range"):
+        r.read(len(r))
+    with pytest.raises(IndexError):
+        r.sources(-1)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_symlink_loop_is_walked_once(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, {"a/1.jpg": b"x", "a/sub/2.jpg": b"y"})
+    os.symlink(root / "a", root / "a" / "sub" / "loop")
+    r = Folder(root)
+    assert len(r) == 2

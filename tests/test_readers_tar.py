@@ -1,0 +1,200 @@
+"""TarShards reader: grouping, labels, shard patterns, counts, resume with skip."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pixelpipe.readers import ReaderError, TarShards
+from pixelpipe.readers._tar_index import member_names
+
+
+def make_tar(path: Path, members: list[tuple[str, bytes]], mode: str = "w") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def shard_members(shard: int, n: int) -> list[tuple[str, bytes]]:
+    out = []
+    for k in range(n):
+        key = f"s{shard}/{k:04d}"
+        out += [(f"{key}.jpg", f"img {shard} {k}".encode()), (f"{key}.cls", str(k % 5).encode())]
+    return out
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> list[Path]:
+    sizes = [3, 5, 4]
+    return [make_tar(tmp_path / f"train-{i:02d}.tar", shard_members(i, n))
+            for i, n in enumerate(sizes)]
+
+
+def test_grouping_and_label_sources(tmp_path: Path) -> None:
+    members = [
+        ("a/0001.jpg", b"J1"), ("a/0001.cls", b"3\n"),
+        ("a/0002.png", b"P2"), ("a/0002.txt", b"7"),
+        ("a/0003.json", json.dumps({"label": 4, "w": 10}).encode()), ("a/0003.jpeg", b"J3"),
+        ("a/0004.webp", b"W4"), ("a/0004.json", b"[1, 0, 2]"),
+        ("a/0005.bmp", b"B5"), ("a/0005.txt", b"a caption, not a label"),
+        ("a/0006.seg.png", b"mask"), ("a/0006.JPG", b"J6"), ("a/0006.json", b'{"cls": 8}'),
+        ("__meta__.json", b"{}"),  # no image: not a sample
+        ("b/0001.png", b"P7"), ("b/0001.jpg", b"J7"), ("b/0001.cls", b"1 5"),
+    ]
+    r = TarShards(make_tar(tmp_path / "x.tar", members))
+    samples = list(r.iter_shard(0))
+    assert len(r) == r.counts[0] == len(samples) == 7
+    assert [s.data for s in samples] == [b"J1", b"P2", b"J3", b"W4", b"B5", b"J6", b"J7"]
+    assert [s.label for s in samples] == [3, 7, 4, (1, 0, 2), None, 8, (1, 5)]
+    assert [s.index for s in samples] == list(range(7))
+    assert samples[0].source == f"{tmp_path / 'x.tar'}:a/0001.jpg"
+    assert samples[5].source.endswith(":a/0006.JPG")  # the JPG, not the seg.png, name as stored
+
+
+def test_glob_is_sorted_and_indices_run_across_shards(tmp_path: Path, shards: list[Path]) -> None:
+    r = TarShards(str(tmp_path / "train-*.tar"))
+    assert r.shards == [str(p) for p in shards]
+    assert r.counts == [3, 5, 4] and len(r) == 12
+    indices = [s.index for i in range(3) for s in r.iter_shard(i)]
+    assert indices == list(range(12))
+    assert next(r.iter_shard(1)).data == b"img 1 0"
+
+
+def test_list_order_is_kept_and_brace_ranges(tmp_path: Path, shards: list[Path]) -> None:
+    r = TarShards([shards[2], str(shards[0])])
+    assert r.shards == [str(shards[2]), str(shards[0])]
+    assert [s.index for s in r.iter_shard(1)] == [4, 5, 6]
+    braces = TarShards(str(tmp_path / "train-{00..01}.tar"))
+    assert braces.shards == [str(shards[0]), str(shards[1])]
+
+
+@pytest.mark.parametrize("skip", [0, 1, 3, 5, 9])
+def test_skip_resumes_with_the_same_samples(shards: list[Path], skip: int) -> None:
+    r = TarShards(shards)
+    full = list(r.iter_shard(1))
+    rest = list(r.iter_shard(1, skip=skip))
+    assert [(s.data, s.label, s.source, s.index) for s in rest] == \
+        [(s.data, s.label, s.source, s.index) for s in full[skip:]]
+
+
+def test_uncounted_shards_use_shard_position_indices(shards: list[Path]) -> None:
+    r = TarShards(shards, count=False)
+    assert r.counts is None
+    with pytest.raises(TypeError, match="count=True"):
+        len(r)
+    got = [s.index for s in r.iter_shard(2, skip=1)]
+    assert got == [(2 << 32) | k for k in (1, 2, 3)]
+
+
+def test_compressed_tar(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "z.tar.gz", shard_members(0, 4), mode="w:gz")
+    r = TarShards(path)
+    assert len(r) == 4
+    assert [s.label for s in r.iter_shard(0, skip=2)] == [2, 3]
+
+
+def test_member_counts_read_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_tar(tmp_path / "x.tar", shard_members(0, 6))
+    calls = []
+    original = tarfile.TarFile.extractfile
+    monkeypatch.setattr(tarfile.TarFile, "extractfile",
+                        lambda self, m: calls.append(m) or original(self, m))
+    r = TarShards(path)
+    assert r.counts == [6] and calls == []
+    list(r.iter_shard(0, skip=4))
+    assert len(calls) == 4  # jpg + cls of the 2 samples kept; skipped ones are not loaded
+
+
+def test_missing_files_and_empty_globs(tmp_path: Path, shards: list[Path]) -> None:
+    with pytest.raises(ReaderError, match="does not exist"):
+        TarShards([shards[0], tmp_path / "missing.tar"])
+    with pytest.raises(ReaderError, match="no file matches"):
+        TarShards(str(tmp_path / "nothing-*.tar"))
+    with pytest.raises(ReaderError, match="no shard paths"):
+        TarShards([])
+    (tmp_path / "junk.tar").write_bytes(b"this is not a tar file" * 100)
+    with pytest.raises(ReaderError, match="not a readable tar"):
+        TarShards(tmp_path / "junk.tar")
+
+
+def test_duplicate_member_is_refused(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "d.tar", [("k.jpg", b"1"), ("k.jpg", b"2")])
+    with pytest.raises(ReaderError, match="second '.jpg'"):
+        TarShards(path)
+
+
+def test_bad_cls_label_names_the_member(tmp_path: Path) -> None:
+    r = TarShards(make_tar(tmp_path / "c.tar", [("k.jpg", b"1"), ("k.cls", b"dog")]))
+    with pytest.raises(ValueError, match=r"c\.tar:k\.jpg.*not an integer"):
+        list(r.iter_shard(0))
+
+
+def test_bad_shard_id_and_skip(shards: list[Path]) -> None:
+    r = TarShards(shards)
+    with pytest.raises(IndexError, match="3 shards"):
+        r.iter_shard(3)
+    with pytest.raises(ValueError, match="skip"):
+        r.iter_shard(0, skip=-1)
+    assert list(r.iter_shard(0, skip=10)) == []
+
+
+def test_shard_that_grew_after_counting_is_an_error(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "g.tar", shard_members(0, 2))
+    r = TarShards(path)
+    make_tar(path, shard_members(0, 3))
+    with pytest.raises(ValueError, match="more samples than were counted"):
+        list(r.iter_shard(0))
+
+
+def test_truncated_shard_raises_naming_it(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "t.tar", [("k.jpg", b"x" * 5000), ("k.cls", b"1")])
+    r = TarShards(path)
+    path.write_bytes(path.read_bytes()[:2000])  # cut after the counts were taken
+    with pytest.raises(OSError, match="t.tar"):
+        list(r.iter_shard(0))
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_header_scan_agrees_with_tarfile(tmp_path: Path, fmt: int) -> None:
+    long_dir = "d" * 70 + "/" + "e" * 60  # over 100 characters: prefix, L record or pax path
+    path = tmp_path / "f.tar"
+    with tarfile.open(path, "w", format=fmt) as tar:
+        for name, kind, data in [
+            (f"{long_dir}/0001.jpg", tarfile.REGTYPE, b"x" * 700),
+            ("plain/0001.cls", tarfile.REGTYPE, b"1"),
+            ("plain", tarfile.DIRTYPE, b""),
+            ("plain/link.jpg", tarfile.SYMTYPE, b""),
+            ("plain/hard.jpg", tarfile.LNKTYPE, b""),
+            ("empty.jpg", tarfile.REGTYPE, b""),
+            (("ünï" if fmt != tarfile.USTAR_FORMAT else "uni") + "/0002.png", tarfile.REGTYPE,
+             b"y" * 512),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, len(data)
+            if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = "empty.jpg"
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    with tarfile.open(path) as tar:
+        expected = [m.name for m in tar if m.isfile()]
+    assert member_names(str(path)) == expected
+    assert len(expected) == 4 and expected[0].startswith(long_dir)
+    assert TarShards(path).counts == [3]
+    assert [s.source.split(":", 1)[1] for s in TarShards(path).iter_shard(0)] == \
+        [n for n in expected if n.endswith((".jpg", ".png"))]
+
+
+def test_header_scan_falls_back_for_compressed_and_truncated(tmp_path: Path) -> None:
+    gz = make_tar(tmp_path / "z.tar.gz", shard_members(0, 2), mode="w:gz")
+    assert member_names(str(gz)) is None
+    cut = make_tar(tmp_path / "cut.tar", [("k.jpg", b"x" * 5000)])
+    cut.write_bytes(cut.read_bytes()[:2048])
+    assert member_names(str(cut)) is None
+    with pytest.raises(ReaderError, match="cut.tar"):
+        TarShards(cut)
