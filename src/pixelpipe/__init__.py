@@ -2,7 +2,7 @@
 and one pointwise pass, on the CPU and the GPU."""
 
 from .batch import ImageBatch
-from .compose import Compose
+from .compose import Compose, SampleError
 from .ops import (
     CenterCrop,
     ColorJitter,
@@ -25,6 +25,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ImageBatch",
     "Compose",
+    "Pipeline",
+    "SampleError",
     "decode",
     "Resize",
     "Crop",
@@ -48,7 +50,11 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .decode import decode
 
         return decode
-    if name in ("datasets", "random", "readers", "kernels", "ops", "plan"):
+    if name == "Pipeline":
+        from .pipeline import Pipeline
+
+        return Pipeline
+    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

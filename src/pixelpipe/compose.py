@@ -15,7 +15,17 @@ from .kernels import PointwiseSpec, run_stage
 from .ops._base import Op
 from .plan import Stage, StagePlan, TensorStage, build_stages
 
-__all__ = ["Compose"]
+__all__ = ["Compose", "SampleError"]
+
+
+class SampleError(ValueError):
+    """One sample of a batch could not be read or decoded. `position` is its place in the
+    batch; the message names it and the reason."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"sample {position}: {reason}")
+        self.position = position
+        self.reason = reason
 
 DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 LAYOUTS = ("NCHW", "NHWC")
@@ -34,6 +44,8 @@ class Compose:
         num_threads: decoding threads when called on encoded images (default: all cores).
         device: where the work and the output go; default: the input batch's device (the CPU
             for encoded images and lists of CPU arrays).
+        max_pixels: encoded images whose header claims more pixels fail (SampleError) before
+            anything is decoded.
 
     Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
@@ -52,7 +64,7 @@ class Compose:
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, max_pixels: int = 100_000_000) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -70,6 +82,9 @@ class Compose:
         self.antialias = bool(antialias)
         self.num_threads = num_threads or os.cpu_count() or 1
         self.device = None if device is None else torch.device(device)
+        if max_pixels < 1:
+            raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+        self.max_pixels = int(max_pixels)
         self.stages = build_stages(ops)
         last = self._last_warp_stage()
         if dtype == torch.uint8 and any(isinstance(s, Stage) and s.normalize for s in self.stages):
@@ -95,7 +110,7 @@ class Compose:
 
     # ----------------------------------------------------------------------------- running
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> torch.Tensor:
-        source = _as_source(images)
+        source = _as_source(images, self.max_pixels)
         n = len(source)
         idx = torch.arange(n, dtype=torch.int64) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
         if idx.shape != (n,):
@@ -175,16 +190,22 @@ def _first_size(plan: StagePlan) -> tuple[int, int]:
 class EncodedSource:
     """Encoded images whose headers are read; decoded per plan, region by region."""
 
-    def __init__(self, blobs: Sequence[bytes | bytearray | memoryview]) -> None:
+    def __init__(self, blobs: Sequence[bytes | bytearray | memoryview], max_pixels: int = 100_000_000) -> None:
         from .decode import read_header
 
         self.blobs = list(blobs)
+        self.max_pixels = max_pixels
         self.infos = []
         for i, b in enumerate(self.blobs):
             try:
-                self.infos.append(read_header(b))
+                info = read_header(b)
             except ValueError as e:
-                raise type(e)(f"sample {i}: {e}") from None
+                raise SampleError(i, str(e)) from e
+            if info.height * info.width > max_pixels:
+                raise SampleError(i, f"{info.width}x{info.height} image has more pixels than max_pixels={max_pixels}")
+            if info.height == 0 or info.width == 0:
+                raise SampleError(i, f"{info.width}x{info.height} image has no pixels")
+            self.infos.append(info)
 
     def __len__(self) -> int:
         return len(self.blobs)
@@ -204,9 +225,10 @@ class EncodedSource:
 
         def one(i: int) -> tuple[np.ndarray, float]:
             try:
-                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i], rgb=False)
+                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i], rgb=False,
+                                     max_pixels=self.max_pixels)
             except ValueError as e:
-                raise type(e)(f"sample {i}: {e}") from None
+                raise SampleError(i, str(e)) from e
 
         results = list(pool.map(one, range(len(self.blobs))))
         scale = torch.tensor([_dct_scale(s) for _, s in results], dtype=torch.float64)
@@ -237,7 +259,7 @@ class _FloatBatch(ImageBatch):
         self.data, self.table, self._device_table = data, table, None
 
 
-def _as_source(images: Any) -> ImageBatch | EncodedSource:
+def _as_source(images: Any, max_pixels: int) -> ImageBatch | EncodedSource:
     if isinstance(images, ImageBatch):
         return images
     if isinstance(images, (bytes, bytearray, memoryview, torch.Tensor, np.ndarray)):
@@ -246,7 +268,7 @@ def _as_source(images: Any) -> ImageBatch | EncodedSource:
     if not images:
         return ImageBatch.empty()
     if all(isinstance(b, (bytes, bytearray, memoryview)) for b in images):
-        return EncodedSource(images)
+        return EncodedSource(images, max_pixels)
     if any(isinstance(b, (bytes, bytearray, memoryview)) for b in images):
         raise TypeError("mixed encoded and decoded images in one batch; decode them first")
     return ImageBatch.from_list(images)

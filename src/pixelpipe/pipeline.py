@@ -1,0 +1,362 @@
+"""Pipeline: reader -> epoch order -> read -> plan + decode + warp + pointwise -> batches.
+
+A background thread prepares batches ahead of the consumer (up to `prefetch`), reading and
+decoding on the Compose's thread pool; on CUDA it works on a side stream and hands each batch
+over with an event, so the consumer's stream waits for exactly that batch. Errors raised in the
+background are re-raised in the consumer, never a hang.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .compose import Compose, SampleError
+from .ops._base import Op
+from .readers import open_reader
+from .sampler import Entry, batches_per_epoch, indexable_epoch, replacement, stream_epoch
+
+__all__ = ["Pipeline"]
+
+POLICIES = ("raise", "skip", "replace")
+_END = object()
+
+
+@dataclass
+class _Item:
+    data: Any
+    label: Any
+    index: int
+    source: str
+    valid: bool
+
+
+class Pipeline:
+    """An iterator of training batches.
+
+    Args:
+        reader: a pixelpipe reader, or anything `pixelpipe.readers.open_reader` accepts (a
+            folder, a file list, tar shards, a list or iterable of samples).
+        transforms: a Compose, or a list of ops (made into a float32 NCHW Compose).
+        batch_size: samples per batch.
+        device: "cpu", "cuda" or "cuda:N": where batches are made and returned.
+        seed: fixes shuffling and every augmentation.
+        shuffle: a fresh global order every epoch.
+        drop_last: drop the tail that does not fill a batch on every rank; otherwise the last
+            batch is filled by repeating samples, marked False in "valid".
+        num_threads: reading/decoding threads (default: the cores available).
+        prefetch: batches prepared ahead of the consumer.
+        shard: (rank, world_size); default from torch.distributed when it is initialised.
+        on_error: "raise" (an error naming the sample and file), "skip" (drop it and fill the
+            batch from the next samples) or "replace" (substitute another sample). Every error
+            is listed in `pipe.errors` as (index, source, reason).
+        shuffle_buffer: samples held to shuffle streaming readers.
+        max_pixels: images whose header claims more pixels are errors.
+
+    Each batch is a dict: "image" (the transforms' tensor), "label" (int64 [B] or [B, K], -1
+    where a sample has none), "index" (global sample indices) and "valid" (bool [B]).
+    `len(pipe)` is the number of batches per epoch; each new `iter(pipe)` starts the next
+    epoch (`pipe.epoch`), except right after `load_state_dict`, which continues the saved one.
+    """
+
+    def __init__(self, reader: Any, transforms: Compose | list[Op], batch_size: int, device: str = "cpu",
+                 seed: int = 0, shuffle: bool = True, drop_last: bool = False, num_threads: int | None = None,
+                 prefetch: int = 2, shard: tuple[int, int] | None = None, on_error: str = "raise",
+                 shuffle_buffer: int = 2048, max_pixels: int = 100_000_000) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be >= 1, got {prefetch}")
+        if on_error not in POLICIES:
+            raise ValueError(f"on_error must be one of {POLICIES}, got {on_error!r}")
+        self.reader = open_reader(reader)
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
+        ops = transforms.ops if isinstance(transforms, Compose) else list(transforms)
+        base = transforms if isinstance(transforms, Compose) else Compose(ops)
+        self.transforms = Compose(ops, dtype=base.dtype, layout=base.layout, channels=base.channels,
+                                  antialias=base.antialias, num_threads=num_threads, device=self.device,
+                                  max_pixels=max_pixels)
+        self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, drop_last
+        self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
+        self.rank, self.world = _shard(shard)
+        self.errors: list[tuple[int, str, str]] = []
+        self.epoch = -1  # becomes 0 on the first iteration
+        self._resume: int | None = None  # cursor to continue the current epoch from
+        self._cursor = 0  # slots of the current epoch behind the batches the consumer received
+        self._made = 0  # batches of the current epoch the consumer received
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._queue: queue.Queue | None = None
+        if self.reader.indexable and len(self.reader) == 0:
+            raise ValueError("the dataset is empty")
+        self._labels = self.reader.labels if self.reader.indexable else None
+
+    # ----------------------------------------------------------------------------- sizes
+    def __len__(self) -> int:
+        if self.reader.indexable:
+            return batches_per_epoch(len(self.reader), self.world, self.batch_size, self.drop_last)
+        counts = getattr(self.reader, "counts", None)
+        if counts is None:
+            raise TypeError("the number of batches of this streaming reader is unknown (no sample counts)")
+        return self._stream_rank_totals(max(self.epoch, 0))[0][1]
+
+    def _stream_rank_totals(self, epoch: int) -> list[tuple[int, int]]:
+        """(samples, batches) of every rank for a counted streaming reader."""
+        from .sampler import shard_order
+
+        counts = self.reader.counts
+        order = shard_order(len(counts), self.seed, epoch, self.shuffle)
+        if len(counts) >= self.world:
+            totals = [sum(counts[s] for s in order[r :: self.world]) for r in range(self.world)]
+        else:
+            n = sum(counts)
+            totals = [len(range(r, n, self.world)) for r in range(self.world)]
+        b = self.batch_size
+        batches = min(t // b for t in totals) if self.drop_last else max(-(-t // b) for t in totals)
+        return [(t, batches) for t in totals]
+
+    # ----------------------------------------------------------------------------- iteration
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._shutdown()
+        if self._resume is None:
+            self.epoch += 1
+            self._cursor, self._made = 0, 0
+        start, self._resume = self._cursor, None
+        self._stop = threading.Event()
+        self._queue = queue.Queue(maxsize=self.prefetch)
+        self._thread = threading.Thread(target=self._produce, args=(self.epoch, start, self._made, self._queue, self._stop),
+                                        name="pixelpipe-prefetch", daemon=True)
+        self._thread.start()
+        return self._consume(self._queue)
+
+    def _consume(self, q: queue.Queue) -> Iterator[dict[str, Any]]:
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                self._shutdown()
+                raise item
+            batch, cursor, made, event = item
+            if event is not None:
+                stream = torch.cuda.current_stream(self.device)
+                stream.wait_event(event)
+                for v in batch.values():
+                    if isinstance(v, torch.Tensor) and v.is_cuda:
+                        v.record_stream(stream)
+            self._cursor, self._made = cursor, made
+            yield batch
+
+    def _produce(self, epoch: int, start: int, made: int, q: queue.Queue, stop: threading.Event) -> None:
+        try:
+            for item in self._batches(epoch, start, made, stop):
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_END)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    def _total(self, epoch: int) -> int | None:
+        """Batches this epoch on every rank; None for streams of unknown length."""
+        if self.reader.indexable:
+            return len(self)
+        if getattr(self.reader, "counts", None) is None:
+            return None
+        return self._stream_rank_totals(epoch)[0][1]
+
+    def _batches(self, epoch: int, start: int, made: int, stop: threading.Event) -> Iterator[tuple[Any, ...]]:
+        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        slots = self._slots(epoch)
+        for _ in range(start):  # resume: streams replay their reads (no decoding)
+            next(slots, None)
+        total = self._total(epoch)
+        b = self.batch_size
+        cursor = start
+        last: list[_Item] = []
+        pending: list[_Item] = []
+        while not stop.is_set() and (total is None or made < total):
+            pending, cursor, exhausted = self._fill(slots, cursor, pending, epoch)
+            if exhausted and len(pending) < b:
+                if total is None and (self.drop_last or not pending):
+                    return
+                pool = pending + last
+                if not pool:
+                    raise RuntimeError(f"rank {self.rank} has no samples left to fill its batches")
+                k = 0
+                while len(pending) < b:
+                    it = pool[k % len(pool)]
+                    pending.append(_Item(it.data, it.label, it.index, it.source, False))
+                    k += 1
+            with torch.cuda.stream(side) if side is not None else _nullcontext():
+                items = pending[:b]
+                batch, pending = self._make(pending, epoch)
+            if batch is None:
+                continue
+            event = None
+            if side is not None:
+                event = torch.cuda.Event()
+                event.record(side)
+            made += 1
+            last = items
+            yield batch, cursor, made, event
+
+    def _slots(self, epoch: int) -> Iterator[Entry | Any]:
+        """This rank's epoch as a lazy sequence of slots (Entry for indexable, Sample else)."""
+        if self.reader.indexable:
+            return iter(indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
+                                        self.batch_size, self.drop_last))
+        return stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
+                            self.rank, self.world, self.shuffle_buffer)
+
+    def _fill(self, slots: Iterator, cursor: int, pending: list[_Item], epoch: int) -> tuple[list[_Item], int, bool]:
+        """Read slots until a batch is pending; reading errors go through the policy here."""
+        exhausted = False
+        while len(pending) < self.batch_size:
+            slot = next(slots, None)
+            if slot is None:
+                exhausted = True
+                break
+            cursor += 1
+            item = self._read(slot, epoch)
+            if item is not None:
+                pending.append(item)
+        return pending, cursor, exhausted
+
+    def _read(self, slot: Any, epoch: int, attempt: int = 0) -> _Item | None:
+        if isinstance(slot, Entry):
+            try:
+                s = self.reader.read(slot.index)
+            except (OSError, ValueError) as e:
+                return self._failed(slot.index, self.reader.sources(slot.index), str(e), slot, epoch, attempt)
+            label = self._labels[slot.index] if self._labels is not None else s.label
+            return _Item(s.data, label, slot.index, s.source, slot.valid)
+        return _Item(slot.data, slot.label, slot.index, slot.source, True)
+
+    def _failed(self, index: int, source: str, reason: str, slot: Any, epoch: int, attempt: int) -> _Item | None:
+        self.errors.append((index, source, reason))
+        if self.on_error == "raise":
+            raise SampleError(index, f"{source}: {reason}")
+        if self.on_error == "skip" or not self.reader.indexable or attempt >= 8:
+            return None
+        other = replacement(index, len(self.reader), self.seed, epoch, attempt)
+        return self._read(Entry(other, slot.valid), epoch, attempt + 1)
+
+    def _make(self, pending: list[_Item], epoch: int) -> tuple[dict[str, Any] | None, list[_Item]]:
+        """Run the transforms on the pending items; on a sample error apply the policy and
+        return the rest to be refilled."""
+        items = pending[: self.batch_size]
+        rest = pending[self.batch_size :]
+        try:
+            images = self.transforms([it.data for it in items], seed=self.seed, epoch=epoch,
+                                     indices=torch.tensor([it.index for it in items], dtype=torch.int64))
+        except SampleError as e:
+            bad = items[e.position]
+            self.errors.append((bad.index, bad.source, e.reason))
+            if self.on_error == "raise":
+                raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
+            keep = items[: e.position] + items[e.position + 1 :]
+            if self.on_error == "replace" and self.reader.indexable:
+                sub = self._read(Entry(replacement(bad.index, len(self.reader), self.seed, epoch, 0), bad.valid), epoch, 1)
+                if sub is not None:
+                    keep.append(sub)
+            return None, keep + rest
+        labels = _labels([it.label for it in items])
+        batch = {
+            "image": images,
+            "label": labels.to(self.device, non_blocking=True),
+            "index": torch.tensor([it.index for it in items], dtype=torch.int64).to(self.device, non_blocking=True),
+            "valid": torch.tensor([it.valid for it in items], dtype=torch.bool).to(self.device, non_blocking=True),
+        }
+        return batch, rest
+
+    # ----------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch and position of what the consumer has received; restore with load_state_dict
+        to continue with exactly the same remaining batches."""
+        return {"epoch": self.epoch, "cursor": self._cursor, "batches": self._made, "seed": self.seed,
+                "batch_size": self.batch_size,
+                "shard": (self.rank, self.world), "errors": list(self.errors)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("seed", "batch_size"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"state was saved with {key}={state[key]}, this pipeline has {getattr(self, key)}")
+        if tuple(state["shard"]) != (self.rank, self.world):
+            raise ValueError(f"state was saved on shard {tuple(state['shard'])}, this pipeline is {(self.rank, self.world)}")
+        self._shutdown()
+        self.epoch, self._cursor, self._made = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
+        self.errors = [tuple(e) for e in state.get("errors", [])]
+        self._resume = self._cursor
+
+    # ----------------------------------------------------------------------------- lifetime
+    def _shutdown(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            if self._queue is not None:
+                while True:  # unblock a producer waiting on a full queue
+                    try:
+                        self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop the background thread and the decoding threads."""
+        self._shutdown()
+        self.transforms.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._shutdown()
+        except Exception:
+            pass
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _labels(labels: list[Any]) -> torch.Tensor:
+    if all(lab is None for lab in labels):
+        return torch.full((len(labels),), -1, dtype=torch.int64)
+    rows = [(-1 if lab is None else lab) for lab in labels]
+    if any(isinstance(r, torch.Tensor) for r in rows):
+        return torch.stack([torch.as_tensor(r, dtype=torch.int64) for r in rows])
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def _shard(shard: tuple[int, int] | None) -> tuple[int, int]:
+    if shard is None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+    rank, world = (int(v) for v in shard)
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}")
+    return rank, world
