@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -142,10 +142,12 @@ class Compose:
         regions = plan.regions()
         device = self.device or (torch.device("cpu") if encoded else x.device)
         if encoded:
-            images, scale = x.decode(regions, plan.min_decode_size(regions), self._executor())
+            mins = plan.min_decode_size(regions)
+            scale = x.scales(regions, mins)
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=self.antialias)
-            source: ImageBatch | list[torch.Tensor] = images
+            source: ImageBatch | Callable[[int], torch.Tensor] = x.loader(regions, mins, scale)
             if device.type != "cpu":
+                images = list(self._executor().map(source, range(len(x))))
                 source = ImageBatch.from_list(images).to(device, non_blocking=True)
         else:
             source = x.to(device)
@@ -215,29 +217,33 @@ class EncodedSource:
         rows = [(i.width, i.height) if i.orientation >= 5 else (i.height, i.width) for i in self.infos]
         return torch.tensor(rows, dtype=torch.float64).view(-1, 2)
 
-    def decode(self, regions: torch.Tensor, min_sizes: torch.Tensor, pool: ThreadPoolExecutor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Decode each sample's region (DCT-scaled where allowed): HWC uint8 tensors and the
-        scale each was decoded at."""
+    def scales(self, regions: torch.Tensor, min_sizes: torch.Tensor) -> torch.Tensor:
+        """float64 [N]: the DCT scale each region will be decoded at (known from the headers)."""
+        from .decode import dct_scale
+
+        return torch.tensor([dct_scale(info, tuple(r), tuple(m)) for info, r, m in
+                             zip(self.infos, regions.tolist(), min_sizes.tolist())], dtype=torch.float64)
+
+    def loader(self, regions: torch.Tensor, min_sizes: torch.Tensor, scales: torch.Tensor) -> Callable[[int], torch.Tensor]:
+        """load(i): decode sample i's region (at its planned scale) as an HWC uint8 tensor.
+        Called on worker threads; errors become SampleError naming the sample."""
         from .decode import decode_region
 
         regs = [tuple(r) for r in regions.tolist()]
         mins = [tuple(m) for m in min_sizes.tolist()]
+        planned = scales.tolist()
 
-        def one(i: int) -> tuple[np.ndarray, float]:
+        def load(i: int) -> torch.Tensor:
             try:
-                return decode_region(self.blobs[i], region=regs[i], min_size=mins[i], rgb=False,
-                                     max_pixels=self.max_pixels)
+                arr, s = decode_region(self.blobs[i], region=regs[i], min_size=mins[i], rgb=False,
+                                       max_pixels=self.max_pixels)
             except ValueError as e:
                 raise SampleError(i, str(e)) from e
+            if abs(s - planned[i]) > 1e-9:
+                raise RuntimeError(f"sample {i}: decoded at scale {s}, planned {planned[i]}")
+            return torch.from_numpy(arr)
 
-        results = list(pool.map(one, range(len(self.blobs))))
-        scale = torch.tensor([_dct_scale(s) for _, s in results], dtype=torch.float64)
-        return [torch.from_numpy(a) for a, _ in results], scale
-
-
-def _dct_scale(s: float) -> float:
-    """The DCT scale a decoder used (1, 1/2, 1/4, 1/8), from its measured size ratio."""
-    return min((1.0, 0.5, 0.25, 0.125), key=lambda c: abs(c - s))
+        return load
 
 
 def _tensor_source(x: torch.Tensor) -> ImageBatch:

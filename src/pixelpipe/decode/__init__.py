@@ -4,7 +4,7 @@
 of one image the planner asks for; `decode` turns a list of files into an ImageBatch.
 """
 
-from .cpu import decode, decode_region
+from .cpu import dct_scale, decode, decode_region
 from .headers import DecodeError, ImageInfo, read_header
 
-__all__ = ["DecodeError", "ImageInfo", "decode", "decode_region", "read_header"]
+__all__ = ["DecodeError", "ImageInfo", "dct_scale", "decode", "decode_region", "read_header"]

@@ -23,7 +23,7 @@ from PIL import Image, ImageFile
 from ..batch import ImageBatch
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
 
-__all__ = ["decode", "decode_region"]
+__all__ = ["decode", "decode_region", "dct_scale"]
 
 # EXIF orientation -> the transpose that displays the stored image (PIL.ImageOps.exif_transpose).
 _TRANSPOSE = {
@@ -125,6 +125,15 @@ def decode_region(
     except Exception as e:  # Pillow's plugins raise OSError, SyntaxError, struct.error, ...
         raise DecodeError(f"cannot decode this {info.format}: {type(e).__name__}: {e}") from e
     return pixels, 1.0 / denom
+
+
+def dct_scale(info: ImageInfo, region: tuple[int, int, int, int], min_size: tuple[int, int] | None,
+              exif: bool = True) -> float:
+    """The scale decode_region will decode this region at (1, 1/2, 1/4 or 1/8), from the header
+    alone, so that a planner knows it before decoding."""
+    orientation = info.orientation if exif else 1
+    y0, x0, y1, x1 = region
+    return 1.0 / _choose_denominator(info, orientation, y1 - y0, x1 - x0, min_size)
 
 
 def decode(

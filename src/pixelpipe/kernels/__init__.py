@@ -15,6 +15,7 @@ import torch
 
 from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
+from ..batch import ImageBatch
 from .cpu_stage import run_cpu_stage
 from .warp_torch import warp_reference
 
@@ -33,14 +34,15 @@ def gpu_kernels_available() -> bool:
     return True
 
 
-def run_stage(source: ImageBatch | list[torch.Tensor], spec: WarpSpec,
+def run_stage(source: ImageBatch | Callable[[int], torch.Tensor], spec: WarpSpec,
               make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
               map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map) -> torch.Tensor:
     """One warp and one pointwise pass. make_pointwise(means) builds the pointwise spec from the
     per-sample mean colours of the warped images (None unless needs_means). map_fn runs the CPU
     per-sample fast paths (a thread pool's map spreads them over cores). source: a batch on any
-    device, or a list of HWC CPU tensors (decoded regions, not packed into one buffer)."""
-    if isinstance(source, list):
+    device, or load(i) giving CPU sample i as HWC uint8 (e.g. decoding its region right then,
+    on the worker thread that warps it)."""
+    if callable(source) and not isinstance(source, ImageBatch):
         return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
     data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():
@@ -55,4 +57,5 @@ def run_stage(source: ImageBatch | list[torch.Tensor], spec: WarpSpec,
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))
     rows = table.tolist()
     images = [data[o : o + h * w * c].view(h, w, c) for o, h, w, c in rows]
-    return run_cpu_stage(images, spec, make_pointwise, needs_means, map_fn)
+    return run_cpu_stage(images.__getitem__, spec, make_pointwise, needs_means, map_fn,
+                         uint8=data.dtype == torch.uint8)

@@ -72,24 +72,28 @@ def _subset_spec(spec: WarpSpec, rows: torch.Tensor) -> WarpSpec:
                     spec.out_size, spec.interpolation, spec.border, spec.fill, spec.antialias)
 
 
-def _reference(images: list[torch.Tensor], spec: WarpSpec, rows: torch.Tensor) -> torch.Tensor:
-    sub = ImageBatch.from_list([images[i] for i in rows.tolist()]) if images[0].dtype == torch.uint8 else None
+def _reference(load: Callable[[int], torch.Tensor], spec: WarpSpec, rows: torch.Tensor,
+               map_fn: MapFn) -> torch.Tensor:
+    images = list(map_fn(load, rows.tolist()))
+    sub = ImageBatch.from_list(images) if images[0].dtype == torch.uint8 else None
     if sub is None:  # float sources (between stages): pack by hand
-        flat = torch.cat([images[i].reshape(-1) for i in rows.tolist()])
-        sizes = [images[i].shape for i in rows.tolist()]
+        flat = torch.cat([im.reshape(-1) for im in images])
+        sizes = [im.shape for im in images]
         offs = torch.tensor([0] + [h * w * c for h, w, c in sizes]).cumsum(0)[:-1]
         table = torch.tensor([[int(o), h, w, c] for o, (h, w, c) in zip(offs, sizes)], dtype=torch.int64)
         return warp_reference(flat, table, _subset_spec(spec, rows))
     return warp_reference(sub.data, sub.table, _subset_spec(spec, rows))
 
 
-def run_cpu_stage(images: list[torch.Tensor], spec: WarpSpec,
+def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
                   make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
-                  map_fn: MapFn = map) -> torch.Tensor:
-    """Warp + pointwise for HWC samples `images` (views, uint8 or float32): the stage's tensor."""
+                  map_fn: MapFn = map, uint8: bool = True) -> torch.Tensor:
+    """Warp + pointwise: the stage's tensor. load(i) gives sample i's stored HWC pixels (a view,
+    or a region decoded right then, on the worker thread); uint8 says whether they are uint8
+    (the fast paths need it) or float32 (between stages)."""
     n = len(spec)
     H, W = spec.out_size
-    kind = classify(spec) if n and images[0].dtype == torch.uint8 else torch.full((n,), REFERENCE)
+    kind = classify(spec) if n and uint8 else torch.full((n,), REFERENCE)
     kinds = kind.tolist()
     fast = [i for i in range(n) if kinds[i] != REFERENCE]
     rest = (kind == REFERENCE).nonzero().flatten()
@@ -98,12 +102,12 @@ def run_cpu_stage(images: list[torch.Tensor], spec: WarpSpec,
         warped = torch.empty(n, H, W, 3, dtype=dtype)
 
         def warp_one(i: int) -> None:
-            warped[i].copy_(warp_sample(images[i], spec, i, kinds[i]))
+            warped[i].copy_(warp_sample(load(i), spec, i, kinds[i]))
 
         for _ in map_fn(warp_one, fast):
             pass
         if len(rest):
-            warped[rest] = _reference(images, spec, rest).to(dtype)
+            warped[rest] = _reference(load, spec, rest, map_fn).to(dtype)
         pspec = make_pointwise(channel_means(warped))
         return pointwise_reference(warped, pspec)
     pspec = make_pointwise(None)
@@ -111,12 +115,12 @@ def run_cpu_stage(images: list[torch.Tensor], spec: WarpSpec,
     post = _post(pspec)
 
     def one(i: int) -> None:
-        finish_sample(warp_sample(images[i], spec, i, kinds[i]), pspec, i, out[i], post)
+        finish_sample(warp_sample(load(i), spec, i, kinds[i]), pspec, i, out[i], post)
 
     for _ in map_fn(one, fast):
         pass
     if len(rest):
         sub = PointwiseSpec(None if pspec.color is None else pspec.color[rest], pspec.mean, pspec.std,
                             pspec.dtype, pspec.layout, pspec.channels)
-        out[rest] = pointwise_reference(_reference(images, spec, rest), sub)
+        out[rest] = pointwise_reference(_reference(load, spec, rest, map_fn), sub)
     return out
