@@ -57,6 +57,13 @@ class Pipeline:
             is listed in `pipe.errors` as (index, source, reason).
         shuffle_buffer: samples held to shuffle streaming readers.
         max_pixels: images whose header claims more pixels are errors.
+        cache: "gpu" (or "device") keeps every decoded image on the pipeline's device after
+            it is first read, so later epochs skip reading and decoding and run at resampling
+            speed. Whole images are cached (not the regions one epoch needs).
+        cache_max_side: cache (and augment, from the first epoch on) images shrunk so that
+            their longer side is at most this; makes big datasets fit.
+        cache_budget: bytes of device memory for the cache (default: half the free memory);
+            a dataset that does not fit raises CacheFullError naming the numbers.
 
     Each batch is a dict: "image" (the transforms' tensor), "label" (int64 [B] or [B, K], -1
     where a sample has none), "index" (global sample indices) and "valid" (bool [B]).
@@ -67,7 +74,8 @@ class Pipeline:
     def __init__(self, reader: Any, transforms: Compose | list[Op], batch_size: int, device: str = "cpu",
                  seed: int = 0, shuffle: bool = True, drop_last: bool = False, num_threads: int | None = None,
                  prefetch: int = 2, shard: tuple[int, int] | None = None, on_error: str = "raise",
-                 shuffle_buffer: int = 2048, max_pixels: int = 100_000_000) -> None:
+                 shuffle_buffer: int = 2048, max_pixels: int = 100_000_000, cache: str | None = None,
+                 cache_max_side: int | None = None, cache_budget: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if prefetch < 1:
@@ -97,6 +105,15 @@ class Pipeline:
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         self._labels = self.reader.labels if self.reader.indexable else None
+        if cache not in (None, "gpu", "device"):
+            raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
+        if cache == "gpu" and self.device.type != "cuda":
+            raise ValueError("cache='gpu' needs device='cuda'; use cache='device' to cache on the CPU")
+        self._cache = None
+        if cache is not None:
+            from .cache import DeviceCache
+
+            self._cache = DeviceCache(self.device, cache_budget, cache_max_side)
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -260,7 +277,8 @@ class Pipeline:
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         try:
-            images = self.transforms([it.data for it in items], seed=self.seed, epoch=epoch,
+            source = [it.data for it in items] if self._cache is None else self._from_cache(items)
+            images = self.transforms(source, seed=self.seed, epoch=epoch,
                                      indices=torch.tensor([it.index for it in items], dtype=torch.int64))
         except SampleError as e:
             bad = items[e.position]
@@ -281,6 +299,30 @@ class Pipeline:
             "valid": torch.tensor([it.valid for it in items], dtype=torch.bool).to(self.device, non_blocking=True),
         }
         return batch, rest
+
+    def _from_cache(self, items: list[_Item]) -> Any:
+        """The batch as a view of the device cache, decoding (whole images) what is missing."""
+        from .batch import to_storable
+        from .decode import decode_region
+
+        cache = self._cache
+        assert cache is not None
+        missing = [(k, it) for k, it in enumerate(items) if it.index not in cache]
+
+        def load(pair: tuple[int, _Item]) -> tuple[int, _Item, torch.Tensor]:
+            k, it = pair
+            try:
+                if isinstance(it.data, (bytes, bytearray, memoryview)):
+                    arr, _ = decode_region(it.data, rgb=False, max_pixels=self.transforms.max_pixels)
+                    return k, it, torch.from_numpy(arr)
+                return k, it, to_storable(torch.as_tensor(it.data), k)
+            except ValueError as e:
+                raise SampleError(k, str(e)) from e
+
+        for k, it, image in self.transforms._executor().map(load, missing):
+            if it.index not in cache:  # a repeated sample in one batch is stored once
+                cache.put(it.index, image)
+        return cache.batch([it.index for it in items])
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -318,6 +360,8 @@ class Pipeline:
         """Stop the background thread and the decoding threads."""
         self._shutdown()
         self.transforms.close()
+        if self._cache is not None:
+            self._cache.clear()
 
     def __enter__(self) -> Pipeline:
         return self

@@ -1,0 +1,104 @@
+"""A device-resident cache of decoded images: later epochs skip reading and decoding.
+
+The cache is one preallocated uint8 buffer on the device plus a table, exactly the layout of an
+ImageBatch, so a batch of cached samples is an ImageBatch that shares the buffer and carries
+only its own table rows: no copy, and the warp kernel reads the cached pixels directly.
+
+With `max_side`, images are shrunk (antialiased, on the device) so that their longer side is
+at most `max_side` before they are stored, and every epoch, the first included, augments the
+shrunk image: the source a sample's augmentation sees never depends on whether it came from
+the cache.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .batch import ImageBatch
+
+__all__ = ["DeviceCache", "CacheFullError"]
+
+
+class CacheFullError(RuntimeError):
+    """The cache's memory budget cannot hold the dataset."""
+
+
+class DeviceCache:
+    """Decoded images kept on `device`, up to `budget` bytes (allocated on first use).
+
+    Args:
+        device: where the pixels live ("cuda", "cuda:N"; "cpu" works too, for tests).
+        budget: bytes for pixels. Default: half of the free device memory when first used.
+        max_side: shrink images whose longer side exceeds this before caching (None: keep).
+    """
+
+    def __init__(self, device: str | torch.device, budget: int | None = None, max_side: int | None = None) -> None:
+        if budget is not None and budget < 1:
+            raise ValueError(f"cache budget must be a positive number of bytes, got {budget}")
+        if max_side is not None and max_side < 8:
+            raise ValueError(f"cache_max_side must be >= 8 pixels, got {max_side}")
+        self.device = torch.device(device)
+        self.budget = budget
+        self.max_side = max_side
+        self.buffer: torch.Tensor | None = None
+        self.rows: dict[int, tuple[int, int, int, int]] = {}
+        self.used = 0
+
+    def __contains__(self, index: int) -> bool:
+        return index in self.rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _allocate(self) -> None:
+        if self.budget is None:
+            if self.device.type == "cuda":
+                free, _ = torch.cuda.mem_get_info(self.device)
+                self.budget = int(free * 0.5)
+            else:
+                self.budget = 1 << 30
+        self.buffer = torch.empty(self.budget, dtype=torch.uint8, device=self.device)
+
+    def shrink(self, image: torch.Tensor) -> torch.Tensor:
+        """HWC uint8 image shrunk so that its longer side is at most max_side."""
+        h, w, c = image.shape
+        if self.max_side is None or max(h, w) <= self.max_side:
+            return image
+        s = self.max_side / max(h, w)
+        size = (max(1, round(h * s)), max(1, round(w * s)))
+        src = image.permute(2, 0, 1).unsqueeze(0)
+        if src.is_cuda:  # the uint8 antialiased kernel is CPU-only in some torch versions
+            out = F.interpolate(src.float(), size=size, mode="bilinear", antialias=True).round().clamp(0, 255)
+            return out.to(torch.uint8)[0].permute(1, 2, 0)
+        return F.interpolate(src, size=size, mode="bilinear", antialias=True)[0].permute(1, 2, 0)
+
+    def put(self, index: int, image: torch.Tensor) -> None:
+        """Store sample `index` (HWC uint8, any device); shrunk first when max_side is set."""
+        if self.buffer is None:
+            self._allocate()
+        assert self.buffer is not None and self.budget is not None
+        image = self.shrink(image.to(self.device, non_blocking=True))
+        h, w, c = image.shape
+        size = h * w * c
+        if self.used + size > self.budget:
+            raise CacheFullError(
+                f"the device cache is full: {len(self.rows)} images use {self.used / 2**20:.1f} MiB of its "
+                f"{self.budget / 2**20:.1f} MiB budget and sample {index} needs {size / 2**20:.1f} MiB more. "
+                "Raise cache_budget, set cache_max_side (e.g. 320) to cache shrunk images, or turn the cache off."
+            )
+        self.buffer[self.used : self.used + size].copy_(image.reshape(-1), non_blocking=True)
+        self.rows[index] = (self.used, h, w, c)
+        self.used += size
+
+    def batch(self, indices: list[int]) -> ImageBatch:
+        """The cached samples as an ImageBatch sharing the cache's buffer."""
+        assert self.buffer is not None
+        table = torch.tensor([self.rows[i] for i in indices], dtype=torch.int64).view(-1, 4)
+        return ImageBatch(self.buffer, table)
+
+    def clear(self) -> None:
+        """Forget every image and give the memory back."""
+        self.buffer = None
+        self.rows.clear()
+        self.used = 0
