@@ -62,8 +62,9 @@ def _hue_matrix(h: torch.Tensor) -> torch.Tensor:
     a = 2 * math.pi * h
     rot = torch.zeros(n, 3, 3, dtype=torch.float64)
     rot[:, 0, 0] = 1.0
-    rot[:, 1, 1], rot[:, 1, 2] = torch.cos(a), -torch.sin(a)
-    rot[:, 2, 1], rot[:, 2, 2] = torch.sin(a), torch.cos(a)
+    # the I-Q plane turned so that a positive shift moves hues the way HSV's H + h does
+    rot[:, 1, 1], rot[:, 1, 2] = torch.cos(a), torch.sin(a)
+    rot[:, 2, 1], rot[:, 2, 2] = -torch.sin(a), torch.cos(a)
     m = torch.zeros(n, 3, 4, dtype=torch.float64)
     m[:, :, :3] = _YIQ_INV @ rot @ _YIQ
     return m
