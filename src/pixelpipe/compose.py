@@ -32,6 +32,7 @@ LAYOUTS = ("NCHW", "NHWC")
 
 
 class Compose:
+    _notice_given = False
     """A list of ops applied as a few fused passes.
 
     Args:
@@ -46,6 +47,11 @@ class Compose:
             for encoded images and lists of CPU arrays).
         max_pixels: encoded images whose header claims more pixels fail (SampleError) before
             anything is decoded.
+        hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
+            (None: as many as it takes); the rest go to the CUDA decoder.
+        gpu_roi_decode: let nvImageCodec decode only each sample's region. Off by default:
+            nvImageCodec 0.9.0 can crash on region decodes on H100 (NVIDIA/nvImageCodec#55);
+            whole images are then decoded and the warp reads the region.
 
     Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
@@ -64,7 +70,8 @@ class Compose:
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
-                 device: str | torch.device | None = None, max_pixels: int = 100_000_000) -> None:
+                 device: str | torch.device | None = None, max_pixels: int = 100_000_000,
+                 hw_fraction: float | None = None, gpu_roi_decode: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -91,6 +98,10 @@ class Compose:
             raise ValueError("Normalize produces values outside uint8; use a float dtype or drop Normalize")
         self._last = last
         self._pool: ThreadPoolExecutor | None = None
+        self._decoder: Any = None
+        self.hw_fraction = hw_fraction
+        self.gpu_roi_decode = gpu_roi_decode
+        self.decode_stats = {"gpu": 0, "cpu_fallback": 0, "cpu": 0}
 
     # ----------------------------------------------------------------------------- inspection
     def _last_warp_stage(self) -> int:
@@ -146,15 +157,41 @@ class Compose:
             scale = x.scales(regions, mins)
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=self.antialias)
             source: ImageBatch | Callable[[int], torch.Tensor] = x.loader(regions, mins, scale)
-            if device.type != "cpu":
+            if device.type == "cuda" and self._gpu_decoder(device) is not None:
+                source, spec = self._decode_on_gpu(x, plan, regions, out_size, device)
+            elif device.type != "cpu":
                 images = list(self._executor().map(source, range(len(x))))
                 source = ImageBatch.from_list(images).to(device, non_blocking=True)
+                self.decode_stats["cpu"] += len(images)
         else:
             source = x.to(device)
             spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
         return run_stage(source, spec,
                          lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
                          self._executor().map)
+
+    def _gpu_decoder(self, device: torch.device) -> Any:
+        """The nvImageCodec decoder for `device`, or None (with a one-time notice) without it."""
+        if self._decoder is not None:
+            return self._decoder
+        from .decode.gpu import GpuDecoder, gpu_decoder_available
+
+        if not gpu_decoder_available():
+            if not Compose._notice_given:
+                Compose._notice_given = True
+                print('pixelpipe: decoding on the CPU; for GPU decoding: pip install "pixelpipe[gpu]"')
+            return None
+        self._decoder = GpuDecoder(device, hw_fraction=self.hw_fraction, num_cpu_threads=self.num_threads,
+                                   roi_decode=self.gpu_roi_decode)
+        return self._decoder
+
+    def _decode_on_gpu(self, x: EncodedSource, plan: StagePlan, regions: torch.Tensor, out_size: tuple[int, int],
+                       device: torch.device) -> tuple[ImageBatch, Any]:
+        batch, fallback, reasons = self._decoder.decode_regions(x.blobs, [tuple(r) for r in regions.tolist()])
+        self.decode_stats["gpu"] += len(x) - len(fallback)
+        self.decode_stats["cpu_fallback"] += len(fallback)
+        spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
+        return batch, spec
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize

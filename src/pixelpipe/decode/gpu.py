@@ -1,0 +1,449 @@
+"""GPU decoding of JPEGs (and their regions) with NVIDIA nvImageCodec, into one ImageBatch.
+
+`GpuDecoder.decode_regions` sends the JPEGs of a batch to nvImageCodec in one call (its hardware
+JPEG engine and its CUDA/hybrid nvJPEG decoder share the work), copies every decoded image into
+its slot of one flat device buffer, and decodes on the CPU (`decode_region`, Pillow) whatever
+nvImageCodec cannot, reporting those samples so the pipeline can count them. Regions and EXIF
+orientation follow the CPU decoder exactly: the same box of the displayed image, oriented the
+same way.
+
+API facts relied on, for nvidia-nvimgcodec-cu13 0.9.0.20 (module `nvidia.nvimgcodec`; from the
+docstrings in its extension module, NVIDIA/nvImageCodec sources of earlier releases, and the
+issues named):
+
+- `Decoder(device_id=, max_num_cpu_threads=, backends=[Backend(kind, load_hint=f,
+  load_hint_policy=LoadHintPolicy.FIXED)], options=)`. A load hint is the share of a batch a
+  backend takes; the rest falls through to the next decoder that accepts it. JPEG decoders:
+  nvjpeg_hw_decoder (HW_GPU_ONLY: the A100/H100 engine, baseline only), nvjpeg_cuda_decoder
+  (HYBRID_CPU_GPU: Huffman on CPU threads, or on the GPU for large baseline images), CPU ones
+  (CPU_ONLY). CPU_ONLY stays off here, so what no GPU decoder takes comes back as None and is
+  counted as a fallback instead of being decoded on the CPU silently.
+- `options`: space-separated ":opt=value" (any decoder) or "decoder_id:opt=value". Earlier
+  bindings defaulted to ":fancy_upsampling=0" (chroma by pixel replication; 0.9 keeps each
+  decoder's default); we ask for libjpeg's, so Pillow's, triangular upsampling.
+- `decode(srcs, *, images=None, params=None, cuda_stream=0)` (keyword-only after `srcs`, a
+  list of CodeStreams; bytes convert implicitly): one entry per input, None where a sample
+  failed (very old releases dropped those instead: we check the length); the whole call can
+  also raise (we then retry sample by sample). Outputs are allocated and made ready in the
+  order of `cuda_stream` (an int cudaStream_t). `images=` only reuses Images that own their
+  buffer, so decoding straight into our buffer is impossible: one device copy per image.
+- `CodeStream(bytes)` keeps a reference to the bytes; `cs.get_sub_code_stream(region=Region(
+  start_y=, start_x=, end_y=, end_x=))` (end-exclusive) is a ROI view of it (no nesting).
+- `DecodeParams(color_spec=ColorSpec.SRGB, apply_exif_orientation=, allow_any_depth=False)`:
+  interleaved RGB uint8 (grey comes out as 3 equal channels). An `Image` has shape (H, W, C),
+  `.strides` in bytes (rows may be padded), `__cuda_array_interface__` v3 with its stream (older
+  releases gave strides=None for interleaved images whatever the pitch: we use `.strides`),
+  `__dlpack__`, `.cpu()`.
+
+Known problems, and what this module does about them:
+
+- NVIDIA/nvImageCodec#55 (open): 0.9.0 GPU JPEG ROI decoding via sub code streams fails on
+  ordinary ROIs: INTERNAL_ERROR on A100, SIGSEGV on H100/B200 (seen through DALI). A failure
+  is a fallback here; a crash is not catchable: `GpuDecoder(roi_decode=False)` decodes whole
+  images and crops them on the GPU.
+- NVIDIA/DALI#6344: with a non-trivial EXIF orientation nvImageCodec checks a ROI against the
+  stored size while it outputs oriented pixels. We never let it orient: the ROI is mapped to
+  stored coordinates as the CPU decoder maps it, and we transpose/flip on the GPU by the
+  orientation our header parser read, as the CPU decoder does.
+- libnvjpeg_ext 0.9.0 logs "ROI decode with fancy upsampling may produce wrong results on image
+  edge (1 pixel wide) with nvJPEG < 13.2" and, with such an nvJPEG, declines ROI samples unless
+  the option enable_roi_fancy_upsampling=1 is given: they would all fall back to the CPU.
+- NVIDIA/nvImageCodec#50: some lossless JPEGs decode to zeros without an error. Lossless,
+  12-bit and CMYK/YCCK JPEGs, truncated JPEGs (no end-of-image marker: nvJPEG may return grey
+  rows where Pillow raises), other formats (nvImageCodec has only CPU decoders for them) and
+  files over decode_region's pixel limit go straight to the CPU decoder, so their pixels and
+  errors are exactly the CPU path's.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..batch import ImageBatch
+from .cpu import _check_region, _stored_box, decode_region
+from .headers import DecodeError, parse_jpeg, read_header
+
+__all__ = ["GpuDecoder", "gpu_decoder_available"]
+
+_INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
+_DEFAULT_OPTIONS = ":fancy_upsampling=1"
+_MAX_PIXELS = 100_000_000  # decode_region's default; larger files go to it and fail there
+_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
+_JPEG_END = b"\xff\xd9"
+# What nvImageCodec's pybind11 layer raises: std::runtime_error and its own errors become
+# RuntimeError, std::invalid_argument ValueError, std::out_of_range IndexError, bad
+# arguments TypeError.
+_NVIMGCODEC_ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
+
+
+def _nvimgcodec() -> Any:
+    """The nvidia.nvimgcodec module, imported on first use."""
+    try:
+        from nvidia import nvimgcodec
+    except (ImportError, OSError) as e:  # OSError: the package is there, a library is not
+        raise ImportError(f"{_INSTALL_HINT} ({type(e).__name__}: {e})") from e
+    return nvimgcodec
+
+
+@functools.cache
+def gpu_decoder_available() -> bool:
+    """Whether nvImageCodec imports and torch sees a CUDA device. Never raises."""
+    try:
+        _nvimgcodec()
+        return torch.cuda.is_available()
+    except (ImportError, RuntimeError, OSError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One sample for nvImageCodec."""
+
+    index: int
+    out_size: tuple[int, int]  # (h, w) of the displayed region: the slot in the batch
+    stored_size: tuple[int, int]  # (h, w) of the image as stored, before orientation
+    box: tuple[int, int, int, int]  # the region in stored coordinates (y0, x0, y1, x1)
+    orientation: int
+    roi: bool  # nvImageCodec decodes only `box` (else the whole image, cropped here)
+
+
+class _CudaArray:
+    """An nvImageCodec image's __cuda_array_interface__ with explicit strides; holds the image
+    so that its memory lives as long as the tensor made from it."""
+
+    def __init__(self, interface: dict[str, Any], owner: Any) -> None:
+        self.__cuda_array_interface__ = interface
+        self.owner = owner
+
+
+class GpuDecoder:
+    """Decodes batches of encoded images (regions of them) into one ImageBatch on a GPU.
+
+    Args:
+        device: the CUDA device ("cuda" is the current one).
+        hw_fraction: share of the JPEGs of a batch given to the hardware JPEG decoder (A100,
+            H100, ...), in [0, 1]; the rest go to the CUDA (hybrid) decoder, which also takes
+            what the hardware one refuses (progressive JPEGs, for example). None: the
+            Backend defaults (load hint 1: the hardware decoder takes every JPEG it can).
+            0 leaves the hardware decoder out.
+        num_cpu_threads: threads of nvImageCodec's executor (hybrid Huffman decoding, parsing)
+            and of the CPU fallback decoder; >= 1.
+        roi_decode: let nvImageCodec decode only each region (ROI code streams). False
+            decodes whole images and crops them on the GPU: the workaround for
+            NVIDIA/nvImageCodec#55 (see the module docstring).
+        options: nvImageCodec decoder options, passed verbatim; the default turns on libjpeg's
+            chroma upsampling so that pixels stay close to Pillow's.
+
+    One decoder per device; reuse it for every batch. Calls are serialised by a lock: use it
+    from one thread at a time for throughput.
+
+    Example:
+        >>> dec = GpuDecoder(torch.device("cuda"))  # doctest: +SKIP
+        >>> batch, fell_back, why = dec.decode_regions(  # doctest: +SKIP
+        ...     blobs, [(0, 0, 224, 224)] * len(blobs))
+        >>> batch.device, batch[0].shape  # doctest: +SKIP
+        (device(type='cuda', index=0), torch.Size([224, 224, 3]))
+    """
+
+    def __init__(
+        self,
+        device: torch.device,
+        hw_fraction: float | None = None,
+        num_cpu_threads: int = 8,
+        *,
+        roi_decode: bool = True,
+        options: str = _DEFAULT_OPTIONS,
+    ) -> None:
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise ValueError(f"device must be a CUDA device ('cuda' or 'cuda:N'), got {device}")
+        if hw_fraction is not None and not 0.0 <= hw_fraction <= 1.0:
+            raise ValueError(f"hw_fraction must be None or in [0, 1], got {hw_fraction}")
+        if num_cpu_threads < 1:
+            raise ValueError(f"num_cpu_threads must be >= 1, got {num_cpu_threads}")
+        nvc = _nvimgcodec()
+        if not torch.cuda.is_available():
+            raise RuntimeError("GpuDecoder needs a CUDA device; torch.cuda.is_available() is False")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        self.hw_fraction = hw_fraction
+        self.num_cpu_threads = num_cpu_threads
+        self.roi_decode = roi_decode
+        self._nvc = nvc
+        kinds = nvc.BackendKind
+        if hw_fraction is None:
+            hw = [nvc.Backend(kinds.HW_GPU_ONLY)]
+        elif hw_fraction > 0:
+            hw = [nvc.Backend(kinds.HW_GPU_ONLY, load_hint=float(hw_fraction),
+                              load_hint_policy=nvc.LoadHintPolicy.FIXED)]
+        else:
+            hw = []
+        backends = [*hw, nvc.Backend(kinds.GPU_ONLY), nvc.Backend(kinds.HYBRID_CPU_GPU)]
+        self._decoder = nvc.Decoder(device_id=device.index, max_num_cpu_threads=num_cpu_threads,
+                                    backends=backends, options=options)
+        self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
+                                        apply_exif_orientation=False, allow_any_depth=False)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Release nvImageCodec's decoder and the CPU fallback threads."""
+        with self._lock:
+            self._decoder = None
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    def __repr__(self) -> str:
+        return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
+                f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode})")
+
+    # ------------------------------------------------------------------------------ decoding
+    def decode_regions(
+        self,
+        blobs: list[bytes],
+        regions: list[tuple[int, int, int, int]] | None = None,
+        stream: torch.cuda.Stream | None = None,
+    ) -> tuple[ImageBatch, list[int], list[str]]:
+        """Decode every blob (or only its region) as RGB, EXIF orientation applied.
+
+        Args:
+            blobs: encoded images: JPEGs go to the GPU; PNG, WebP and BMP to the CPU decoder.
+            regions: per sample (y0, x0, y1, x1), end-exclusive, in the full-resolution
+                displayed image (after EXIF orientation), as `decode_region` takes them; None
+                decodes whole images.
+            stream: the CUDA stream all the work is ordered on (default: the device's current
+                stream). The batch is ready in that stream's order; use it there, or
+                synchronise, before reading it from another stream.
+
+        Returns:
+            (batch, fallback_indices, reasons): an ImageBatch on the device with 3 channels
+            per sample, each the size of its region; the indices (ascending) of the samples
+            decoded by the CPU decoder instead, and why, one reason per index.
+
+        Raises:
+            DecodeError: "sample i: ..." when neither decoder can decode sample i (the lowest
+                such index of the CPU decoder's failures).
+            ValueError: a region outside its image ("sample i: ..."), or a stream of another
+                device.
+            RuntimeError: nvImageCodec returned an image whose size is not the one the file
+                header gives (names the sample).
+        """
+        n = len(blobs)
+        if regions is not None and len(regions) != n:
+            raise ValueError(f"got {len(regions)} regions for {n} blobs")
+        if stream is None:
+            stream = torch.cuda.current_stream(self.device)
+        elif stream.device != self.device:
+            raise ValueError(f"stream is on {stream.device}, the decoder on {self.device}")
+        if n == 0:
+            return ImageBatch.empty(self.device), [], []
+        blobs = [b if isinstance(b, bytes) else bytes(b) for b in blobs]
+
+        with self._lock, torch.cuda.device(self.device), torch.cuda.stream(stream):
+            if self._decoder is None:
+                raise RuntimeError("this GpuDecoder was closed")
+            jobs: list[_Job] = []
+            why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
+            for i in range(n):
+                plan = _plan(i, blobs[i], None if regions is None else regions[i],
+                             self.roi_decode)
+                if isinstance(plan, str):
+                    why[i] = plan
+                else:
+                    jobs.append(plan)
+            # Files that go to the CPU anyway decode on its threads while nvImageCodec works.
+            pending = self._start_cpu(blobs, regions, sorted(why))
+            on_gpu = self._decode_gpu(blobs, jobs, stream, why)
+            pending.update(self._start_cpu(blobs, regions, sorted(why.keys() - pending.keys())))
+            on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
+            batch = _assemble(n, on_gpu, on_cpu, self.device)
+        fallback = sorted(why)
+        return batch, fallback, [why[i] for i in fallback]
+
+    def _decode_gpu(
+        self, blobs: list[bytes], jobs: list[_Job], stream: torch.cuda.Stream,
+        why: dict[int, str],
+    ) -> dict[int, torch.Tensor]:
+        """nvImageCodec decodes `jobs`; returns sample -> displayed region (HWC uint8 device
+        tensor, maybe a strided view of nvImageCodec's image). Failures go into `why`."""
+        nvc = self._nvc
+        code_streams, parents, decodable = [], [], []
+        for job in jobs:
+            try:
+                cs = nvc.CodeStream(blobs[job.index])
+                if job.roi:
+                    parents.append(cs)
+                    y0, x0, y1, x1 = job.box
+                    cs = cs.get_sub_code_stream(
+                        region=nvc.Region(start_y=y0, start_x=x0, end_y=y1, end_x=x1))
+            except _NVIMGCODEC_ERRORS as e:
+                why[job.index] = f"nvImageCodec cannot parse it: {type(e).__name__}: {e}"
+                continue
+            code_streams.append(cs)
+            decodable.append(job)
+        if not decodable:
+            return {}
+        cuda_stream = stream.cuda_stream
+        errors: list[str | None] = [None] * len(code_streams)
+        try:
+            images = self._decoder.decode(code_streams, params=self._params,
+                                          cuda_stream=cuda_stream)
+        except _NVIMGCODEC_ERRORS:  # a failure of the whole call: find the sample(s) one by one
+            images = []
+            for k, cs in enumerate(code_streams):
+                try:
+                    images.append(self._decoder.decode(cs, params=self._params,
+                                                       cuda_stream=cuda_stream))
+                except _NVIMGCODEC_ERRORS as e:
+                    images.append(None)
+                    errors[k] = f"nvImageCodec raised {type(e).__name__}: {e}"
+        if len(images) != len(code_streams):
+            raise RuntimeError(
+                f"nvImageCodec returned {len(images)} images for {len(code_streams)} code "
+                f"streams (version {getattr(nvc, '__version__', '?')}); expected one per input"
+            )
+        out: dict[int, torch.Tensor] = {}
+        for job, img, err in zip(decodable, images, errors):
+            if img is None:
+                why[job.index] = err or "nvImageCodec could not decode it (unsupported or corrupt)"
+                continue
+            try:
+                pixels = _as_tensor(img, self.device)
+            except (*_NVIMGCODEC_ERRORS, AttributeError, KeyError) as e:
+                why[job.index] = f"nvImageCodec image unreadable: {type(e).__name__}: {e}"
+                continue
+            out[job.index] = _displayed(job, pixels)
+        del parents  # the sub code streams are done with them
+        return out
+
+    def _start_cpu(
+        self, blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None,
+        indices: list[int],
+    ) -> dict[int, Future[np.ndarray]]:
+        """Pillow decodes `indices` on the fallback threads; errors name the sample."""
+
+        def one(i: int) -> np.ndarray:
+            region = None if regions is None else regions[i]
+            try:
+                pixels = decode_region(blobs[i], region=region, rgb=True)[0]
+            except DecodeError as e:
+                raise DecodeError(f"sample {i}: {e}") from e
+            except ValueError as e:
+                raise ValueError(f"sample {i}: {e}") from e
+            if region is not None and pixels.shape[:2] != (region[2] - region[0],
+                                                          region[3] - region[1]):
+                raise RuntimeError(f"sample {i}: the CPU decoder returned {pixels.shape[:2]} "
+                                   f"for region {tuple(region)}")
+            return pixels
+
+        if indices and self._pool is None:
+            self._pool = ThreadPoolExecutor(self.num_cpu_threads,
+                                            thread_name_prefix="pixelpipe-gpu-fallback")
+        return {i: self._pool.submit(one, i) for i in indices}
+
+
+# --------------------------------------------------------------------------------- helpers
+def _plan(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
+          roi_decode: bool) -> _Job | str:
+    """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead."""
+    try:
+        if blob[:3] != b"\xff\xd8\xff":
+            return f"{read_header(blob).format}: no GPU decoder for this format"
+        info, layout = parse_jpeg(blob, to_scan=True)
+    except DecodeError as e:
+        return f"header: {e}"
+    if info.channels not in (1, 3):
+        return f"{info.channels}-component (CMYK/YCCK) JPEG: Pillow's colour conversion"
+    if info.bits != 8 or layout.sof in _LOSSLESS_SOF:
+        return f"{info.bits}-bit {'lossless ' if layout.sof in _LOSSLESS_SOF else ''}JPEG"
+    if info.height * info.width > _MAX_PIXELS:
+        return f"{info.width}x{info.height} pixels: over the CPU decoder's limit"
+    if blob.rfind(_JPEG_END, layout.sos_end) < 0:
+        return "truncated JPEG: no end-of-image marker after the scan"
+    disp_h, disp_w = info.oriented_size
+    try:
+        box = _check_region(region, disp_h, disp_w)
+    except ValueError as e:
+        raise ValueError(f"sample {i}: {e}") from None
+    stored = _stored_box(box, info.orientation, info.height, info.width)
+    whole = stored == (0, 0, info.height, info.width)
+    return _Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
+                info.orientation, roi_decode and not whole)
+
+
+def _as_tensor(img: Any, device: torch.device) -> torch.Tensor:
+    """Zero-copy HWC uint8 tensor over an nvImageCodec device image."""
+    interface = dict(img.__cuda_array_interface__)
+    interface["strides"] = tuple(int(s) for s in img.strides)  # bytes; rows may be padded
+    # Decoded on our stream (cuda_stream=), so already ordered before anything we enqueue on it.
+    interface.pop("stream", None)
+    return torch.as_tensor(_CudaArray(interface, img), device=device)
+
+
+def _displayed(job: _Job, pixels: torch.Tensor) -> torch.Tensor:
+    """The displayed region from nvImageCodec's stored pixels (the box, or the whole image)."""
+    y0, x0, y1, x1 = job.box
+    expect = (y1 - y0, x1 - x0) if job.roi else job.stored_size
+    if pixels.dim() != 3 or tuple(pixels.shape[:2]) != expect or pixels.shape[2] not in (1, 3):
+        raise RuntimeError(
+            f"sample {job.index}: nvImageCodec returned {tuple(pixels.shape)} pixels, expected "
+            f"{expect} x 3 ({'region ' + str(job.box) if job.roi else 'whole image'}, stored "
+            f"size {job.stored_size} from the header)"
+        )
+    if pixels.dtype != torch.uint8:
+        raise RuntimeError(f"sample {job.index}: nvImageCodec returned {pixels.dtype}, not uint8")
+    if not job.roi:
+        pixels = pixels[y0:y1, x0:x1]
+    if pixels.shape[2] == 1:
+        pixels = pixels.expand(-1, -1, 3)
+    pixels = _orient(pixels, job.orientation)
+    if tuple(pixels.shape[:2]) != job.out_size:  # by construction; guards the box arithmetic
+        raise RuntimeError(f"sample {job.index}: region of {tuple(pixels.shape[:2])} pixels, "
+                           f"expected {job.out_size}")
+    return pixels
+
+
+# EXIF orientation -> the flips (of H, W) applied after transposing (for 5..8), as
+# PIL.ImageOps.exif_transpose: 2 mirror, 3 rotate 180, 4 flip, 5 transpose, 6 rotate 90
+# clockwise, 7 transverse, 8 rotate 90 counter-clockwise.
+_FLIPS = {1: (), 2: (1,), 3: (0, 1), 4: (0,), 5: (), 6: (1,), 7: (0, 1), 8: (0,)}
+
+
+def _orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
+    """Stored HWC pixels -> displayed. Transposes are views; flips copy (rare files only)."""
+    if orientation >= 5:
+        pixels = pixels.transpose(0, 1)
+    flips = _FLIPS[orientation]
+    return pixels.flip(flips) if flips else pixels
+
+
+def _assemble(
+    n: int, on_gpu: dict[int, torch.Tensor], on_cpu: dict[int, np.ndarray], device: torch.device,
+) -> ImageBatch:
+    """One flat buffer on `device`, every sample copied into its slot on the current stream."""
+    sizes = []
+    for i in range(n):
+        src = on_gpu[i] if i in on_gpu else on_cpu[i]
+        sizes.append((int(src.shape[0]), int(src.shape[1])))
+    offsets, total = [], 0
+    for h, w in sizes:
+        offsets.append(total)
+        total += h * w * 3
+    table = torch.tensor([[o, h, w, 3] for o, (h, w) in zip(offsets, sizes)], dtype=torch.int64)
+    data = torch.empty(total, dtype=torch.uint8, device=device)
+    for i, (o, (h, w)) in enumerate(zip(offsets, sizes)):
+        slot = data[o : o + h * w * 3].view(h, w, 3)
+        if i in on_gpu:
+            slot.copy_(on_gpu[i])  # device to device, strided read: h * w * 3 bytes each way
+        else:  # pinned, so the upload is asynchronous; torch keeps the block until it is done
+            slot.copy_(torch.from_numpy(on_cpu[i]).pin_memory(), non_blocking=True)
+    return ImageBatch(data, table)
