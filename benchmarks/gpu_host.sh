@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run on an offline GPU host, from the repository root, after carrying .gpu-host/ (see
+# ../shared/gpu-host/prepare.sh). Usage:
+#   bash benchmarks/gpu_host.sh install      # wheels (and DALI parts if present) -> /tmp/site
+#   bash benchmarks/gpu_host.sh tests        # GPU test files, then the whole suite
+#   bash benchmarks/gpu_host.sh bench ARGS   # pixelpipe bench ARGS with the installed peers
+set -uo pipefail
+SITE=/tmp/site
+export PYTHONPATH="$SITE:$PWD/src" PYTHONUNBUFFERED=1
+if [ -d "$SITE/nvidia" ]; then
+  export LD_LIBRARY_PATH="$(ls -d "$SITE"/nvidia/*/lib 2>/dev/null | tr '\n' :)${LD_LIBRARY_PATH:-}"
+fi
+case "${1:-}" in
+  install)
+    whl=(.gpu-host/wheels/*.whl)
+    if ls /tmp/dali-parts/part* >/dev/null 2>&1; then
+      (cd /tmp/dali-parts && cat part* | tar x) && whl+=(/tmp/dali-parts/wheels/*.whl)
+    fi
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "${whl[@]}"
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+    ;;
+  tests)
+    python3 -m pytest -q -rs tests/test_gpu_kernels.py tests/test_decode_gpu.py 2>&1 | tail -40
+    python3 -m pytest -q -x -p no:cacheprovider tests 2>&1 | tail -15
+    ;;
+  bench)
+    shift
+    python3 -m pixelpipe.cli bench --quiet "$@"
+    ;;
+  *) sed -n '2,7p' "$0"; exit 2 ;;
+esac
