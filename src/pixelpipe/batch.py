@@ -135,7 +135,8 @@ def to_storable(img: torch.Tensor | np.ndarray, index: int = 0) -> torch.Tensor:
     if isinstance(img, np.ndarray):
         if img.dtype == np.uint16:
             img = (img >> 8).astype(np.uint8)
-        img = torch.from_numpy(np.ascontiguousarray(img))
+        img = np.ascontiguousarray(img)
+        img = torch.from_numpy(img if img.flags.writeable else img.copy())
     if not isinstance(img, torch.Tensor):
         raise TypeError(f"sample {index}: expected a tensor or numpy array, got {type(img).__name__}")
     if img.dtype == torch.uint16:

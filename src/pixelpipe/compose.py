@@ -141,15 +141,13 @@ class Compose:
         encoded = isinstance(x, EncodedSource)
         sizes = x.sizes() if encoded else x.sizes.to(torch.float64)
         plan = stage.sample(seed, epoch, idx, sizes)
-        out_size = plan.uniform_size()
+        out_size = plan.uniform_size() if len(idx) else _fixed_size(stage)
         if out_size is None:
-            if len(idx) == 0:
-                out_size = (0, 0) if plan.out_sizes.numel() == 0 else _first_size(plan)
-            else:
-                raise ValueError(
-                    "the ops give images of different sizes; add a Resize((h, w)), CenterCrop or "
-                    "RandomResizedCrop so that every sample has the same size"
-                    + (" before the Lambda" if not final else ""))
+            before_lambda = not final and isinstance(self.stages[self.stages.index(stage) + 1], TensorStage)
+            raise ValueError(
+                "the ops give images of different sizes; add a Resize((h, w)), CenterCrop or "
+                "RandomResizedCrop so that every sample has the same size"
+                + (" before the Lambda" if before_lambda else ""))
         regions = plan.regions()
         device = self.device or (torch.device("cpu") if encoded else x.device)
         if encoded:
@@ -221,9 +219,15 @@ class Compose:
             pool.shutdown(wait=False)
 
 
-def _first_size(plan: StagePlan) -> tuple[int, int]:
-    s = torch.round(plan.out_sizes[0]).to(torch.int64)
-    return (int(s[0]), int(s[1]))
+def _fixed_size(stage: Stage) -> tuple[int, int]:
+    """The output size of a stage whatever its input (for an empty batch): planned on two
+    dummy images of different shapes; an input-dependent size has no answer."""
+    probe = stage.sample(0, 0, torch.arange(2), torch.tensor([[97.0, 131.0], [240.0, 180.0]], dtype=torch.float64))
+    size = probe.uniform_size()
+    if size is None:
+        raise ValueError("an empty batch has no output size: these ops give sizes that depend on each image; "
+                         "end them with a fixed-size op such as Resize((h, w)) or CenterCrop(size)")
+    return size
 
 
 class EncodedSource:

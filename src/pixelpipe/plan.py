@@ -235,6 +235,8 @@ def build_stages(ops: list[Op]) -> list[Stage | TensorStage]:
             if current is not None:
                 stages.append(current)
                 current = None
+            if not any(isinstance(s, Stage) for s in stages):
+                stages.append(fresh())  # a Lambda gets a tensor: convert the images first
             stages.append(TensorStage(pos, op))
             continue
         if normalized:
@@ -260,7 +262,3 @@ def build_stages(ops: list[Op]) -> list[Stage | TensorStage]:
     if not any(isinstance(s, Stage) for s in stages):
         stages.insert(0, fresh())  # a plain conversion to a tensor still needs one pass
     return stages
-
-
-def support_margin(interpolation: str) -> int:
-    return int(math.ceil(SUPPORT[interpolation]))

@@ -49,10 +49,10 @@ def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tens
     chw = spec.layout == "NCHW"
     k, b = post
     if spec.color is None and spec.channels == 3 and x.dtype == torch.uint8 and spec.dtype != torch.uint8:
-        # the common case: no clamp needed (uint8), a cast-copy into the layout, then scale+bias
-        view = slot if not chw else slot.permute(1, 2, 0)
-        view.copy_(x)
-        view.mul_(k.to(slot.dtype)).add_(b.to(slot.dtype))
+        # the common case: no clamp needed (uint8); scale and bias in float32, rounded once
+        # when written into the slot's dtype and layout
+        y = torch.addcmul(b, x.to(torch.float32), k)
+        (slot if not chw else slot.permute(1, 2, 0)).copy_(y)
         return
     y = x.to(torch.float32)
     if spec.color is not None:

@@ -4,8 +4,8 @@ Most training and evaluation plans map a source window straight onto the output,
 mirrored. Two exact shortcuts cover them, each called once per sample (a C++ call per image,
 no Python arithmetic per pixel) so they can run on the decoding threads:
 
-- "window": the window is whole pixels: the warp is torch's antialiased `interpolate` of that
-  window (same filters and edge renormalisation as the reference, computed in fixed point on
+- "window" (bilinear): the window is whole pixels: the warp is torch's antialiased
+  `interpolate` of that window (same filters and edge renormalisation as the reference, computed in fixed point on
   uint8 with SIMD; about 10x faster than any composition of generic torch ops);
 - "separable": any other axis-aligned warp whose source points stay inside the image (e.g. a
   window at a fractional position after DCT-scaled decoding): two small matrix products with the
@@ -52,7 +52,10 @@ def classify(spec: WarpSpec) -> torch.Tensor:
         & ((lo_v - clip[:, 0]).abs() < 1e-4) & ((hi_v - clip[:, 2]).abs() < 1e-4)
     inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)
     kind[aligned & inside] = SEPARABLE
-    kind[aligned & exact] = WINDOW
+    if spec.interpolation == "bilinear":
+        # torch's uint8 bicubic clamps its overshoot between the two passes (up to 20 grey
+        # levels off on hard edges), so bicubic takes the float separable path instead
+        kind[aligned & exact] = WINDOW
     return kind
 
 

@@ -69,9 +69,9 @@ class Resize(GeometryOp):
         short, long = torch.minimum(h, w), torch.maximum(h, w)
         new_short = torch.full_like(short, float(self.size))
         new_long = torch.floor(self.size * long / short)
-        if self.max_size is not None:
+        if self.max_size is not None:  # torchvision's rule: rescale from the uncapped size
             over = new_long > self.max_size
-            new_short = torch.where(over, torch.floor(self.max_size * short / long), new_short)
+            new_short = torch.where(over, torch.floor(self.max_size * new_short / new_long.clamp_min(1)), new_short)
             new_long = torch.where(over, torch.full_like(long, float(self.max_size)), new_long)
         wide = w >= h  # the height is the short side
         out_h = torch.where(wide, new_short, new_long)

@@ -1,0 +1,193 @@
+"""Shared test helpers: deterministic test images and `check_op`, the contract every op keeps.
+
+`check_op` is called by exactly one test class per op (STYLE.md, idea 8). Expected values are
+never produced by the code under test alone: each check compares two runs that must agree by
+the op contract (another dtype, another batch, another seed, the op list without the op).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+import torch
+
+from pixelpipe import Compose, ImageBatch
+from pixelpipe.ops import Op
+
+DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
+LAYOUTS = ("NCHW", "NHWC")
+# |x.float() - float32 output| allowed for float16/bfloat16 outputs, as (atol, rtol): two ulps of
+# the format (2**-9 and 2**-6 relative), absolute at magnitude 2 (normalised values reach ~2.6
+# and are formed as a difference of terms of that size). A result rounded once from float32 is
+# within half an ulp; test_ops_color.TestNormalize checks that stricter bound on its own.
+FLOAT_TOL = {torch.float16: (2 * 2**-9, 2**-9), torch.bfloat16: (2 * 2**-6, 2**-6)}
+
+GREY_WEIGHTS = (0.299, 0.587, 0.114)
+
+
+# ----------------------------------------------------------------------------- images
+def make_image(h: int, w: int, c: int = 3, seed: int = 0, noise: float = 6.0) -> np.ndarray:
+    """uint8 HWC (or HW when c == 0): smooth gradients and waves plus a little noise, so that
+    every pixel differs from its neighbours and any geometric error shows."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    chans = []
+    for k in range(max(c, 1)):
+        fx, fy, ph = rng.uniform(0.15, 0.6), rng.uniform(0.15, 0.6), rng.uniform(0, 6.3)
+        wave = 70 * np.sin(fx * x + ph) * np.cos(fy * y - ph)
+        ramp = 90 * (x / max(w - 1, 1)) * (1 - k / 3) + 60 * (y / max(h - 1, 1))
+        chans.append(50 + wave + ramp + rng.normal(0, noise, (h, w)))
+    img = np.clip(np.stack(chans, -1), 0, 255).round().astype(np.uint8)
+    return img[..., 0] if c == 0 else img
+
+
+@functools.cache
+def _varied(n: int, lo: int, hi: int, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        h, w = (int(v) for v in rng.integers(lo, hi + 1, 2))
+        out.append(make_image(h, w, 1 if i % 5 == 3 else 3, seed=seed * 1000 + i))
+    return tuple(out)
+
+
+def varied_images(n: int, lo: int = 16, hi: int = 32, seed: int = 0) -> list[torch.Tensor]:
+    """n HWC uint8 tensors of random sizes in [lo, hi], every fifth one grey (1 channel)."""
+    return [torch.from_numpy(a.copy()) for a in _varied(n, lo, hi, seed)]
+
+
+def run(ops: Sequence[Op], images, dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+        seed: int = 0, epoch: int = 0, indices=None, **kwargs) -> torch.Tensor:
+    return Compose(list(ops), dtype=dtype, layout=layout, **kwargs)(
+        images, seed=seed, epoch=epoch, indices=indices)
+
+
+def hwc(x: torch.Tensor) -> np.ndarray:
+    """One NCHW sample as an HWC numpy array."""
+    return x.permute(1, 2, 0).numpy()
+
+
+def grey(x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """ITU-R 601 grey of RGB along `dim` (what RandomGrayscale, saturation and contrast use)."""
+    w = torch.tensor(GREY_WEIGHTS, dtype=x.dtype)
+    shape = [1] * x.dim()
+    shape[dim] = 3
+    return (x * w.view(shape)).sum(dim, keepdim=True)
+
+
+# ----------------------------------------------------------------------------- check_op
+class EmptyBatchMismatch(AssertionError):
+    """Raised by check_op's last check (empty batch), so that a test class can xfail on that
+    bug alone while every other check still fails loudly."""
+
+
+def _rows_differ(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a != b).flatten(1).any(1)
+
+
+def check_op(op: Op, *, head: Sequence[Op] = (), tail: Sequence[Op] = (), random: bool = True,
+             p_zero: Op | None = None, float_only: bool = False) -> None:
+    """Check the contract every op keeps, on Compose([*head, op, *tail]).
+
+    Args:
+        op: the op under test.
+        head, tail: deterministic ops around it (tail: a Resize or crop when op does not end in
+            one fixed size).
+        random: op draws per-sample parameters (else it must ignore index, seed and epoch).
+        p_zero: the same op with p=0 (or its probabilities at 0): must be the identity.
+        float_only: the op needs a float output (Normalize): uint8 must be refused.
+    """
+    ops = [*head, op, *tail]
+    imgs = varied_images(64)
+    few = imgs[:8]
+    idx8 = torch.arange(8) * 7 + 3
+
+    # -- the input is never written to (list of tensors and ImageBatch)
+    before = [t.clone() for t in few]
+    batch = ImageBatch.from_list(few)
+    data_before = batch.data.clone()
+    base = run(ops, few, indices=idx8)
+    again = run(ops, batch, indices=idx8)
+    assert all(torch.equal(a, b) for a, b in zip(before, few)), "input images were modified"
+    assert torch.equal(batch.data, data_before), "ImageBatch data was modified"
+    assert torch.equal(base, again), "an ImageBatch and the same list of images give different outputs"
+
+    # -- dtype, device, shape, layout; values agree with the float32 NCHW output
+    assert base.dtype == torch.float32 and base.device.type == "cpu"
+    assert base.dim() == 4 and base.shape[:2] == (8, 3), base.shape
+    if not float_only:
+        assert float(base.min()) >= 0.0 and float(base.max()) <= 1.0, "float output outside [0, 1]"
+    for dtype in DTYPES:
+        if dtype == torch.uint8 and float_only:
+            with pytest.raises(ValueError, match="uint8"):
+                Compose(ops, dtype=torch.uint8)
+            continue
+        outs = {}
+        for layout in LAYOUTS:
+            out = run(ops, few, dtype=dtype, layout=layout, indices=idx8)
+            assert out.dtype == dtype and out.device.type == "cpu"
+            assert out.is_contiguous()
+            expect = base.shape if layout == "NCHW" else base.permute(0, 2, 3, 1).shape
+            assert out.shape == expect, (dtype, layout, out.shape, expect)
+            outs[layout] = out
+        assert torch.equal(outs["NHWC"].permute(0, 3, 1, 2), outs["NCHW"]), f"{dtype}: NHWC != NCHW"
+        got = outs["NCHW"].float()
+        if dtype == torch.uint8:
+            # the same value rounded to the nearest grey level
+            assert float((got - base * 255).abs().max()) <= 0.5 + 1e-3, "uint8 != round(float32 * 255)"
+        else:
+            if dtype == torch.float32:
+                assert torch.equal(got, base), "two float32 runs differ"
+                continue
+            atol, rtol = FLOAT_TOL[dtype]
+            torch.testing.assert_close(got, base, atol=atol, rtol=rtol, msg=f"{dtype} differs from float32")
+
+    # -- per-sample randomness: one image under 8 indices, twice, in one batch
+    one = [imgs[0]] * 16
+    idx = torch.cat([torch.arange(8), torch.arange(8)]) + 100
+    out = run(ops, one, dtype=torch.uint8 if not float_only else torch.float32, indices=idx)
+    assert torch.equal(out[:8], out[8:]), "the same (image, index) gave different rows in one batch"
+    distinct = len({bytes(r.contiguous().view(torch.uint8).numpy()) for r in out[:8]})
+    if random:
+        assert distinct > 1, "8 different sample indices all got the same augmentation"
+    else:
+        assert distinct == 1, "a deterministic op gave different outputs for different indices"
+
+    # -- same (seed, epoch, index) -> same pixels for batch sizes 1, 7 and 64, at any position
+    idx64 = torch.arange(64) * 3 + 1000
+    out64 = run(ops, imgs, seed=5, epoch=2, indices=idx64)
+    pos7 = [63, 0, 17, 5, 41, 30, 52]
+    out7 = run(ops, [imgs[i] for i in pos7], seed=5, epoch=2, indices=idx64[pos7])
+    assert torch.equal(out7, out64[pos7]), "a batch of 7 differs from the same samples in a batch of 64"
+    out1 = run(ops, [imgs[41]], seed=5, epoch=2, indices=idx64[41:42])
+    assert torch.equal(out1[0], out64[41]), "a batch of 1 differs from the same sample in a batch of 64"
+
+    # -- the seed and the epoch change random ops, and only random ops
+    s1 = run(ops, few, seed=1, indices=idx8)
+    e1 = run(ops, few, epoch=1, indices=idx8)
+    for name, other in (("seed", s1), ("epoch", e1)):
+        changed = bool(_rows_differ(other, base).any())
+        assert changed == random, f"changing the {name} {'did not change' if random else 'changed'} the output"
+
+    # -- p=0 is the identity: same as the list without the op
+    if p_zero is not None:
+        dt = torch.float32 if float_only else torch.uint8
+        with_op = run([*head, p_zero, *tail], few, dtype=dt, indices=idx8)
+        without = run([*head, *tail], few, dtype=dt, indices=idx8)
+        assert torch.equal(with_op, without), f"{p_zero!r} is not the identity"
+
+    # -- empty batch: [0, C, H, W] of the fixed output size (checked last, see EmptyBatchMismatch)
+    for layout in LAYOUTS:
+        dt = torch.float32 if float_only else torch.uint8
+        try:
+            empty = run(ops, [], dtype=dt, layout=layout)
+        except ValueError as e:  # a clear error is acceptable too
+            assert "empty" in str(e) or "size" in str(e), f"unclear error for an empty batch: {e}"
+            continue
+        shape = (0, *base.shape[1:]) if layout == "NCHW" else (0, *base.shape[2:], 3)
+        if tuple(empty.shape) != shape or empty.dtype != dt:
+            raise EmptyBatchMismatch(f"empty batch gave {tuple(empty.shape)} {empty.dtype}, "
+                                     f"expected {shape} {dt}")

@@ -1,0 +1,148 @@
+"""The public surface: pinned names, a light import, Compose's arguments and calling rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from helpers import grey, make_image, run, varied_images
+
+import pixelpipe as pp
+from pixelpipe import Compose
+
+PUBLIC = [
+    "ImageBatch", "Compose", "Pipeline", "SampleError", "decode",
+    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad",
+    "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
+    "ColorJitter", "RandomGrayscale", "Normalize", "Lambda",
+]
+
+
+def test_all_is_pinned():
+    assert pp.__all__ == PUBLIC
+    assert len(set(pp.__all__)) == len(pp.__all__)
+
+
+def test_public_names_resolve():
+    import builtins
+
+    for name in PUBLIC:
+        assert getattr(pp, name) is not None  # "decode" and "Pipeline" load lazily
+        assert not hasattr(builtins, name), f"{name} shadows a builtin"
+    with pytest.raises(AttributeError):
+        pp.no_such_name  # noqa: B018
+
+
+def test_import_is_light():
+    # one subprocess: after `import pixelpipe`, then after a CPU run
+    code = (
+        "import sys, torch, pixelpipe as pp\n"
+        "heavy = ('triton', 'nvidia.nvimgcodec', 'kornia', 'torchvision')\n"
+        "loaded = lambda: ','.join(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy))\n"
+        "print(loaded())\n"
+        "pp.Compose([pp.RandomResizedCrop(8), pp.RandomRotate(10)])([torch.zeros(20, 20, 3, dtype=torch.uint8)])\n"
+        "print('triton' in sys.modules)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    after_import, after_run = res.stdout.split("\n")[:2]
+    assert after_import == "", f"import pixelpipe imported: {after_import}"
+    assert after_run == "False", "a CPU run imported triton"
+
+
+# ----------------------------------------------------------------------------- Compose arguments
+@pytest.mark.parametrize("kwargs, name", [
+    ({"dtype": torch.int32}, "dtype"),
+    ({"dtype": torch.float64}, "dtype"),
+    ({"layout": "CHW"}, "layout"),
+    ({"layout": "nchw"}, "layout"),
+    ({"channels": 2}, "channels"),
+    ({"channels": 4}, "channels"),
+    ({"num_threads": 0}, "num_threads"),
+])
+def test_compose_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Compose([pp.Resize(8)], **kwargs)
+
+
+def test_compose_rejects_non_ops():
+    with pytest.raises(TypeError, match=r"ops\[1\]"):
+        Compose([pp.Resize(8), lambda x: x])
+
+
+def test_normalize_needs_a_float_dtype():
+    with pytest.raises(ValueError, match="uint8"):
+        Compose([pp.Resize(8), pp.Normalize([0.5] * 3, [0.2] * 3)], dtype=torch.uint8)
+
+
+def test_indices_must_match_the_batch():
+    c = Compose([pp.Resize((8, 8))])
+    with pytest.raises(ValueError, match="indices"):
+        c(varied_images(3), indices=[0, 1])
+
+
+def test_single_image_is_refused():
+    c = Compose([pp.Resize((8, 8))])
+    with pytest.raises(TypeError, match="list"):
+        c(torch.zeros(10, 10, 3, dtype=torch.uint8))
+
+
+def test_different_sizes_need_a_fixed_size_op():
+    with pytest.raises(ValueError, match="different sizes"):
+        run([pp.RandomFlip()], varied_images(3))
+
+
+def test_default_indices_are_positions():
+    imgs = varied_images(5)
+    ops = [pp.RandomResizedCrop(12), pp.RandomFlip()]
+    assert torch.equal(run(ops, imgs, seed=4), run(ops, imgs, seed=4, indices=torch.arange(5)))
+    assert torch.equal(run(ops, imgs, seed=4, indices=[0, 1, 2, 3, 4]), run(ops, imgs, seed=4))
+
+
+def test_the_same_compose_is_reusable():
+    imgs = varied_images(6)
+    c = Compose([pp.RandomResizedCrop(12), pp.ColorJitter(0.3, 0.3)])
+    first = c(imgs, seed=1, epoch=3)
+    c(imgs[:2], seed=9)
+    assert torch.equal(c(imgs, seed=1, epoch=3), first)
+
+
+# ----------------------------------------------------------------------------- channels
+def test_grey_images_are_replicated_to_three_channels():
+    g = make_image(12, 14, 0)
+    out = run([], [g], dtype=torch.uint8)
+    assert out.shape == (1, 3, 12, 14)
+    for c in range(3):
+        np.testing.assert_array_equal(out[0, c].numpy(), g)
+
+
+def test_one_channel_output_is_the_grey():
+    img = make_image(12, 14)
+    colour = run([], [img])
+    mono = run([], [img], channels=1)
+    assert mono.shape == (1, 1, 12, 14)
+    torch.testing.assert_close(mono, grey(colour), atol=1e-6, rtol=0)
+    mono8 = run([], [img], channels=1, dtype=torch.uint8, layout="NHWC")
+    assert mono8.shape == (1, 12, 14, 1)
+    assert float((mono8[0, ..., 0].float() - grey(colour)[0, 0] * 255).abs().max()) <= 0.5 + 1e-3
+
+
+def test_no_ops_is_a_plain_conversion():
+    imgs = [make_image(9, 11), make_image(9, 11, seed=3)]
+    out = run([], imgs, dtype=torch.uint8, layout="NHWC")
+    np.testing.assert_array_equal(out.numpy(), np.stack(imgs))
+    f = run([], imgs)
+    torch.testing.assert_close(f, torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).float() / 255,
+                               atol=1e-6, rtol=0)
+
+
+def test_plan_and_repr_name_the_ops():
+    c = Compose([pp.RandomResizedCrop(12), pp.RandomFlip(), pp.ColorJitter(0.2)], dtype=torch.float16)
+    text = c.plan()
+    assert "RandomResizedCrop" in text and "RandomFlip" in text and "ColorJitter" in text
+    assert "float16" in text
+    r = repr(c)
+    assert "RandomResizedCrop" in r and "ColorJitter" in r

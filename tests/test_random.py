@@ -1,0 +1,155 @@
+"""pixelpipe.random: counter-based draws, a pure function of (seed, epoch, index, op, draw)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pixelpipe.random import Draws, hash32, uniform
+
+N = 100_000
+
+
+def idx(n: int = N, start: int = 0) -> torch.Tensor:
+    return torch.arange(start, start + n, dtype=torch.int64)
+
+
+def corr(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1])
+
+
+def test_same_inputs_same_bits():
+    a = hash32(3, 1, idx(1000), 2, 5)
+    b = hash32(3, 1, idx(1000), 2, 5)
+    assert torch.equal(a, b)
+    assert torch.equal(uniform(7, 2, idx(1000), 1, 0), uniform(7, 2, idx(1000), 1, 0))
+    d1, d2 = Draws(7, 2, idx(1000), 1), Draws(7, 2, idx(1000), 1)
+    assert torch.equal(d1.normal(3), d2.normal(3))
+    assert torch.equal(d1.integers(4, 0, 10), d2.integers(4, 0, 10))
+
+
+def test_hash_is_32_bits():
+    h = hash32(0, 0, idx(), 0, 0)
+    assert h.dtype == torch.int64
+    assert int(h.min()) >= 0 and int(h.max()) < 2**32
+    assert int(h.max()) > 2**32 - 2**20 and int(h.min()) < 2**20  # the whole range is used
+
+
+def test_uniform_in_unit_interval():
+    u = uniform(0, 0, idx(), 0, 0)
+    assert u.dtype == torch.float32 and u.shape == (N,)
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0
+    assert abs(float(u.mean()) - 0.5) < 0.005  # 5.5 standard errors of the mean (0.0009)
+    assert abs(float(u.var()) - 1 / 12) < 0.002
+
+
+def test_uniform_chi_square():
+    bins = 100
+    u = uniform(123, 4, idx(), 7, 2)
+    counts = torch.bincount((u * bins).long(), minlength=bins).double()
+    expected = N / bins
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    # 99 degrees of freedom: mean 99, sd 14; a loose bound far in the tail
+    assert chi2 < 200, chi2
+
+
+def test_uniform_24_bits_distinct():
+    u = uniform(0, 0, idx(), 0, 0)
+    # 100k draws among 2**24 values: ~300 birthday collisions expected, not thousands
+    assert torch.unique(u).numel() > N - 1000
+
+
+@pytest.mark.parametrize("coord", ["seed", "epoch", "index", "op", "draw"])
+def test_neighbouring_coordinates_uncorrelated(coord):
+    base = {"seed": 11, "epoch": 3, "op": 2, "draw": 1}
+    a = uniform(base["seed"], base["epoch"], idx(), base["op"], base["draw"])
+    if coord == "index":
+        b = uniform(base["seed"], base["epoch"], idx(start=1), base["op"], base["draw"])
+    else:
+        base[coord] += 1
+        b = uniform(base["seed"], base["epoch"], idx(), base["op"], base["draw"])
+    assert (a != b).double().mean() > 0.999, f"changing {coord} leaves draws unchanged"
+    # standard error of a correlation over 100k pairs is 0.003
+    assert abs(corr(a, b)) < 0.02, coord
+
+
+def test_swapped_coordinates_differ():
+    n = 10_000
+    k = idx(n)
+    assert (hash32(k, 0, 0, 0, 0) != hash32(0, k, 0, 0, 0))[1:].all()
+    assert (hash32(1, 2, k, 3, 4) != hash32(2, 1, k, 3, 4)).all()
+    assert (hash32(1, 2, k, 3, 4) != hash32(1, 2, k, 4, 3)).all()
+    # keys beyond 32 bits are not truncated
+    assert (hash32(k) != hash32(k + 2**32)).all()
+    assert (hash32(k) != hash32(k + 2**40)).all()
+
+
+def test_many_coordinate_tuples_give_distinct_hashes():
+    g = torch.Generator().manual_seed(0)
+    keys = [torch.randint(0, 1000, (N,), generator=g) for _ in range(5)]
+    h = hash32(*keys)
+    tuples = torch.stack(keys, 1)
+    n_tuples = torch.unique(tuples, dim=0).shape[0]
+    # a 32-bit hash of ~100k distinct tuples: about 1 birthday collision expected
+    assert torch.unique(h).numel() >= n_tuples - 10
+
+
+def test_index_does_not_depend_on_other_indices():
+    full = uniform(5, 1, idx(1000), 3, 0)
+    perm = torch.randperm(1000, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(uniform(5, 1, perm, 3, 0), full[perm])
+    assert torch.equal(uniform(5, 1, idx(1000)[700:703], 3, 0), full[700:703])
+    assert torch.equal(uniform(5, 1, torch.tensor([42]), 3, 0), full[42:43])
+    d = Draws(5, 1, torch.tensor([42, 42, 7]), 3)
+    u = d.uniform(0)
+    assert float(u[0]) == float(u[1]) == float(full[42]) and float(u[2]) == float(full[7])
+
+
+def test_draws_helpers():
+    n = 50_000
+    d = Draws(9, 0, idx(n), 4)
+    assert d.indices.dtype == torch.int64 and len(d) == n
+    u = d.uniform(0, -3.0, 5.0)
+    assert float(u.min()) >= -3.0 and float(u.max()) < 5.0
+    assert abs(float(u.mean()) - 1.0) < 0.05
+    b = d.bernoulli(1, 0.3)
+    assert b.dtype == torch.bool and abs(float(b.double().mean()) - 0.3) < 0.01
+    assert not bool(d.bernoulli(1, 0.0).any()) and bool(d.bernoulli(1, 1.0).all())
+    k = d.integers(2, 3, 10)
+    assert int(k.min()) == 3 and int(k.max()) == 9
+    counts = torch.bincount(k - 3).double()
+    assert float((counts / n - 1 / 7).abs().max()) < 0.01
+    z = d.normal(3)
+    assert z.dtype == torch.float32 and torch.isfinite(z).all()
+    assert abs(float(z.mean())) < 0.02 and abs(float(z.std()) - 1.0) < 0.02
+    # about 4.6% of a standard normal lies beyond 2 sigma
+    assert abs(float((z.abs() > 2).double().mean()) - 0.0455) < 0.005
+    # different draw numbers are independent streams
+    assert abs(corr(d.uniform(0), d.uniform(1))) < 0.03
+
+
+def test_empty_indices():
+    assert uniform(0, 0, torch.zeros(0, dtype=torch.int64), 0, 0).shape == (0,)
+    assert Draws(0, 0, torch.zeros(0, dtype=torch.int64), 0).normal(0).shape == (0,)
+
+
+def test_negative_and_large_seeds():
+    a = uniform(-1, 0, idx(1000), 0, 0)
+    b = uniform(2**63 - 1, 0, idx(1000), 0, 0)
+    c = uniform(0, 0, idx(1000), 0, 0)
+    for x in (a, b):
+        assert float(x.min()) >= 0 and float(x.max()) < 1
+        assert (x != c).double().mean() > 0.99
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_bits_equal_cpu():
+    k = idx()
+    cpu = hash32(17, 3, k, 5, 2)
+    gpu = hash32(17, 3, k.cuda(), 5, 2)
+    assert gpu.is_cuda
+    assert torch.equal(gpu.cpu(), cpu)
+    assert torch.equal(uniform(17, 3, k.cuda(), 5, 2).cpu(), uniform(17, 3, k, 5, 2))
+    d_cpu, d_gpu = Draws(1, 2, k, 3), Draws(1, 2, k.cuda(), 3)
+    assert torch.equal(d_gpu.integers(0, 0, 1000).cpu(), d_cpu.integers(0, 0, 1000))
