@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,7 @@ class Compose:
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
                  device: str | torch.device | None = None, max_pixels: int = 100_000_000,
-                 hw_fraction: float | None = None, gpu_roi_decode: bool = False) -> None:
+                 hw_fraction: float | None = 0.65, gpu_roi_decode: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -121,21 +122,33 @@ class Compose:
 
     # ----------------------------------------------------------------------------- running
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> torch.Tensor:
+        return self.finish(self.prepare(images, seed, epoch, indices))
+
+    def prepare(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> Prepared:
+        """The first half of a call: read headers, plan the first stage and, on CUDA, decode
+        its regions. `finish` does the rest. A pipeline runs the two halves of consecutive
+        batches on two threads, so that decoding overlaps the kernels."""
         source = _as_source(images, self.max_pixels)
         n = len(source)
         idx = torch.arange(n, dtype=torch.int64) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
         if idx.shape != (n,):
             raise ValueError(f"indices must have one entry per image ({n}), got shape {tuple(idx.shape)}")
-        x: Any = source
-        for k, stage in enumerate(self.stages):
+        first = self.stages[0]
+        assert isinstance(first, Stage)
+        return Prepared(seed, epoch, idx, self._prepare_stage(first, source, seed, epoch, idx, self._last == 0))
+
+    def finish(self, prepared: Prepared) -> torch.Tensor:
+        """The second half of a call: the first stage's passes, then every later stage."""
+        x: Any = self._finish_stage(prepared.first)
+        for k, stage in enumerate(self.stages[1:], start=1):
             if isinstance(stage, TensorStage):
                 x = stage.op(x)
                 continue
-            final = k == self._last
-            x = self._run_stage(stage, x, seed, epoch, idx, final)
+            ps = self._prepare_stage(stage, x, prepared.seed, prepared.epoch, prepared.idx, k == self._last)
+            x = self._finish_stage(ps)
         return x
 
-    def _run_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool) -> torch.Tensor:
+    def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool) -> _StageWork:
         if isinstance(x, torch.Tensor):  # output of a Lambda: float NCHW in [0, 1]
             x = _tensor_source(x)
         encoded = isinstance(x, EncodedSource)
@@ -164,7 +177,11 @@ class Compose:
         else:
             source = x.to(device)
             spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
-        return run_stage(source, spec,
+        return _StageWork(stage, plan, source, spec, final)
+
+    def _finish_stage(self, work: _StageWork) -> torch.Tensor:
+        stage, plan, final = work.stage, work.plan, work.final
+        return run_stage(work.source, work.spec,
                          lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
                          self._executor().map)
 
@@ -217,6 +234,27 @@ class Compose:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+@dataclass
+class _StageWork:
+    """A stage planned (and, on CUDA, its images decoded), ready for its two passes."""
+
+    stage: Stage
+    plan: StagePlan
+    source: Any
+    spec: Any
+    final: bool
+
+
+@dataclass
+class Prepared:
+    """What Compose.prepare hands to Compose.finish."""
+
+    seed: int
+    epoch: int
+    idx: torch.Tensor
+    first: _StageWork
 
 
 def _fixed_size(stage: Stage) -> tuple[int, int]:

@@ -100,6 +100,11 @@ class Pipeline:
         self._cursor = 0  # slots of the current epoch behind the batches the consumer received
         self._made = 0  # batches of the current epoch the consumer received
         self._thread: threading.Thread | None = None
+        self._finisher = None
+        if self.device.type == "cuda":
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._finisher = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-kernels")
         self._stop = threading.Event()
         self._queue: queue.Queue | None = None
         if self.reader.indexable and len(self.reader) == 0:
@@ -204,11 +209,13 @@ class Pipeline:
         cursor = start
         last: list[_Item] = []
         pending: list[_Item] = []
+        finisher = self._finisher if side is not None else None
+        previous: tuple[Any, int, int] | None = None
         while not stop.is_set() and (total is None or made < total):
             pending, cursor, exhausted = self._fill(slots, cursor, pending, epoch)
             if exhausted and len(pending) < b:
                 if total is None and (self.drop_last or not pending):
-                    return
+                    break
                 pool = pending + last
                 if not pool:
                     raise RuntimeError(f"rank {self.rank} has no samples left to fill its batches")
@@ -219,16 +226,34 @@ class Pipeline:
                     k += 1
             with torch.cuda.stream(side) if side is not None else _nullcontext():
                 items = pending[:b]
-                batch, pending = self._make(pending, epoch)
-            if batch is None:
+                work, pending = self._make(pending, epoch, split=finisher is not None)
+            if work is None:
                 continue
-            event = None
-            if side is not None:
-                event = torch.cuda.Event()
-                event.record(side)
             made += 1
             last = items
-            yield batch, cursor, made, event
+            if finisher is None:
+                yield work, cursor, made, None
+                continue
+            # CUDA: the kernels of this batch run on the finisher thread while this thread reads
+            # and decodes the next one (nvImageCodec releases the GIL while it decodes)
+            future = finisher.submit(self._finish_on, side, work)
+            if previous is not None:
+                yield self._handoff(*previous)
+            previous = (future, cursor, made)
+        if previous is not None:
+            yield self._handoff(*previous)
+
+    @staticmethod
+    def _handoff(future: Any, cursor: int, made: int) -> tuple[Any, ...]:
+        batch, event = future.result()
+        return batch, cursor, made, event
+
+    def _finish_on(self, side: Any, work: Any) -> tuple[dict[str, Any], Any]:
+        with torch.cuda.stream(side):
+            batch = work()
+            event = torch.cuda.Event()
+            event.record(side)
+        return batch, event
 
     def _slots(self, epoch: int) -> Iterator[Entry | Any]:
         """This rank's epoch as a lazy sequence of slots (Entry for indexable, Sample else)."""
@@ -271,15 +296,18 @@ class Pipeline:
         other = replacement(index, len(self.reader), self.seed, epoch, attempt)
         return self._read(Entry(other, slot.valid), epoch, attempt + 1)
 
-    def _make(self, pending: list[_Item], epoch: int) -> tuple[dict[str, Any] | None, list[_Item]]:
+    def _make(self, pending: list[_Item], epoch: int, split: bool = False) -> tuple[Any, list[_Item]]:
         """Run the transforms on the pending items; on a sample error apply the policy and
-        return the rest to be refilled."""
+        return the rest to be refilled. With split, only the first half of the transforms
+        (planning and GPU decoding) runs and a callable finishing the batch is returned."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         try:
             source = [it.data for it in items] if self._cache is None else self._from_cache(items)
-            images = self.transforms(source, seed=self.seed, epoch=epoch,
-                                     indices=torch.tensor([it.index for it in items], dtype=torch.int64))
+            prepared = self.transforms.prepare(source, seed=self.seed, epoch=epoch,
+                                               indices=torch.tensor([it.index for it in items], dtype=torch.int64))
+            if not split:
+                return self._wrap(self.transforms.finish(prepared), items), rest
         except SampleError as e:
             bad = items[e.position]
             self.errors.append((bad.index, bad.source, e.reason))
@@ -291,14 +319,16 @@ class Pipeline:
                 if sub is not None:
                     keep.append(sub)
             return None, keep + rest
+        return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
+
+    def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
         labels = _labels([it.label for it in items])
-        batch = {
+        return {
             "image": images,
             "label": labels.to(self.device, non_blocking=True),
             "index": torch.tensor([it.index for it in items], dtype=torch.int64).to(self.device, non_blocking=True),
             "valid": torch.tensor([it.valid for it in items], dtype=torch.bool).to(self.device, non_blocking=True),
         }
-        return batch, rest
 
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""
@@ -360,6 +390,8 @@ class Pipeline:
         """Stop the background thread and the decoding threads."""
         self._shutdown()
         self.transforms.close()
+        if self._finisher is not None:
+            self._finisher.shutdown(wait=True)
         if self._cache is not None:
             self._cache.clear()
 
