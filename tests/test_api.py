@@ -17,7 +17,7 @@ PUBLIC = [
     "ImageBatch", "Compose", "Pipeline", "SampleError", "decode",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "Normalize", "Lambda",
+    "ColorJitter", "RandomGrayscale", "Normalize", "Lambda", "show",
 ]
 
 

@@ -19,6 +19,7 @@ from .ops import (
     Resize,
     Warp,
 )
+from .show import show
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,7 @@ __all__ = [
     "RandomGrayscale",
     "Normalize",
     "Lambda",
+    "show",
 ]
 
 
@@ -54,7 +56,7 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .pipeline import Pipeline
 
         return Pipeline
-    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler"):
+    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler", "presets"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -1,0 +1,234 @@
+"""Ready-made transform lists: plain `Compose` objects to print, adapt and hand to a Pipeline.
+
+Each preset is a function returning an ordinary `Compose`; nothing about it is special.
+``print(t)`` lists its ops with every argument, ``print(t.plan())`` the fused passes, and
+``t.ops`` is a plain list to edit and wrap again::
+
+    >>> import pixelpipe as pp
+    >>> from pixelpipe import presets
+    >>> t = presets.imagenet_train(size=160)
+    >>> [type(op).__name__ for op in t.ops]
+    ['RandomResizedCrop', 'RandomFlip', 'Normalize']
+    >>> t2 = pp.Compose(t.ops[:2] + [pp.ColorJitter(0.2, 0.2)] + t.ops[2:], dtype=t.dtype)
+
+Every preset outputs float32 NCHW tensors normalised with the ImageNet mean and std unless its
+arguments say otherwise: `dtype` (uint8, float16, bfloat16, float32), `layout` ("NCHW" or
+"NHWC"), `normalize` (None: normalise unless dtype is uint8, whose range cannot hold normalised
+values) and `mean`/`std` (0..1 units, as torchvision's Normalize).
+
+`PRESETS` maps each name to its function (the `--transforms` names of `pixelpipe show`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .compose import Compose
+from .ops import (
+    CenterCrop,
+    ColorJitter,
+    Normalize,
+    Op,
+    RandomAffine,
+    RandomFlip,
+    RandomGrayscale,
+    RandomPerspective,
+    RandomResizedCrop,
+    RandomRotate,
+    Resize,
+)
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "PRESETS",
+    "fastai_like",
+    "heavy",
+    "imagenet_train",
+    "imagenet_val",
+    "light",
+]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _finish(ops: list[Op], dtype: torch.dtype, layout: str, normalize: bool | None,
+            mean: Sequence[float], std: Sequence[float]) -> Compose:
+    """Append Normalize as asked and build the Compose (which checks dtype and layout)."""
+    if normalize is None:
+        normalize = dtype != torch.uint8
+    if normalize:
+        if dtype == torch.uint8:
+            raise ValueError("normalize=True needs a float dtype (float32, float16 or bfloat16); "
+                             "with dtype=torch.uint8 pass normalize=False and normalise later")
+        ops = ops + [Normalize(mean, std)]
+    return Compose(ops, dtype=dtype, layout=layout)
+
+
+def _check_size(size: int) -> int:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int (the output side in pixels), got {size!r}")
+    return size
+
+
+def imagenet_train(size: int = 224, scale: tuple[float, float] = (0.08, 1.0), *,
+                   dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+                   normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+                   std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """The standard ImageNet training recipe: random resized crop, horizontal flip, normalise.
+
+    A window of 8% to 100% of the image area (`scale`) with an aspect ratio in [3/4, 4/3] is
+    resized to size x size, and flipped left-right with probability 0.5. This is torchvision's
+    ResNet reference recipe and `pixelpipe bench --pipeline rn50`; DALI's ResNet-50 example
+    does the same (with area 10-100% and ratio 0.8-1.25).
+
+    When to use it: training a classifier from scratch on ImageNet-like photographs, and as the
+    baseline other recipes are compared with. For fine-tuning on a small dataset prefer
+    `light`; for long schedules where the model overfits, `heavy`.
+
+    Example:
+        >>> imagenet_train(224, dtype=torch.float16, layout="NHWC").dtype
+        torch.float16
+    """
+    size = _check_size(size)
+    ops: list[Op] = [RandomResizedCrop(size, scale=scale), RandomFlip(horizontal=0.5)]
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+def imagenet_val(size: int = 224, crop_fraction: float = 0.875, *,
+                 dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+                 normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+                 std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """The standard evaluation transform: resize the shorter side, take the centre, normalise.
+
+    The shorter side is resized to round(size / crop_fraction) (256 for size 224), then the
+    central size x size square is kept. Nothing is random: every epoch and seed give the same
+    tensor.
+
+    When to use it: validation, test and inference of models trained with `imagenet_train`,
+    `light` or `heavy`. Match `crop_fraction` to the model's (timm calls it crop_pct; 0.875
+    for most torchvision ResNets, 0.9 to 1.0 for many newer models).
+
+    Example:
+        >>> [type(op).__name__ for op in imagenet_val(224).ops]
+        ['Resize', 'CenterCrop', 'Normalize']
+    """
+    size = _check_size(size)
+    if not 0.0 < crop_fraction <= 1.0:
+        raise ValueError(f"crop_fraction must be in (0, 1], got {crop_fraction}")
+    ops: list[Op] = [Resize(round(size / crop_fraction)), CenterCrop(size)]
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+def fastai_like(size: int = 224, mult: float = 1.0, *, dtype: torch.dtype = torch.float32,
+                layout: str = "NCHW", normalize: bool | None = None,
+                mean: Sequence[float] = IMAGENET_MEAN,
+                std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """fast.ai's default augmentation, `aug_transforms()`, on the central square of each image.
+
+    The defaults of fastai's aug_transforms: a horizontal flip with probability 0.5; a
+    perspective warp of magnitude 0.2 (max_warp), a rotation of up to 10 degrees (max_rotate)
+    and a zoom of 1 to 1.1 (max_zoom), each applied with probability 0.75 (p_affine);
+    brightness and contrast changes of 0.2 (max_lighting), each with probability 0.75
+    (p_lighting). Uncovered areas are filled by reflection, as fastai's pad_mode="reflection"
+    does; because pixelpipe resamples once from the source, rotations near the crop read the
+    real pixels around it and only the image's own edges are mirrored. `mult` scales the
+    rotation, warp and lighting magnitudes, as fastai's `mult`.
+
+    The image first becomes its central size x size square (`Resize(size)`, `CenterCrop(size)`),
+    like fastai's usual item transform `Resize(size)`. Differences from fastai, all within the
+    same magnitudes: the warp moves each corner independently (torchvision's perspective)
+    where fastai tilts two opposite edges; the zoom is about the image centre, not a random
+    point; brightness multiplies pixel values where fastai shifts them in logit space, and
+    the contrast factor is uniform in [0.8, 1.25] where fastai draws it log-uniformly.
+
+    When to use it: fine-tuning a pretrained model the way fast.ai courses do, or comparing
+    with a fastai run. The central crop keeps the subject; pair with `imagenet_val(size,
+    crop_fraction=1.0)` for evaluation.
+
+    Example:
+        >>> t = fastai_like(224)
+        >>> print(t.plan())  # doctest: +ELLIPSIS
+        Plan: 9 ops -> 1 stage(s); output NCHW float32, 3 channel(s)
+          stage 0: warp[Resize, CenterCrop, RandomFlip, RandomPerspective, RandomRotate, ...
+    """
+    size = _check_size(size)
+    if not mult >= 0:
+        raise ValueError(f"mult must be >= 0, got {mult}")
+    rotate, lighting, warp = 10.0 * mult, 0.2 * mult, 0.2 * mult
+    if warp > 1.0 or lighting >= 1.0:
+        raise ValueError(f"mult={mult} makes the warp ({warp}) exceed 1 or the lighting ({lighting}) reach 1")
+    p_affine, p_lighting = 0.75, 0.75
+    ops: list[Op] = [
+        Resize(size),
+        CenterCrop(size),
+        RandomFlip(horizontal=0.5),
+        RandomPerspective(distortion=warp, p=p_affine),
+        RandomRotate(rotate, p=p_affine, border="reflect"),
+        RandomAffine(scale=(1.0, 1.1), p=p_affine),
+        ColorJitter(brightness=lighting, p=p_lighting),
+        ColorJitter(contrast=(1.0 - lighting, 1.0 / (1.0 - lighting)), p=p_lighting),
+    ]
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+def light(size: int = 224, *, dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+          normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+          std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """Mild augmentation: a large random crop, a flip and a small brightness/contrast change.
+
+    The window covers 35% to 100% of the image (aspect ratio 3/4 to 4/3), so the subject
+    mostly stays in view; a left-right flip with probability 0.5; brightness and contrast
+    factors in [0.9, 1.1] for half of the samples.
+
+    When to use it: fine-tuning a pretrained model, small datasets, short schedules, or
+    images whose subject must stay whole (centred products, documents; drop the flip where
+    left and right matter, e.g. text).
+    """
+    size = _check_size(size)
+    ops: list[Op] = [
+        RandomResizedCrop(size, scale=(0.35, 1.0)),
+        RandomFlip(horizontal=0.5),
+        ColorJitter(brightness=0.1, contrast=0.1, p=0.5),
+    ]
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+def heavy(size: int = 224, *, dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+          normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+          std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """Strong augmentation: `imagenet_train` plus affine and perspective warps and strong colour.
+
+    Random resized crop (8-100% of the area) and a flip; for half of the samples a random
+    affine warp (rotation up to 15 degrees, shift up to 10%, zoom 0.9-1.1, shear up to 10
+    degrees; uncovered areas mirrored); a perspective warp (0.3) for 30%; colour jitter
+    (brightness, contrast, saturation 0.4, hue 0.1) for 80% and grayscale for 20%, the colour
+    strengths of SimCLR's views.
+
+    When to use it: long schedules and large models that overfit with `imagenet_train`, and
+    self-supervised or contrastive training where two views of an image must differ a lot.
+    Too strong for short fine-tuning runs (use `light`).
+    """
+    size = _check_size(size)
+    ops: list[Op] = [
+        RandomResizedCrop(size),
+        RandomFlip(horizontal=0.5),
+        RandomAffine(degrees=15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=10, p=0.5,
+                     border="reflect"),
+        RandomPerspective(distortion=0.3, p=0.3),
+        ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1, p=0.8),
+        RandomGrayscale(p=0.2),
+    ]
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+PRESETS: dict[str, Callable[..., Compose]] = {
+    "imagenet_train": imagenet_train,
+    "imagenet_val": imagenet_val,
+    "fastai_like": fastai_like,
+    "light": light,
+    "heavy": heavy,
+}
