@@ -8,8 +8,10 @@ background are re-raised in the consumer, never a hang.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,21 @@ class _Item:
     index: int
     source: str
     valid: bool
+    attempt: int = 0  # how many replacements led here (on_error="replace")
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Stop every pipeline's threads before the interpreter goes (a producer thread still
+    inside torch at exit aborts the process)."""
+    for pipe in list(_LIVE):
+        try:
+            pipe._shutdown()
+        except Exception:
+            pass
 
 
 class Pipeline:
@@ -109,6 +126,17 @@ class Pipeline:
         self._queue: queue.Queue | None = None
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
+        counts = self._stream_counts()
+        if not self.reader.indexable and counts is not None and sum(counts) == 0:
+            raise ValueError(f"the dataset is empty: {len(counts)} shard(s) hold no samples")
+        if not self.reader.indexable and counts is None and self.world > 1:
+            raise ValueError("a stream of unknown length cannot be sharded over several ranks: they would get "
+                             "different numbers of batches; give the reader its length (Iterable(source, length=N)) "
+                             "or use tar shards with counts")
+        self._done = False  # the consumer has received the end of the current epoch
+        self._failed: set[int] = set()  # samples that failed this epoch (not read again)
+        self._new_errors: list[tuple[int, str, str]] = []  # producer side, handed over with batches
+        _LIVE.add(self)
         self._labels = self.reader.labels if self.reader.indexable else None
         if cache not in (None, "gpu", "device"):
             raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
@@ -124,16 +152,30 @@ class Pipeline:
     def __len__(self) -> int:
         if self.reader.indexable:
             return batches_per_epoch(len(self.reader), self.world, self.batch_size, self.drop_last)
-        counts = getattr(self.reader, "counts", None)
-        if counts is None:
+        if self._stream_counts() is None:
             raise TypeError("the number of batches of this streaming reader is unknown (no sample counts)")
-        return self._stream_rank_totals(max(self.epoch, 0))[0][1]
+        running = self._resume is not None or (self._thread is not None and not self._done)
+        upcoming = self.epoch if running and self.epoch >= 0 else self.epoch + 1
+        return self._stream_rank_totals(upcoming)[0][1]
+
+    def _stream_counts(self) -> list[int] | None:
+        """Samples per shard of a streaming reader, when known."""
+        counts = getattr(self.reader, "counts", None)
+        if counts is not None:
+            return list(counts)
+        try:
+            n = len(self.reader)
+        except TypeError:
+            return None
+        shards = getattr(self.reader, "shards", [None])
+        return [n] if len(shards) == 1 else None
 
     def _stream_rank_totals(self, epoch: int) -> list[tuple[int, int]]:
         """(samples, batches) of every rank for a counted streaming reader."""
         from .sampler import shard_order
 
-        counts = self.reader.counts
+        counts = self._stream_counts()
+        assert counts is not None
         order = shard_order(len(counts), self.seed, epoch, self.shuffle)
         if len(counts) >= self.world:
             totals = [sum(counts[s] for s in order[r :: self.world]) for r in range(self.world)]
@@ -151,6 +193,9 @@ class Pipeline:
             self.epoch += 1
             self._cursor, self._made = 0, 0
         start, self._resume = self._cursor, None
+        self._done = False
+        self._failed = set()
+        self._new_errors = []
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=self.prefetch)
         self._thread = threading.Thread(target=self._produce, args=(self.epoch, start, self._made, self._queue, self._stop),
@@ -159,43 +204,53 @@ class Pipeline:
         return self._consume(self._queue)
 
     def _consume(self, q: queue.Queue) -> Iterator[dict[str, Any]]:
-        while True:
-            item = q.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
+        try:
+            while True:
+                item = q.get()
+                if isinstance(item, tuple) and item[0] is _END:
+                    self.errors.extend(item[1])
+                    if q is self._queue:
+                        self._done = True
+                    return
+                if isinstance(item, BaseException):
+                    self._shutdown()
+                    raise item
+                yield self._receive(item)
+        finally:  # the loop was left early (break, exception, garbage): stop this epoch's thread
+            if q is self._queue and not self._done:
                 self._shutdown()
-                raise item
-            batch, cursor, made, event = item
-            if event is not None:
-                stream = torch.cuda.current_stream(self.device)
-                stream.wait_event(event)
-                for v in batch.values():
-                    if isinstance(v, torch.Tensor) and v.is_cuda:
-                        v.record_stream(stream)
-            self._cursor, self._made = cursor, made
-            yield batch
+
+    def _receive(self, item: tuple[Any, ...]) -> dict[str, Any]:
+        batch, cursor, made, event, errors = item
+        if event is not None:
+            stream = torch.cuda.current_stream(self.device)
+            stream.wait_event(event)
+            for v in batch.values():
+                if isinstance(v, torch.Tensor) and v.is_cuda:
+                    v.record_stream(stream)
+        self._cursor, self._made = cursor, made
+        self.errors.extend(errors)
+        return batch
 
     def _produce(self, epoch: int, start: int, made: int, q: queue.Queue, stop: threading.Event) -> None:
         try:
             for item in self._batches(epoch, start, made, stop):
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not _offer(q, item, stop):
                     return
-            q.put(_END)
-        except BaseException as e:  # handed to the consumer
-            q.put(e)
+            _offer(q, (_END, self._take_errors()), stop)
+        except BaseException as e:  # handed to the consumer, with the errors behind it
+            self.errors.extend(self._take_errors())
+            _offer(q, e, stop)
+
+    def _take_errors(self) -> list[tuple[int, str, str]]:
+        errors, self._new_errors = self._new_errors, []
+        return errors
 
     def _total(self, epoch: int) -> int | None:
         """Batches this epoch on every rank; None for streams of unknown length."""
         if self.reader.indexable:
             return len(self)
-        if getattr(self.reader, "counts", None) is None:
+        if self._stream_counts() is None:
             return None
         return self._stream_rank_totals(epoch)[0][1]
 
@@ -210,15 +265,16 @@ class Pipeline:
         last: list[_Item] = []
         pending: list[_Item] = []
         finisher = self._finisher if side is not None else None
-        previous: tuple[Any, int, int] | None = None
+        previous: tuple[Any, int, int, list] | None = None
         while not stop.is_set() and (total is None or made < total):
             pending, cursor, exhausted = self._fill(slots, cursor, pending, epoch)
             if exhausted and len(pending) < b:
                 if total is None and (self.drop_last or not pending):
                     break
-                pool = pending + last
+                pool = [it for it in pending + last if it.index not in self._failed]
                 if not pool:
-                    raise RuntimeError(f"rank {self.rank} has no samples left to fill its batches")
+                    raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
+                                       f"({len(self._failed)} failed this epoch; see pipe.errors)")
                 k = 0
                 while len(pending) < b:
                     it = pool[k % len(pool)]
@@ -231,22 +287,23 @@ class Pipeline:
                 continue
             made += 1
             last = items
+            errors = self._take_errors()
             if finisher is None:
-                yield work, cursor, made, None
+                yield work, cursor, made, None, errors
                 continue
             # CUDA: the kernels of this batch run on the finisher thread while this thread reads
             # and decodes the next one (nvImageCodec releases the GIL while it decodes)
             future = finisher.submit(self._finish_on, side, work)
             if previous is not None:
                 yield self._handoff(*previous)
-            previous = (future, cursor, made)
+            previous = (future, cursor, made, errors)
         if previous is not None:
             yield self._handoff(*previous)
 
     @staticmethod
-    def _handoff(future: Any, cursor: int, made: int) -> tuple[Any, ...]:
+    def _handoff(future: Any, cursor: int, made: int, errors: list) -> tuple[Any, ...]:
         batch, event = future.result()
-        return batch, cursor, made, event
+        return batch, cursor, made, event, errors
 
     def _finish_on(self, side: Any, work: Any) -> tuple[dict[str, Any], Any]:
         with torch.cuda.stream(side):
@@ -272,6 +329,8 @@ class Pipeline:
                 exhausted = True
                 break
             cursor += 1
+            if isinstance(slot, Entry) and slot.index in self._failed:
+                continue  # a padding repeat of a sample that already failed this epoch
             item = self._read(slot, epoch)
             if item is not None:
                 pending.append(item)
@@ -279,22 +338,31 @@ class Pipeline:
 
     def _read(self, slot: Any, epoch: int, attempt: int = 0) -> _Item | None:
         if isinstance(slot, Entry):
+            if slot.index in self._failed:
+                return self._substitute(slot.index, slot.valid, epoch, attempt)
             try:
                 s = self.reader.read(slot.index)
             except (OSError, ValueError) as e:
-                return self._failed(slot.index, self.reader.sources(slot.index), str(e), slot, epoch, attempt)
+                return self._fail(slot.index, self.reader.sources(slot.index), str(e), slot.valid, epoch, attempt)
             label = self._labels[slot.index] if self._labels is not None else s.label
-            return _Item(s.data, label, slot.index, s.source, slot.valid)
+            return _Item(s.data, label, slot.index, s.source, slot.valid, attempt)
         return _Item(slot.data, slot.label, slot.index, slot.source, True)
 
-    def _failed(self, index: int, source: str, reason: str, slot: Any, epoch: int, attempt: int) -> _Item | None:
-        self.errors.append((index, source, reason))
+    def _fail(self, index: int, source: str, reason: str, valid: bool, epoch: int, attempt: int) -> _Item | None:
+        """Record a failed sample once per epoch and apply the policy."""
+        if index not in self._failed:
+            self._failed.add(index)
+            self._new_errors.append((index, source, reason))
         if self.on_error == "raise":
             raise SampleError(index, f"{source}: {reason}")
-        if self.on_error == "skip" or not self.reader.indexable or attempt >= 8:
+        return self._substitute(index, valid, epoch, attempt)
+
+    def _substitute(self, index: int, valid: bool, epoch: int, attempt: int) -> _Item | None:
+        """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
+        if self.on_error != "replace" or not self.reader.indexable or attempt >= 8:
             return None
         other = replacement(index, len(self.reader), self.seed, epoch, attempt)
-        return self._read(Entry(other, slot.valid), epoch, attempt + 1)
+        return self._read(Entry(other, valid), epoch, attempt + 1)
 
     def _make(self, pending: list[_Item], epoch: int, split: bool = False) -> tuple[Any, list[_Item]]:
         """Run the transforms on the pending items; on a sample error apply the policy and
@@ -310,15 +378,14 @@ class Pipeline:
                 return self._wrap(self.transforms.finish(prepared), items), rest
         except SampleError as e:
             bad = items[e.position]
-            self.errors.append((bad.index, bad.source, e.reason))
             if self.on_error == "raise":
+                self._new_errors.append((bad.index, bad.source, e.reason))
                 raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
-            keep = items[: e.position] + items[e.position + 1 :]
-            if self.on_error == "replace" and self.reader.indexable:
-                sub = self._read(Entry(replacement(bad.index, len(self.reader), self.seed, epoch, 0), bad.valid), epoch, 1)
-                if sub is not None:
-                    keep.append(sub)
-            return None, keep + rest
+            keep = [it for it in items + rest if it.index != bad.index]
+            sub = self._fail(bad.index, bad.source, e.reason, bad.valid, epoch, bad.attempt)
+            if sub is not None:
+                keep.append(sub)
+            return None, keep
         return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
 
     def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
@@ -358,8 +425,8 @@ class Pipeline:
     def state_dict(self) -> dict[str, Any]:
         """Epoch and position of what the consumer has received; restore with load_state_dict
         to continue with exactly the same remaining batches."""
-        return {"epoch": self.epoch, "cursor": self._cursor, "batches": self._made, "seed": self.seed,
-                "batch_size": self.batch_size,
+        return {"epoch": self.epoch, "cursor": self._cursor, "batches": self._made, "finished": self._done,
+                "seed": self.seed, "batch_size": self.batch_size,
                 "shard": (self.rank, self.world), "errors": list(self.errors)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -371,7 +438,10 @@ class Pipeline:
         self._shutdown()
         self.epoch, self._cursor, self._made = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
         self.errors = [tuple(e) for e in state.get("errors", [])]
-        self._resume = self._cursor
+        total = self._total(self.epoch) if self.epoch >= 0 else None
+        finished = bool(state.get("finished")) or (total is not None and self._made >= total)
+        # a state saved before the first epoch or after an epoch's end continues with the next epoch
+        self._resume = None if self.epoch < 0 or finished else self._cursor
 
     # ----------------------------------------------------------------------------- lifetime
     def _shutdown(self) -> None:
@@ -385,6 +455,9 @@ class Pipeline:
                         break
             self._thread.join(timeout=30)
             self._thread = None
+            if self._queue is not None:  # an iterator still waiting on this queue ends
+                self._queue.put((_END, []))
+                self._queue = None
 
     def close(self) -> None:
         """Stop the background thread and the decoding threads."""
@@ -406,6 +479,17 @@ class Pipeline:
             self._shutdown()
         except Exception:
             pass
+
+
+def _offer(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put item on q unless the pipeline stops first (then False)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 class _nullcontext:
