@@ -268,7 +268,7 @@ def within(seconds: float, fn: Callable[[], Any]) -> Any:
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 (handed back to the test, whatever it is)
+        except BaseException as e:
             box["error"] = e
 
     thread = threading.Thread(target=target, name="test-hang-guard", daemon=True)

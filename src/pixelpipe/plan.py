@@ -11,12 +11,10 @@ needs, so that decoders can decode only that region, at a reduced DCT scale when
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 
-from .kernels.filters import SUPPORT
 from .kernels.spec import WarpSpec
 from .ops._base import ColorOp, GeometryOp, Op, Params, eye
 from .ops.color import Normalize, apply_to_mean, compose, identity

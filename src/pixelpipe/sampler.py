@@ -71,7 +71,8 @@ def indexable_epoch(n: int, seed: int, epoch: int, shuffle: bool, rank: int, wor
 def batches_per_epoch(n: int, world: int, batch: int, drop_last: bool) -> int:
     if drop_last:
         return (n // world) // batch
-    return -(-(-(-n // world)) // batch)
+    per_rank = -(-n // world)  # ceil
+    return -(-per_rank // batch)
 
 
 def replacement(index: int, n: int, seed: int, epoch: int, attempt: int) -> int:

@@ -138,7 +138,7 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
         return time_runs(name, synced(make(), device), passes, total, quiet, note)
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
-    except Exception as e:  # noqa: BLE001  (a peer's failure must not stop the bench)
+    except Exception as e:
         print(f"pixelpipe bench: {name} failed:", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
         return Result(name, 0, 0.0, _short(f"failed: {type(e).__name__}: {e}"))

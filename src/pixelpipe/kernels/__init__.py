@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from .pointwise_torch import channel_means, pointwise_reference
-from .spec import PointwiseSpec, WarpSpec
 from ..batch import ImageBatch
 from .cpu_stage import run_cpu_stage
+from .pointwise_torch import channel_means, pointwise_reference
+from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
 __all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",

@@ -77,7 +77,7 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     else:
         sx = sy = torch.ones_like(u)
     taps = spec.taps()
-    col = lambda t: t.to(dev).view(n, 1, 1)  # noqa: E731
+    col = lambda t: t.to(dev).view(n, 1, 1)
     img_h, img_w = col(spec.image_size[:, 0]), col(spec.image_size[:, 1])
 
     oy, ox = col(spec.origin[:, 0]), col(spec.origin[:, 1])
@@ -121,7 +121,7 @@ def axis_weights(a: float, b: float, n_out: int, limit: float, lo: int, hi: int,
     else:
         scale = torch.ones_like(coord)
     taps = 1 if spec.interpolation == "nearest" else int(math.ceil(2 * SUPPORT[spec.interpolation] * float(scale[0]) - 1e-9))
-    t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+    t = lambda v: torch.tensor(v, dtype=torch.int64)
     idx, wts, _ = _axis_taps(coord, scale, max(taps, 1), spec.interpolation, t(size), t(lo), t(lo), t(hi),
                              spec.border, torch.ones_like(coord, dtype=torch.bool))
     dense = torch.zeros(n_out, hi - lo, dtype=f64)

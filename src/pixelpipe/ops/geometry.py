@@ -3,7 +3,6 @@ and Warp for a user's own per-sample matrix."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,6 @@ from ._base import (
     check_size,
     eye,
     translate,
-    where_mask,
 )
 
 __all__ = ["RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp"]
@@ -166,7 +164,7 @@ class RandomAffine(_Warping):
         if self.shear is not None:
             shx = draws.uniform(5, self.shear[0], self.shear[1]).to(f64)
             shy = draws.uniform(6, self.shear[2], self.shear[3]).to(f64)
-        keep = lambda v, base: torch.where(on, v, base)  # noqa: E731
+        keep = lambda v, base: torch.where(on, v, base)
         return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
                 "scale": keep(zoom, torch.ones_like(zoom)), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
 
