@@ -118,7 +118,10 @@ class Compose:
 
     def __repr__(self) -> str:
         inner = ",\n".join(f"    {op!r}" for op in self.ops)
-        return f"Compose([\n{inner}\n], dtype={self.dtype}, layout={self.layout!r})"
+        extra = "".join(f", {k}={v!r}" for k, v, default in (
+            ("channels", self.channels, 3), ("antialias", self.antialias, True),
+            ("max_pixels", self.max_pixels, 100_000_000)) if v != default)
+        return f"Compose([\n{inner}\n], dtype={self.dtype}, layout={self.layout!r}{extra})"
 
     # ----------------------------------------------------------------------------- running
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> torch.Tensor:

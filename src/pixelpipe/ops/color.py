@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -105,7 +106,14 @@ class ColorJitter(ColorOp):
         else:
             self.hue = check_range("hue", hue, -0.5, 0.5)
         self.p = check_prob("p", p)
-        self.needs_mean = self.contrast is not None
+
+    @property
+    def needs_mean(self) -> bool:  # type: ignore[override]
+        return self.contrast is not None
+
+    def _fields(self) -> dict[str, Any]:
+        return {"brightness": self.brightness or 0, "contrast": self.contrast or 0,
+                "saturation": self.saturation or 0, "hue": self.hue or 0, "p": self.p}
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
         n = len(draws)

@@ -124,6 +124,10 @@ class Crop(GeometryOp):
         self.border = check_choice("border", border, BORDERS)
         self.fill = check_fill(fill)
 
+    def _fields(self) -> dict[str, Any]:
+        anchor = self.anchor if self._relative else tuple(int(v) for v in self.anchor)
+        return {"size": self.size, "anchor": anchor, "border": self.border, "fill": self.fill}
+
     def _box(self, sizes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         H, W = sizes[:, 0], sizes[:, 1]
         hw = []
@@ -150,7 +154,12 @@ class CenterCrop(Crop):
         super().__init__(size, (0.5, 0.5), border, fill)
 
     def _fields(self) -> dict[str, Any]:
-        return {"size": self.size}
+        out: dict[str, Any] = {"size": self.size}
+        if self.border is not None:
+            out["border"] = self.border
+        if self.fill is not None:
+            out["fill"] = self.fill
+        return out
 
 
 class RandomResizedCrop(GeometryOp):
@@ -233,6 +242,9 @@ class Pad(GeometryOp):
         self.padding = padding
         self.border = check_choice("mode", mode, BORDERS, optional=False)
         self.fill = check_fill(fill)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"padding": self.padding, "mode": self.border, "fill": self.fill}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         l, t, r, b = (float(p) for p in self.padding)
