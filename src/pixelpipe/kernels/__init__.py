@@ -19,7 +19,7 @@ from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",
+__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means", "pointwise_device",
            "warp_reference", "pointwise_reference"]
 
 
@@ -32,6 +32,62 @@ def gpu_kernels_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+_CONSTANTS: dict[tuple[Any, ...], torch.Tensor] = {}
+
+
+def _constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    """A small float32 tensor on `device`, made once (creating it from host data each batch
+    would synchronise the stream)."""
+    key = (values, str(device))
+    if key not in _CONSTANTS:
+        _CONSTANTS[key] = torch.tensor(values, dtype=torch.float32, device=device)
+    return _CONSTANTS[key]
+
+
+def pointwise_device(x: torch.Tensor, means: torch.Tensor,
+                     make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec]) -> torch.Tensor:
+    """The pointwise pass on the device when the colour matrix depends on the warped images'
+    mean colours (contrast), without a device-to-host copy of the means.
+
+    The colour chain is affine in the mean colour mu: out = A x + b0 + B mu. A, b0 and B come
+    from evaluating the chain on the host at mu = 0 and at the three unit colours; the device
+    adds B mu itself. Same function as pointwise_reference(x, make_pointwise(mu)).
+    """
+    n = x.shape[0]
+    dev = x.device
+    zero = make_pointwise(torch.zeros(n, 3, dtype=torch.float64))
+    base = zero.color if zero.color is not None else torch.zeros(n, 3, 4, dtype=torch.float64)
+    slopes = []
+    for k in range(3):
+        unit = torch.zeros(n, 3, dtype=torch.float64)
+        unit[:, k] = 1.0
+        c = make_pointwise(unit).color
+        slopes.append((c[:, :, 3] if c is not None else base[:, :, 3]) - base[:, :, 3])
+    pinned = torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1).to(torch.float32)
+    packed = (pinned.pin_memory() if torch.cuda.is_available() else pinned).to(dev, non_blocking=True)
+    a = packed[:, :12].view(n, 3, 4)
+    b = packed[:, 12:].view(n, 3, 3)
+    offset = a[:, :, 3] + (b @ means.to(torch.float32).unsqueeze(-1)).squeeze(-1)
+    y = torch.einsum("nij,nhwj->nhwi", a[:, :, :3], x) + offset.view(n, 1, 1, 3)
+    y = y.clamp_(0.0, 255.0)
+    spec = zero
+    if spec.channels == 1:
+        y = (y * _constant((0.299, 0.587, 0.114), dev)).sum(-1, keepdim=True)
+    c = spec.channels
+    if spec.dtype == torch.uint8:
+        y = torch.round(y).to(torch.uint8)
+    else:
+        mean = spec.mean if spec.mean is not None else (0.0,)
+        std = spec.std if spec.std is not None else (1.0,)
+        mean, std = (mean * 3)[:c] if len(mean) == 1 else mean[:c], (std * 3)[:c] if len(std) == 1 else std[:c]
+        k = _constant(tuple(1.0 / (255.0 * v) for v in std), dev)
+        bias = _constant(tuple(-m / v for m, v in zip(mean, std)), dev)
+        y = torch.addcmul(bias, y, k).to(spec.dtype)
+    if spec.layout == "NCHW":
+        y = y.permute(0, 3, 1, 2).contiguous()
+    return y
 
 
 def run_stage(source: ImageBatch | Callable[[int], torch.Tensor], spec: WarpSpec,
@@ -51,7 +107,7 @@ def run_stage(source: ImageBatch | Callable[[int], torch.Tensor], spec: WarpSpec
         if not needs_means:
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
         warped, means = warp_gpu(data, table, spec, sums=True)
-        return pointwise_reference(warped, make_pointwise(means.double().cpu()))
+        return pointwise_device(warped, means, make_pointwise)
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))

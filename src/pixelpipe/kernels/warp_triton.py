@@ -238,7 +238,7 @@ def _post(spec: PointwiseSpec) -> torch.Tensor:
 
 def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
             color: torch.Tensor | None, post: torch.Tensor, finish: bool, sums: torch.Tensor | None,
-            grey: bool, rounding: bool, block: int = 256) -> None:
+            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4) -> None:
     n = len(spec)
     H, W = spec.out_size
     if n == 0 or H * W == 0:
@@ -255,7 +255,7 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.
         data, tab, geom, col, post_d, fill, out, sums_d, H, W, *strides,
         INTERP=INTERP_CODE[spec.interpolation], BORDER=BORDER_CODE[spec.border],
         ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color is not None,
-        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, BLOCK=block, num_warps=4,
+        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, BLOCK=block, num_warps=num_warps,
     )
 
 
@@ -270,7 +270,8 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     return out, means
 
 
-def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:
+def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
+                       block: int = 256, num_warps: int = 4) -> torch.Tensor:
     """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor."""
     n = len(spec)
     H, W = spec.out_size
@@ -282,5 +283,5 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
         out = torch.empty(n, H, W, c, dtype=pspec.dtype, device=data.device)
         strides = (H * W * c, 1, W * c, c)
     _launch(data, table, spec, out, strides, pspec.color, _post(pspec), True, None, c == 1,
-            pspec.dtype == torch.uint8)
+            pspec.dtype == torch.uint8, block, num_warps)
     return out
