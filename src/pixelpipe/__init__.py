@@ -56,7 +56,8 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .pipeline import Pipeline
 
         return Pipeline
-    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler", "presets"):
+    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler", "presets",
+                "eval", "torch", "integrations"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -104,6 +104,13 @@ class Compose:
         self.gpu_roi_decode = gpu_roi_decode
         self.decode_stats = {"gpu": 0, "cpu_fallback": 0, "cpu": 0}
 
+    def eval(self, style: str = "center") -> Compose:
+        """The deterministic evaluation form of these ops (random ops dropped or made
+        central), for validation and serving; see pixelpipe.eval.eval_form."""
+        from .eval import eval_form
+
+        return eval_form(self, style)
+
     # ----------------------------------------------------------------------------- inspection
     def _last_warp_stage(self) -> int:
         return max(i for i, s in enumerate(self.stages) if isinstance(s, Stage))
