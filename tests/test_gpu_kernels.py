@@ -138,7 +138,7 @@ def test_device_pointwise_with_means_matches_host(dtype, layout, channels):
     compose = pp.Compose(ops, dtype=dtype, layout=layout, channels=channels)
     batch, plan, spec = _spec(ops, imgs)
     warped, means = warp_gpu(batch.data.to(DEVICE), batch.table, spec, sums=True)
-    make = lambda m: compose._pointwise_spec(compose.stages[0], plan, m, True)  # noqa: E731
+    make = lambda m: compose._pointwise_spec(compose.stages[0], plan, m, True)
     ref = pointwise_reference(warped.cpu(), make(means.double().cpu()))
     out = pointwise_device(warped, means, make).cpu()
     tol = 1.0 if dtype == torch.uint8 else 2e-2

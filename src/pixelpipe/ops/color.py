@@ -92,8 +92,6 @@ class ColorJitter(ColorOp):
         p: probability that a sample is jittered at all.
     """
 
-    needs_mean = True
-
     def __init__(self, brightness: float | Sequence[float] = 0, contrast: float | Sequence[float] = 0,
                  saturation: float | Sequence[float] = 0, hue: float | Sequence[float] = 0, p: float = 1.0) -> None:
         self.brightness = _factor_range("brightness", brightness)
