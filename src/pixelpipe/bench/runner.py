@@ -124,7 +124,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     batch = batch or 64
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)  # per-sample work runs on the pool threads; OpenMP on top oversubscribes
     results = [time_runs("pixelpipe (cpu)", pixelpipe_cpu(blobs, pipeline, batch, threads), passes, len(blobs), quiet,
                          f"{threads} threads")]
     for peer in peers:

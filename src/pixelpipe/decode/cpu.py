@@ -22,6 +22,7 @@ from PIL import Image, ImageFile
 
 from ..batch import ImageBatch
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
+from .turbo import decode_jpeg_region
 
 __all__ = ["decode", "decode_region", "dct_scale"]
 
@@ -99,6 +100,13 @@ def decode_region(
     denom = _choose_denominator(info, orientation, y1 - y0, x1 - x0, min_size)
     if ImageFile.LOAD_TRUNCATED_IMAGES:  # Pillow would fill truncated images with grey
         _check_complete(info, layout, data)
+    complete = layout is not None and data.rfind(_JPEG_END, layout.sos_end) >= 0
+    if info.format == "jpeg" and orientation == 1 and complete:  # truncated files: Pillow raises
+        fast = decode_jpeg_region(data, (y0, x0, y1, x1), denom)  # TurboJPEG: crop + scale
+        if fast is not None:
+            if rgb and fast.shape[2] == 1:
+                fast = np.repeat(fast, 3, axis=2)
+            return fast, 1.0 / denom
     try:
         im = _open(info.format, data)
         if im.size != (info.width, info.height):

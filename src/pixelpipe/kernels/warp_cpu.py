@@ -64,7 +64,9 @@ def _window(img: torch.Tensor, spec: WarpSpec, i: int) -> torch.Tensor:
     y0, x0, y1, x1 = spec.clip[i].tolist()
     oy, ox = spec.origin[i].tolist()
     win = img[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
-    src = win.permute(2, 0, 1).unsqueeze(0)  # channels-last memory, no copy
+    # a dense channels-last copy of the window: torch's SIMD path needs it (0.16 ms against
+    # 0.27 ms on a strided view, for a 300x340 window to 224x224)
+    src = win.permute(2, 0, 1).unsqueeze(0).contiguous(memory_format=torch.channels_last)
     res = F.interpolate(src, size=spec.out_size, mode=spec.interpolation, antialias=True)[0].permute(1, 2, 0)
     if float(spec.inverse[i, 0, 0]) < 0:
         res = res.flip(1)
