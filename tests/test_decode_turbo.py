@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pixelpipe.decode import decode_region
-from pixelpipe.decode import turbo
+from pixelpipe.decode import decode_region, turbo
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="libturbojpeg (the turbojpeg wheel) is not installed")
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
