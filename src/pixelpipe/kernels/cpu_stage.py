@@ -43,16 +43,32 @@ def _post(spec: PointwiseSpec) -> tuple[torch.Tensor, torch.Tensor]:
     return 1.0 / (255.0 * std), -mean / std
 
 
+_TABLES: dict[tuple[Any, ...], torch.Tensor] = {}
+
+
+def _table(k: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[3, 256] in `dtype`: v * k + b for every uint8 value v (cached per scale and bias)."""
+    key = (tuple(k.tolist()), tuple(b.tolist()), dtype)
+    if key not in _TABLES:
+        v = torch.arange(256, dtype=torch.float32).view(1, 256)
+        _TABLES[key] = (v * k.view(3, 1) + b.view(3, 1)).to(dtype).contiguous()
+    return _TABLES[key]
+
+
 def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tensor,
                   post: tuple[torch.Tensor, torch.Tensor]) -> None:
     """The pointwise pass for one warped sample x [H, W, 3] (uint8 or float32) into its slot."""
     chw = spec.layout == "NCHW"
     k, b = post
     if spec.color is None and spec.channels == 3 and x.dtype == torch.uint8 and spec.dtype != torch.uint8:
-        # the common case: no clamp needed (uint8); scale and bias in float32, rounded once
-        # when written into the slot's dtype and layout
-        y = torch.addcmul(b, x.to(torch.float32), k)
-        (slot if not chw else slot.permute(1, 2, 0)).copy_(y)
+        # a 256-entry table per channel (v * k + b in float32, rounded once): half the time of
+        # computing it per pixel
+        lut = _table(k, b, spec.dtype)
+        dst = slot if chw else torch.empty(3, *x.shape[:2], dtype=spec.dtype)
+        for c in range(3):
+            torch.index_select(lut[c], 0, x[..., c].reshape(-1).long(), out=dst[c].view(-1))
+        if not chw:
+            slot.copy_(dst.permute(1, 2, 0))
         return
     y = x.to(torch.float32)
     if spec.color is not None:
