@@ -66,6 +66,11 @@ def test_declines_what_pillow_must_handle() -> None:
     good = _jpegs()[0]
     assert turbo.decode_jpeg_region(good[: len(good) // 2], (0, 0, 50, 50), 1) is None  # truncated
     assert turbo.decode_jpeg_region(b"not a jpeg", (0, 0, 1, 1), 1) is None
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF  # corrupt entropy data: libjpeg warns
+    turbo.decode_jpeg_region(bytes(flipped), (0, 0, 50, 50), 1)
+    # a failure must not poison the thread's decoder for the next, valid file
+    assert turbo.decode_jpeg_region(good, (0, 0, 50, 50), 1) is not None
 
 
 def test_decode_region_uses_it_and_agrees() -> None:

@@ -62,6 +62,7 @@ def _library() -> ctypes.CDLL | None:
         lib.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _Scale]
         lib.tj3Decompress8.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
                                        ctypes.c_int, ctypes.c_int]
+        lib.tj3Destroy.argtypes = [ctypes.c_void_p]
     except (OSError, AttributeError):
         return None
     return lib
@@ -83,6 +84,15 @@ def _handle(lib: ctypes.CDLL) -> int:
     return h
 
 
+def _discard(lib: ctypes.CDLL) -> None:
+    """Drop this thread's handle after a failure: a handle that met corrupt data can refuse
+    later, valid files (seen with this libturbojpeg build)."""
+    h = getattr(_local, "handle", None)
+    if h is not None:
+        lib.tj3Destroy(h)
+        _local.handle = None
+
+
 def decode_jpeg_region(data: bytes, region: tuple[int, int, int, int], denom: int) -> np.ndarray | None:
     """The pixels floor(y0/d), floor(x0/d), ceil(y1/d), ceil(x1/d) of the JPEG reduced by 1/d
     (HWC uint8, 1 or 3 channels), exactly what Pillow's decode of the same region gives; None
@@ -90,6 +100,13 @@ def decode_jpeg_region(data: bytes, region: tuple[int, int, int, int], denom: in
     lib = _library()
     if lib is None:
         return None
+    out = _decode(lib, data, region, denom)
+    if out is None:
+        _discard(lib)
+    return out
+
+
+def _decode(lib: ctypes.CDLL, data: bytes, region: tuple[int, int, int, int], denom: int) -> np.ndarray | None:
     h = _handle(lib)
     if lib.tj3DecompressHeader(h, data, len(data)) != 0:
         return None
