@@ -317,8 +317,9 @@ class Pipeline:
         if self.reader.indexable:
             return iter(indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
                                         self.batch_size, self.drop_last))
-        return stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
-                            self.rank, self.world, self.shuffle_buffer)
+        stream = stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
+                              self.rank, self.world, self.shuffle_buffer)
+        return _read_ahead(stream, 2 * self.batch_size, self._stop)
 
     def _fill(self, slots: Iterator, cursor: int, pending: list[_Item], epoch: int) -> tuple[list[_Item], int, bool]:
         """Read slots until a batch is pending; reading errors go through the policy here."""
@@ -479,6 +480,32 @@ class Pipeline:
             self._shutdown()
         except Exception:
             pass
+
+
+def _read_ahead(items: Iterator[Any], depth: int, stop: threading.Event) -> Iterator[Any]:
+    """Iterate `items` on a thread of its own, up to `depth` ahead: a stream's reading (tar
+    members, a generator's work) overlaps the decoding of the batch before. Same order; an
+    exception comes out where the item would have."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    done = object()
+
+    def run() -> None:
+        try:
+            for item in items:
+                if not _offer(q, (item, None), stop):
+                    return
+            _offer(q, (done, None), stop)
+        except BaseException as e:
+            _offer(q, (done, e), stop)
+
+    threading.Thread(target=run, name="pixelpipe-read-ahead", daemon=True).start()
+    while True:
+        item, error = q.get()
+        if item is done:
+            if error is not None:
+                raise error
+            return
+        yield item
 
 
 def _offer(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
