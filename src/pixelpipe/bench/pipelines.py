@@ -14,9 +14,8 @@ from ..ops import (
     RandomResizedCrop,
     Resize,
 )
+from ..presets import IMAGENET_MEAN, IMAGENET_STD
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 PIPELINES = ("rn50", "rich", "val")
 # DALI and kornia express shear as a matrix factor; 0.1 is atan(0.1) degrees for us
 SHEAR_FACTOR = 0.1

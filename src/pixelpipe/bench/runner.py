@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 
 from ..progress import Progress
+from ..readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
 from .pipelines import pipeline_ops
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
+IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
 
 
 @dataclass
