@@ -52,6 +52,9 @@ class WarpSpec:
         the per-pixel stretch to this, which bounds the number of taps per sample."""
         from .filters import MAX_AA_SCALE
 
+        cached = self.__dict__.get("_max_scale")
+        if cached is not None:
+            return cached
         n = len(self)
         if not self.antialias or self.interpolation == "nearest" or n == 0:
             return torch.ones(n, 2, dtype=torch.float64)
@@ -67,7 +70,8 @@ class WarpSpec:
                 sx = torch.hypot((inv[:, 0, 0] - u * inv[:, 2, 0]) / pz, (inv[:, 0, 1] - u * inv[:, 2, 1]) / pz)
                 sy = torch.hypot((inv[:, 1, 0] - v * inv[:, 2, 0]) / pz, (inv[:, 1, 1] - v * inv[:, 2, 1]) / pz)
                 best = torch.maximum(best, torch.stack([sy, sx], 1))
-        return best.clamp(1.0, MAX_AA_SCALE)
+        self.__dict__["_max_scale"] = best.clamp(1.0, MAX_AA_SCALE)
+        return self.__dict__["_max_scale"]
 
     def taps(self) -> torch.Tensor:
         """int64 [N, 2] (y, x): filter taps per axis each sample needs: ceil(2 R s), or 1 for
