@@ -191,7 +191,8 @@ class Compose:
 
     def _finish_stage(self, work: _StageWork) -> torch.Tensor:
         stage, plan, final = work.stage, work.plan, work.final
-        return run_stage(work.source, work.spec,
+        source = work.source.make() if isinstance(work.source, _Deferred) else work.source
+        return run_stage(source, work.spec,
                          lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
                          self._executor().map)
 
@@ -212,11 +213,12 @@ class Compose:
 
     def _decode_on_gpu(self, x: EncodedSource, plan: StagePlan, regions: torch.Tensor, out_size: tuple[int, int],
                        device: torch.device) -> tuple[ImageBatch, Any]:
-        batch, fallback, reasons = self._decoder.decode_regions(x.blobs, [tuple(r) for r in regions.tolist()])
+        assemble, fallback, reasons = self._decoder.decode_regions_deferred(
+            x.blobs, [tuple(r) for r in regions.tolist()])
         self.decode_stats["gpu"] += len(x) - len(fallback)
         self.decode_stats["cpu_fallback"] += len(fallback)
         spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
-        return batch, spec
+        return _Deferred(assemble), spec
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize
@@ -244,6 +246,13 @@ class Compose:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+@dataclass
+class _Deferred:
+    """A batch decoded on the GPU whose images are copied into one buffer when finished."""
+
+    make: Callable[[], ImageBatch]
 
 
 @dataclass

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -215,6 +216,8 @@ class GpuDecoder:
     ) -> tuple[ImageBatch, list[int], list[str]]:
         """Decode every blob (or only its region) as RGB, EXIF orientation applied.
 
+        Same as `decode_regions_deferred` followed by its assembly, at once.
+
         Args:
             blobs: encoded images: JPEGs go to the GPU; PNG, WebP and BMP to the CPU decoder.
             regions: per sample (y0, x0, y1, x1), end-exclusive, in the full-resolution
@@ -244,8 +247,31 @@ class GpuDecoder:
             stream = torch.cuda.current_stream(self.device)
         elif stream.device != self.device:
             raise ValueError(f"stream is on {stream.device}, the decoder on {self.device}")
+        assemble, fallback, reasons = self.decode_regions_deferred(blobs, regions, stream)
+        return assemble(), fallback, reasons
+
+    def decode_regions_deferred(
+        self,
+        blobs: list[bytes],
+        regions: list[tuple[int, int, int, int]] | None = None,
+        stream: torch.cuda.Stream | None = None,
+    ) -> tuple[Callable[[], ImageBatch], list[int], list[str]]:
+        """Decode now; copy the decoded images into one ImageBatch later.
+
+        Returns (assemble, fallback_indices, reasons). `assemble()` enqueues the device copies
+        into the batch buffer on `stream` (call it with that stream current, from any thread).
+        A pipeline decodes batch k+1 (nvImageCodec releases the GIL) while another thread
+        assembles batch k and launches its kernel. Errors are raised here, not by assemble.
+        """
+        n = len(blobs)
+        if regions is not None and len(regions) != n:
+            raise ValueError(f"got {len(regions)} regions for {n} blobs")
+        if stream is None:
+            stream = torch.cuda.current_stream(self.device)
+        elif stream.device != self.device:
+            raise ValueError(f"stream is on {stream.device}, the decoder on {self.device}")
         if n == 0:
-            return ImageBatch.empty(self.device), [], []
+            return (lambda: ImageBatch.empty(self.device)), [], []
         blobs = [b if isinstance(b, bytes) else bytes(b) for b in blobs]
 
         with self._lock, torch.cuda.device(self.device), torch.cuda.stream(stream):
@@ -265,9 +291,14 @@ class GpuDecoder:
             on_gpu = self._decode_gpu(blobs, jobs, stream, why)
             pending.update(self._start_cpu(blobs, regions, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            batch = _assemble(n, on_gpu, on_cpu, self.device)
         fallback = sorted(why)
-        return batch, fallback, [why[i] for i in fallback]
+        device = self.device
+
+        def assemble() -> ImageBatch:
+            with torch.cuda.device(device):
+                return _assemble(n, on_gpu, on_cpu, device)
+
+        return assemble, fallback, [why[i] for i in fallback]
 
     def _decode_gpu(
         self, blobs: list[bytes], jobs: list[_Job], stream: torch.cuda.Stream,
