@@ -32,7 +32,8 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
-from pixelpipe.kernels.pointwise_torch import pointwise_fast, pointwise_reference
+from pixelpipe.kernels.cpu_stage import _post, finish_sample, output_tensor
+from pixelpipe.kernels.pointwise_torch import pointwise_reference
 from pixelpipe.kernels.spec import PointwiseSpec
 from pixelpipe.kernels.warp_cpu import REFERENCE, SEPARABLE, WINDOW, classify, warp_cpu
 from pixelpipe.kernels.warp_torch import warp_reference
@@ -298,12 +299,17 @@ def test_mixed_batch_rows_match_single_runs():
 @pytest.mark.parametrize("norm", [None, ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)), ((0.5,), (0.25,))])
 @pytest.mark.parametrize("source", ["uint8", "float32"])
 def test_pointwise_fast_matches_reference(dtype, layout, norm, source):
+    """The CPU's per-sample pointwise pass (lookup tables for uint8) against the reference."""
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (3, 5, 7, 3), generator=g, dtype=U8)
     if source == "float32":  # a reference warp's output: float, a little past [0, 255]
         x = x.float() * 1.02 - 2.5
     spec = PointwiseSpec(None, norm[0] if norm else None, norm[1] if norm else None, dtype, layout, 3)
-    fast, ref = pointwise_fast(x, spec), pointwise_reference(x, spec)
+    fast = output_tensor(3, (5, 7), spec)
+    post = _post(spec)
+    for i in range(3):
+        finish_sample(x[i], spec, i, fast[i], post)
+    ref = pointwise_reference(x, spec)
     assert fast.dtype == ref.dtype == dtype and fast.shape == ref.shape
     # float32 rounding of the folded multiply-add, then one rounding to the output dtype
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
