@@ -173,14 +173,15 @@ class Compose:
                 + (" before the Lambda" if before_lambda else ""))
         regions = plan.regions()
         device = self.device or (torch.device("cpu") if encoded else x.device)
-        if encoded:
+        source: Any
+        if encoded and device.type == "cuda" and self._gpu_decoder(device) is not None:
+            source, spec = self._decode_on_gpu(x, plan, regions, out_size, device)
+        elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
             scale = x.scales(regions, mins)
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=self.antialias)
-            source: ImageBatch | Callable[[int], torch.Tensor] = x.loader(regions, mins, scale)
-            if device.type == "cuda" and self._gpu_decoder(device) is not None:
-                source, spec = self._decode_on_gpu(x, plan, regions, out_size, device)
-            elif device.type != "cpu":
+            source = x.loader(regions, mins, scale)
+            if device.type != "cpu":
                 images = list(self._executor().map(source, range(len(x))))
                 source = ImageBatch.from_list(images).to(device, non_blocking=True)
                 self.decode_stats["cpu"] += len(images)

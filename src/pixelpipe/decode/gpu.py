@@ -240,13 +240,6 @@ class GpuDecoder:
             RuntimeError: nvImageCodec returned an image whose size is not the one the file
                 header gives (names the sample).
         """
-        n = len(blobs)
-        if regions is not None and len(regions) != n:
-            raise ValueError(f"got {len(regions)} regions for {n} blobs")
-        if stream is None:
-            stream = torch.cuda.current_stream(self.device)
-        elif stream.device != self.device:
-            raise ValueError(f"stream is on {stream.device}, the decoder on {self.device}")
         assemble, fallback, reasons = self.decode_regions_deferred(blobs, regions, stream)
         return assemble(), fallback, reasons
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..batch import ImageBatch
+from ._device import device_constant, to_device
 from .cpu_stage import run_cpu_stage
 from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
@@ -32,18 +33,6 @@ def gpu_kernels_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-_CONSTANTS: dict[tuple[Any, ...], torch.Tensor] = {}
-
-
-def _constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
-    """A small float32 tensor on `device`, made once (creating it from host data each batch
-    would synchronise the stream)."""
-    key = (values, str(device))
-    if key not in _CONSTANTS:
-        _CONSTANTS[key] = torch.tensor(values, dtype=torch.float32, device=device)
-    return _CONSTANTS[key]
 
 
 def pointwise_device(x: torch.Tensor, means: torch.Tensor,
@@ -65,8 +54,7 @@ def pointwise_device(x: torch.Tensor, means: torch.Tensor,
         unit[:, k] = 1.0
         c = make_pointwise(unit).color
         slopes.append((c[:, :, 3] if c is not None else base[:, :, 3]) - base[:, :, 3])
-    pinned = torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1).to(torch.float32)
-    packed = (pinned.pin_memory() if torch.cuda.is_available() else pinned).to(dev, non_blocking=True)
+    packed = to_device(torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1), dev, torch.float32)
     a = packed[:, :12].view(n, 3, 4)
     b = packed[:, 12:].view(n, 3, 3)
     offset = a[:, :, 3] + (b @ means.to(torch.float32).unsqueeze(-1)).squeeze(-1)
@@ -74,17 +62,12 @@ def pointwise_device(x: torch.Tensor, means: torch.Tensor,
     y = y.clamp_(0.0, 255.0)
     spec = zero
     if spec.channels == 1:
-        y = (y * _constant((0.299, 0.587, 0.114), dev)).sum(-1, keepdim=True)
-    c = spec.channels
+        y = (y * device_constant((0.299, 0.587, 0.114), dev)).sum(-1, keepdim=True)
     if spec.dtype == torch.uint8:
         y = torch.round(y).to(torch.uint8)
     else:
-        mean = spec.mean if spec.mean is not None else (0.0,)
-        std = spec.std if spec.std is not None else (1.0,)
-        mean, std = (mean * 3)[:c] if len(mean) == 1 else mean[:c], (std * 3)[:c] if len(std) == 1 else std[:c]
-        k = _constant(tuple(1.0 / (255.0 * v) for v in std), dev)
-        bias = _constant(tuple(-m / v for m, v in zip(mean, std)), dev)
-        y = torch.addcmul(bias, y, k).to(spec.dtype)
+        k, bias = spec.scale_bias()
+        y = torch.addcmul(device_constant(bias, dev), y, device_constant(k, dev)).to(spec.dtype)
     if spec.layout == "NCHW":
         y = y.permute(0, 3, 1, 2).contiguous()
     return y

@@ -33,14 +33,9 @@ def output_tensor(n: int, out_size: tuple[int, int], spec: PointwiseSpec) -> tor
 
 
 def _post(spec: PointwiseSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-channel scale and bias after the clamp (/255 and normalisation folded)."""
-    c = spec.channels
-    if spec.dtype == torch.uint8:
-        return torch.ones(c), torch.zeros(c)
-    mean = torch.tensor(spec.mean if spec.mean is not None else (0.0,), dtype=torch.float32)
-    std = torch.tensor(spec.std if spec.std is not None else (1.0,), dtype=torch.float32)
-    mean, std = mean.expand(3)[:c] if mean.numel() == 1 else mean[:c], std.expand(3)[:c] if std.numel() == 1 else std[:c]
-    return 1.0 / (255.0 * std), -mean / std
+    """Per-channel scale and bias after the clamp, as float32 tensors."""
+    k, b = spec.scale_bias()
+    return torch.tensor(k, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
 
 
 _TABLES: dict[tuple[Any, ...], torch.Tensor] = {}

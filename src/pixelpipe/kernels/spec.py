@@ -109,3 +109,17 @@ class PointwiseSpec:
     dtype: torch.dtype
     layout: str  # "NCHW" or "NHWC"
     channels: int  # 1 or 3
+
+    def scale_bias(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per output channel (k, b) with out = clamped * k + b: /255 and the normalisation
+        folded into one multiply-add (identity for uint8). The fast paths use this; the
+        reference spells the steps out."""
+        c = self.channels
+        if self.dtype == torch.uint8:
+            return (1.0,) * c, (0.0,) * c
+        mean = self.mean if self.mean is not None else (0.0,)
+        std = self.std if self.std is not None else (1.0,)
+        if len(mean) == 1:
+            mean, std = mean * 3, std * 3
+        mean, std = mean[:c], std[:c]
+        return tuple(1.0 / (255.0 * v) for v in std), tuple(-m / v for m, v in zip(mean, std))

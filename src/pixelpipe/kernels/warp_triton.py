@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._device import device_constant, to_device
 from .filters import BORDER_CODE, INTERP_CODE
 from .spec import PointwiseSpec, WarpSpec
 
@@ -223,32 +224,26 @@ def _warp_kernel(
         tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
 
 
-def _post(spec: PointwiseSpec) -> torch.Tensor:
-    """Per-channel (scale, bias) applied after the clamp: /255 and normalisation folded."""
-    if spec.dtype == torch.uint8:
-        return torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-    mean = spec.mean if spec.mean is not None else (0.0,)
-    std = spec.std if spec.std is not None else (1.0,)
-    if len(mean) == 1:
-        mean, std = mean * 3, std * 3
-    k = [1.0 / (255.0 * s) for s in std]
-    b = [-m / s for m, s in zip(mean, std)]
-    return torch.tensor(k + b)
+def _post(spec: PointwiseSpec) -> tuple[float, ...]:
+    """Per-channel (scale x3, bias x3) applied after the clamp (grey uses the first pair)."""
+    k, b = spec.scale_bias()
+    return (k * 3)[:3] + (b * 3)[:3]
 
 
 def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
-            color: torch.Tensor | None, post: torch.Tensor, finish: bool, sums: torch.Tensor | None,
+            color: torch.Tensor | None, post: tuple[float, ...], finish: bool, sums: torch.Tensor | None,
             grey: bool, rounding: bool, block: int = 256, num_warps: int = 4) -> None:
     n = len(spec)
     H, W = spec.out_size
     if n == 0 or H * W == 0:
         return
     dev = data.device
-    geom = spec.packed().to(dev, non_blocking=True)
-    tab = table.to(dev, non_blocking=True)
-    col = (color if color is not None else torch.zeros(n, 3, 4)).to(dev, torch.float32).reshape(n, 12).contiguous()
-    fill = torch.tensor(spec.fill, dtype=torch.float32).to(dev)
-    post_d = post.to(dev, torch.float32)
+    geom = to_device(spec.packed(), dev)
+    tab = to_device(table, dev)
+    col = (to_device(color.reshape(n, 12), dev, torch.float32) if color is not None
+           else device_constant((0.0,) * 12, dev))
+    fill = device_constant(tuple(spec.fill), dev)
+    post_d = device_constant(post, dev)
     sums_d = sums if sums is not None else torch.zeros(1, dtype=torch.float32, device=dev)
     grid = (triton.cdiv(H * W, block), n)
     _warp_kernel[grid](
@@ -265,7 +260,7 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     H, W = spec.out_size
     out = torch.empty(n, H, W, 3, dtype=torch.float32, device=data.device)
     acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device) if sums else None
-    _launch(data, table, spec, out, (H * W * 3, 1, W * 3, 3), None, torch.zeros(6), False, acc, False, False)
+    _launch(data, table, spec, out, (H * W * 3, 1, W * 3, 3), None, (0.0,) * 6, False, acc, False, False)
     means = acc / float(max(H * W, 1)) if acc is not None else None
     return out, means
 
