@@ -399,3 +399,34 @@ def test_work_is_ordered_on_the_given_stream(decoders, photos: list[bytes]) -> N
     side.synchronize()
     assert torch.equal(batch.data, ref.data)
     assert torch.equal(batch.table, ref.table)
+
+
+# ------------------------------------------------------------------------------ views
+@pytest.mark.parametrize("roi_decode", [True, False])
+def test_views_feed_the_kernel_like_the_assembled_batch(decoders, small: Image.Image, roi_safe: str,
+                                                        roi_decode: bool) -> None:
+    """decode_views leaves nvImageCodec's images in place (orientation and crop by strides);
+    the kernel must give exactly what it gives on decode_regions' batch, which copies each
+    sample through torch views (the twin): every EXIF orientation, a grey JPEG, regions, and
+    CPU fallbacks (PNG) in the same batch."""
+    import pixelpipe as pp
+    from pixelpipe.kernels.spec import PointwiseSpec
+    from pixelpipe.kernels.warp_triton import warp_pointwise_gpu
+
+    blobs = [with_orientation(small, o) for o in range(1, 9)]
+    blobs += [save(small.convert("L"), "JPEG"), save(small, "PNG")]
+    sizes = [(131, 97) if o >= 5 else (97, 131) for o in range(1, 9)] + [(97, 131)] * 2
+    regions = [(3 + i, 5, h - 2 * i, w - 7) if i % 3 else None for i, (h, w) in enumerate(sizes)]
+    dec = decoders(0.0, roi_decode)  # one backend: the same pixels on both calls
+    views, fallback, _ = dec.decode_views(blobs, regions)
+    assert fallback == [9]
+    batch, _, _ = dec.decode_regions(blobs, regions)
+    assert views.sizes.tolist() == batch.sizes.tolist()
+    plan = pp.Compose([pp.RandomResizedCrop(48), pp.RandomRotate(20)]).stages[0].sample(
+        0, 0, torch.arange(len(blobs)), batch.sizes.double())
+    spec = plan.warp_spec((48, 48), plan.regions())
+    pspec = PointwiseSpec(None, None, None, torch.float32, "NHWC", 3)
+    got = warp_pointwise_gpu(views.data, views.table, spec, pspec)
+    want = warp_pointwise_gpu(batch.data, batch.table, spec, pspec)
+    views.retire(torch.cuda.current_stream())
+    assert torch.equal(got, want)

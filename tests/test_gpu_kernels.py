@@ -143,3 +143,32 @@ def test_device_pointwise_with_means_matches_host(dtype, layout, channels):
     out = pointwise_device(warped, means, make).cpu()
     tol = 1.0 if dtype == torch.uint8 else 2e-2
     assert out.shape == ref.shape and float((out.float() - ref.float()).abs().max()) <= tol
+
+
+def test_kernel_reads_strided_views_like_a_batch():
+    """Samples left in separate allocations with padded rows, transposed or mirrored (a GPU
+    decoder's images, oriented by strides) give exactly the output of the same samples copied
+    into one ImageBatch: the table's strides only change where the kernel reads."""
+    from pixelpipe.views import DeviceViews, strided_view
+
+    imgs = _images(6, seed=11)
+    stored, rows, shown = [], [], []
+    for i, img in enumerate(imgs):
+        h, w, c = img.shape
+        pitch = w * c + 7 * i  # padded rows
+        buf = torch.zeros(h * pitch + 16, dtype=torch.uint8)
+        torch.as_strided(buf, (h, w, c), (pitch, c, 1), 16).copy_(img)
+        buf = buf.to(DEVICE)
+        stored.append(buf)
+        transpose, flip = i % 2 == 1, [(), (1,), (0,), (0, 1)][i % 4]
+        rows.append(strided_view(buf.data_ptr() + 16, h, w, c, pitch, c, transpose=transpose, flip=flip))
+        view = img.transpose(0, 1) if transpose else img
+        shown.append(view.flip(flip) if flip else view)
+    views = DeviceViews(torch.device(DEVICE), rows, stored, lambda: shown)
+    size = 16 if SMALL else 64
+    batch, plan, spec = _spec([pp.RandomResizedCrop(size), pp.RandomRotate(15)], [s.contiguous() for s in shown])
+    pspec = PointwiseSpec(None, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), torch.float32, "NCHW", 3)
+    want = warp_pointwise_gpu(batch.data.to(DEVICE), batch.table, spec, pspec)
+    got = warp_pointwise_gpu(views.data, views.table, spec, pspec)
+    assert torch.equal(got, want)
+    assert torch.equal(views.contiguous().data.cpu(), batch.data)

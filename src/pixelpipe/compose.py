@@ -15,6 +15,7 @@ from .batch import ImageBatch
 from .kernels import PointwiseSpec, run_stage
 from .ops._base import Op
 from .plan import Stage, StagePlan, TensorStage, build_stages
+from .views import DeviceViews
 
 __all__ = ["Compose", "SampleError"]
 
@@ -50,9 +51,10 @@ class Compose:
             anything is decoded.
         hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
             (None: as many as it takes); the rest go to the CUDA decoder.
-        gpu_roi_decode: let nvImageCodec decode only each sample's region. Off by default:
-            nvImageCodec 0.9.0 can crash on region decodes on H100 (NVIDIA/nvImageCodec#55);
-            whole images are then decoded and the warp reads the region.
+        gpu_roi_decode: let nvImageCodec decode only each sample's region (True), or decode
+            whole images and let the warp read the region (False). "auto" (default): regions
+            when a one-time probe in a child process decoded them cleanly on this GPU, since
+            nvImageCodec 0.9.0 can crash on region decodes on H100 (NVIDIA/nvImageCodec#55).
 
     Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
@@ -72,7 +74,7 @@ class Compose:
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
                  device: str | torch.device | None = None, max_pixels: int = 100_000_000,
-                 hw_fraction: float | None = 0.65, gpu_roi_decode: bool = False) -> None:
+                 hw_fraction: float | None = 0.65, gpu_roi_decode: bool | str = "auto") -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -192,10 +194,12 @@ class Compose:
 
     def _finish_stage(self, work: _StageWork) -> torch.Tensor:
         stage, plan, final = work.stage, work.plan, work.final
-        source = work.source.make() if isinstance(work.source, _Deferred) else work.source
-        return run_stage(source, work.spec,
-                         lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
-                         self._executor().map)
+        out = run_stage(work.source, work.spec,
+                        lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
+                        self._executor().map)
+        if isinstance(work.source, DeviceViews):  # the decoder's images live until the kernels ran
+            work.source.retire(torch.cuda.current_stream(work.source.device))
+        return out
 
     def _gpu_decoder(self, device: torch.device) -> Any:
         """The nvImageCodec decoder for `device`, or None (with a one-time notice) without it."""
@@ -213,13 +217,12 @@ class Compose:
         return self._decoder
 
     def _decode_on_gpu(self, x: EncodedSource, plan: StagePlan, regions: torch.Tensor, out_size: tuple[int, int],
-                       device: torch.device) -> tuple[ImageBatch, Any]:
-        assemble, fallback, reasons = self._decoder.decode_regions_deferred(
-            x.blobs, [tuple(r) for r in regions.tolist()])
+                       device: torch.device) -> tuple[DeviceViews, Any]:
+        views, fallback, reasons = self._decoder.decode_views(x.blobs, [tuple(r) for r in regions.tolist()])
         self.decode_stats["gpu"] += len(x) - len(fallback)
         self.decode_stats["cpu_fallback"] += len(fallback)
         spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
-        return _Deferred(assemble), spec
+        return views, spec
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize
@@ -247,13 +250,6 @@ class Compose:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
-
-
-@dataclass
-class _Deferred:
-    """A batch decoded on the GPU whose images are copied into one buffer when finished."""
-
-    make: Callable[[], ImageBatch]
 
 
 @dataclass

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -68,10 +67,14 @@ import numpy as np
 import torch
 
 from ..batch import ImageBatch
+from ..views import DeviceViews, strided_view
 from .cpu import _check_region, _stored_box, decode_region
 from .headers import DecodeError, parse_jpeg, read_header
+from .roi_probe import LAST_FAILURE, roi_decode_safe
 
 __all__ = ["GpuDecoder", "gpu_decoder_available"]
+
+_Row = tuple[int, int, int, int, int, int]  # a DeviceViews row
 
 _INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
 _DEFAULT_OPTIONS = ":fancy_upsampling=1"
@@ -138,7 +141,8 @@ class GpuDecoder:
             and of the CPU fallback decoder; >= 1.
         roi_decode: let nvImageCodec decode only each region (ROI code streams). False
             decodes whole images and crops them on the GPU: the workaround for
-            NVIDIA/nvImageCodec#55 (see the module docstring).
+            NVIDIA/nvImageCodec#55 (see the module docstring). "auto" (default): region
+            decoding if a probe in a child process (`roi_probe`) ran it cleanly on this GPU.
         options: nvImageCodec decoder options, passed verbatim; the default turns on libjpeg's
             chroma upsampling so that pixels stay close to Pillow's.
 
@@ -159,7 +163,7 @@ class GpuDecoder:
         hw_fraction: float | None = None,
         num_cpu_threads: int = 8,
         *,
-        roi_decode: bool = True,
+        roi_decode: bool | str = "auto",
         options: str = _DEFAULT_OPTIONS,
     ) -> None:
         device = torch.device(device)
@@ -177,6 +181,14 @@ class GpuDecoder:
         self.device = device
         self.hw_fraction = hw_fraction
         self.num_cpu_threads = num_cpu_threads
+        if roi_decode == "auto":
+            roi_decode = roi_decode_safe(device.index, options)
+            if not roi_decode:
+                print("pixelpipe: nvImageCodec region decoding failed a probe on this GPU "
+                      f"({LAST_FAILURE.get(device.index, '?')}; see NVIDIA/nvImageCodec#55); "
+                      "decoding whole images and cropping them")
+        elif not isinstance(roi_decode, bool):
+            raise ValueError(f'roi_decode must be True, False or "auto", got {roi_decode!r}')
         self.roi_decode = roi_decode
         self._nvc = nvc
         kinds = nvc.BackendKind
@@ -214,9 +226,8 @@ class GpuDecoder:
         regions: list[tuple[int, int, int, int]] | None = None,
         stream: torch.cuda.Stream | None = None,
     ) -> tuple[ImageBatch, list[int], list[str]]:
-        """Decode every blob (or only its region) as RGB, EXIF orientation applied.
-
-        Same as `decode_regions_deferred` followed by its assembly, at once.
+        """Decode every blob (or only its region) as RGB, EXIF orientation applied, into one
+        ImageBatch: `decode_views` followed by copying the samples into one buffer.
 
         Args:
             blobs: encoded images: JPEGs go to the GPU; PNG, WebP and BMP to the CPU decoder.
@@ -240,22 +251,24 @@ class GpuDecoder:
             RuntimeError: nvImageCodec returned an image whose size is not the one the file
                 header gives (names the sample).
         """
-        assemble, fallback, reasons = self.decode_regions_deferred(blobs, regions, stream)
-        return assemble(), fallback, reasons
+        views, fallback, reasons = self.decode_views(blobs, regions, stream)
+        if stream is None:
+            stream = torch.cuda.current_stream(self.device)
+        with torch.cuda.device(self.device), torch.cuda.stream(stream):
+            batch = views.contiguous()
+            views.retire(stream)
+        return batch, fallback, reasons
 
-    def decode_regions_deferred(
+    def decode_views(
         self,
         blobs: list[bytes],
         regions: list[tuple[int, int, int, int]] | None = None,
         stream: torch.cuda.Stream | None = None,
-    ) -> tuple[Callable[[], ImageBatch], list[int], list[str]]:
-        """Decode now; copy the decoded images into one ImageBatch later.
-
-        Returns (assemble, fallback_indices, reasons). `assemble()` enqueues the device copies
-        into the batch buffer on `stream` (call it with that stream current, from any thread).
-        A pipeline decodes batch k+1 (nvImageCodec releases the GIL) while another thread
-        assembles batch k and launches its kernel. Errors are raised here, not by assemble.
-        """
+    ) -> tuple[DeviceViews, list[int], list[str]]:
+        """As `decode_regions`, but the samples stay in nvImageCodec's buffers: a DeviceViews
+        whose table points at each displayed region (orientation by strides, no copies). The
+        kernels read it in place; call `views.retire(stream)` once they are enqueued.
+        Samples decoded on the CPU are uploaded into one device buffer (asynchronously)."""
         n = len(blobs)
         if regions is not None and len(regions) != n:
             raise ValueError(f"got {len(regions)} regions for {n} blobs")
@@ -264,7 +277,7 @@ class GpuDecoder:
         elif stream.device != self.device:
             raise ValueError(f"stream is on {stream.device}, the decoder on {self.device}")
         if n == 0:
-            return (lambda: ImageBatch.empty(self.device)), [], []
+            return DeviceViews(self.device, [], [], list), [], []
         blobs = [b if isinstance(b, bytes) else bytes(b) for b in blobs]
 
         with self._lock, torch.cuda.device(self.device), torch.cuda.stream(stream):
@@ -284,21 +297,16 @@ class GpuDecoder:
             on_gpu = self._decode_gpu(blobs, jobs, stream, why)
             pending.update(self._start_cpu(blobs, regions, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
+            views = _views(n, on_gpu, on_cpu, self.device)
         fallback = sorted(why)
-        device = self.device
-
-        def assemble() -> ImageBatch:
-            with torch.cuda.device(device):
-                return _assemble(n, on_gpu, on_cpu, device)
-
-        return assemble, fallback, [why[i] for i in fallback]
+        return views, fallback, [why[i] for i in fallback]
 
     def _decode_gpu(
         self, blobs: list[bytes], jobs: list[_Job], stream: torch.cuda.Stream,
         why: dict[int, str],
-    ) -> dict[int, torch.Tensor]:
-        """nvImageCodec decodes `jobs`; returns sample -> displayed region (HWC uint8 device
-        tensor, maybe a strided view of nvImageCodec's image). Failures go into `why`."""
+    ) -> dict[int, tuple[_Job, Any, _Row]]:
+        """nvImageCodec decodes `jobs`; returns sample -> (job, nvImageCodec image, the
+        DeviceViews row of its displayed region). Failures go into `why`."""
         nvc = self._nvc
         code_streams, parents, decodable = [], [], []
         for job in jobs:
@@ -335,17 +343,17 @@ class GpuDecoder:
                 f"nvImageCodec returned {len(images)} images for {len(code_streams)} code "
                 f"streams (version {getattr(nvc, '__version__', '?')}); expected one per input"
             )
-        out: dict[int, torch.Tensor] = {}
+        out: dict[int, tuple[_Job, Any, _Row]] = {}
         for job, img, err in zip(decodable, images, errors):
             if img is None:
                 why[job.index] = err or "nvImageCodec could not decode it (unsupported or corrupt)"
                 continue
             try:
-                pixels = _as_tensor(img, self.device)
+                row = _row(job, img.__cuda_array_interface__, img.strides)
             except (*_NVIMGCODEC_ERRORS, AttributeError, KeyError) as e:
                 why[job.index] = f"nvImageCodec image unreadable: {type(e).__name__}: {e}"
                 continue
-            out[job.index] = _displayed(job, pixels)
+            out[job.index] = (job, img, row)
         del parents  # the sub code streams are done with them
         return out
 
@@ -450,24 +458,46 @@ def _orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
     return pixels.flip(flips) if flips else pixels
 
 
-def _assemble(
-    n: int, on_gpu: dict[int, torch.Tensor], on_cpu: dict[int, np.ndarray], device: torch.device,
-) -> ImageBatch:
-    """One flat buffer on `device`, every sample copied into its slot on the current stream."""
-    sizes = []
-    for i in range(n):
-        src = on_gpu[i] if i in on_gpu else on_cpu[i]
-        sizes.append((int(src.shape[0]), int(src.shape[1])))
-    offsets, total = [], 0
-    for h, w in sizes:
-        offsets.append(total)
-        total += h * w * 3
-    table = torch.tensor([[o, h, w, 3] for o, (h, w) in zip(offsets, sizes)], dtype=torch.int64)
-    data = torch.empty(total, dtype=torch.uint8, device=device)
-    for i, (o, (h, w)) in enumerate(zip(offsets, sizes)):
-        slot = data[o : o + h * w * 3].view(h, w, 3)
-        if i in on_gpu:
-            slot.copy_(on_gpu[i])  # device to device, strided read: h * w * 3 bytes each way
-        else:  # pinned, so the upload is asynchronous; torch keeps the block until it is done
-            slot.copy_(torch.from_numpy(on_cpu[i]).pin_memory(), non_blocking=True)
-    return ImageBatch(data, table)
+def _row(job: _Job, interface: dict[str, Any], strides: Any) -> _Row:
+    """The DeviceViews row of a decoded image's displayed region (box, orientation)."""
+    shape = tuple(int(v) for v in interface["shape"])
+    expect = (job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
+    if len(shape) != 3 or shape[:2] != expect or shape[2] not in (1, 3):
+        raise RuntimeError(
+            f"sample {job.index}: nvImageCodec returned {shape} pixels, expected {expect} x 3 "
+            f"({'region ' + str(job.box) if job.roi else 'whole image'}, stored size "
+            f"{job.stored_size} from the header)")
+    if interface.get("typestr") != "|u1":
+        raise RuntimeError(f"sample {job.index}: nvImageCodec returned {interface.get('typestr')}, not uint8")
+    rs, cs, chs = (int(v) for v in strides)  # bytes; rows may be padded
+    if chs != 1 and shape[2] > 1:
+        raise RuntimeError(f"sample {job.index}: nvImageCodec image is not interleaved (strides {strides})")
+    row = strided_view(int(interface["data"][0]), shape[0], shape[1], shape[2], rs, cs,
+                       box=None if job.roi else job.box, transpose=job.orientation >= 5,
+                       flip=_FLIPS[job.orientation])
+    if row[1:3] != job.out_size:  # by construction; guards the box arithmetic
+        raise RuntimeError(f"sample {job.index}: region of {row[1:3]} pixels, expected {job.out_size}")
+    return row
+
+
+def _views(n: int, on_gpu: dict[int, tuple[_Job, Any, _Row]], on_cpu: dict[int, np.ndarray],
+           device: torch.device) -> DeviceViews:
+    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples uploaded
+    into one buffer (pinned, asynchronous on the current stream)."""
+    owners: list[Any] = [img for _, img, _ in on_gpu.values()]
+    uploaded: dict[int, torch.Tensor] = {}
+    if on_cpu:
+        host = ImageBatch.from_list([on_cpu[i] for i in sorted(on_cpu)])
+        data = host.data.pin_memory().to(device, non_blocking=True)
+        owners.append(data)
+        for i, (o, h, w, c) in zip(sorted(on_cpu), host.table.tolist()):
+            uploaded[i] = data[o:o + h * w * c].view(h, w, c)
+    rows = [on_gpu[i][2] if i in on_gpu else
+            strided_view(uploaded[i].data_ptr(), *uploaded[i].shape, *uploaded[i].stride()[:2])
+            for i in range(n)]
+
+    def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
+        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else uploaded[i]
+                for i in range(n)]
+
+    return DeviceViews(device, rows, owners, gather)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..batch import ImageBatch
+from ..views import DeviceViews
 from ._device import device_constant, to_device
 from .cpu_stage import run_cpu_stage
 from .pointwise_torch import channel_means, pointwise_reference
@@ -73,15 +74,18 @@ def pointwise_device(x: torch.Tensor, means: torch.Tensor,
     return y
 
 
-def run_stage(source: ImageBatch | Callable[[int], torch.Tensor], spec: WarpSpec,
+def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], spec: WarpSpec,
               make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
               map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map) -> torch.Tensor:
     """One warp and one pointwise pass. make_pointwise(means) builds the pointwise spec from the
     per-sample mean colours of the warped images (None unless needs_means). map_fn runs the CPU
     per-sample fast paths (a thread pool's map spreads them over cores). source: a batch on any
-    device, or load(i) giving CPU sample i as HWC uint8 (e.g. decoding its region right then,
+    device, the views of a GPU decoder's images (read in place by the kernel), or load(i) giving CPU sample i as HWC uint8 (e.g. decoding its region right then,
     on the worker thread that warps it)."""
-    if callable(source) and not isinstance(source, ImageBatch):
+    if isinstance(source, DeviceViews):
+        if not gpu_kernels_available():  # the twin reads one buffer
+            source = source.contiguous()
+    elif callable(source) and not isinstance(source, ImageBatch):
         return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
     data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():

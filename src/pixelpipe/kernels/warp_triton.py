@@ -6,7 +6,8 @@ box, Pillow's edge renormalisation), then, fused, the sample's colour matrix, cl
 normalisation, cast and layout. Twin: warp_torch.warp_reference + pointwise_torch.
 pointwise_reference (tests/test_gpu_kernels.py checks they agree).
 
-Memory traffic: each output element is written once; source pixels are read through L1/L2 by
+Sources: an ImageBatch (one buffer, contiguous HWC samples) or a DeviceViews (samples left in
+the decoder's buffers; per-sample row and column strides, possibly negative). Memory traffic: each output element is written once; source pixels are read through L1/L2 by
 the neighbouring output pixels that share them (a 224x224 output of a 300x300 window reads each
 source byte from DRAM about once). Per sample, 21 float64 geometry values and 12 colour values.
 """
@@ -57,7 +58,7 @@ def _border(k, size, BORDER: tl.constexpr):
 @triton.jit
 def _warp_kernel(
     src_ptr,  # uint8 or float32 flat buffer: every sample HWC, back to back
-    table_ptr,  # int64 [N, 4]: offset, height, width, channels of each stored sample
+    table_ptr,  # int64 [N, 6]: offset, height, width, channels, row and column strides (bytes)
     geom_ptr,  # float64 [N, GEOM_COLS]: WarpSpec.packed()
     color_ptr,  # float32 [N, 12]: colour matrix rows (3x4), read when COLOR
     post_ptr,  # float32 [6]: per-channel scale and bias applied after the clamp
@@ -105,10 +106,11 @@ def _warp_kernel(
     lim_x = tl.load(g + 18)
     taps_y = tl.load(g + 19).to(tl.int32)
     taps_x = tl.load(g + 20).to(tl.int32)
-    t = table_ptr + n * 4
+    t = table_ptr + n * 6
     off = tl.load(t + 0)
-    bw = tl.load(t + 2)
     ch = tl.load(t + 3)
+    rs = tl.load(t + 4)
+    cs = tl.load(t + 5)
 
     pz = m6 * x + m7 * y + m8
     u = (m0 * x + m1 * y + m2) / pz
@@ -156,7 +158,7 @@ def _warp_kernel(
             fill_y = tl.zeros([BLOCK], tl.int1)
             keep_y = (kyb >= cy0) & (kyb < cy1)
         wy = tl.where(keep_y, wy, 0.0)
-        row = off + (kyb - org_y) * bw * ch
+        row = off + (kyb - org_y) * rs
         for tx in range(0, taps_x):
             kx = first_x + tx
             if INTERP == 0:
@@ -173,7 +175,7 @@ def _warp_kernel(
             w = wy * tl.where(keep_x, wx, 0.0)
             is_fill = fill_y | fill_x
             read = mask & (w != 0.0) & ~is_fill
-            base = row + (kxb - org_x) * ch
+            base = row + (kxb - org_x) * cs
             p0 = tl.load(src_ptr + base, mask=read, other=0).to(tl.float32)
             p1 = tl.load(src_ptr + base + c1, mask=read, other=0).to(tl.float32)
             p2 = tl.load(src_ptr + base + c2, mask=read, other=0).to(tl.float32)
@@ -224,6 +226,14 @@ def _warp_kernel(
         tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
 
 
+def strided_table(table: torch.Tensor) -> torch.Tensor:
+    """The kernel's [N, 6] table: an ImageBatch table [N, 4] gets its contiguous strides (row
+    w * c, column c); a DeviceViews table [N, 6] is already one."""
+    if table.shape[1] == 6:
+        return table
+    return torch.cat([table, table[:, 2:3] * table[:, 3:4], table[:, 3:4]], 1)
+
+
 def _post(spec: PointwiseSpec) -> tuple[float, ...]:
     """Per-channel (scale x3, bias x3) applied after the clamp (grey uses the first pair)."""
     k, b = spec.scale_bias()
@@ -239,7 +249,7 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.
         return
     dev = data.device
     geom = to_device(spec.packed(), dev)
-    tab = to_device(table, dev)
+    tab = to_device(strided_table(table), dev)
     col = (to_device(color.reshape(n, 12), dev, torch.float32) if color is not None
            else device_constant((0.0,) * 12, dev))
     fill = device_constant(tuple(spec.fill), dev)

@@ -1,0 +1,58 @@
+"""DeviceViews and strided_view: the address arithmetic of views of HWC images (box,
+transpose, flips) against torch's own slicing, transposing and flipping."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pixelpipe.views import DeviceViews, strided_view
+
+
+def _read(flat: torch.Tensor, origin: int, row: tuple[int, ...]) -> torch.Tensor:
+    """Gather a view given by a row (address, h, w, c, rs, cs) pixel by pixel from `flat`."""
+    address, h, w, c, rs, cs = row
+    i = torch.arange(h).view(h, 1, 1)
+    j = torch.arange(w).view(1, w, 1)
+    k = torch.arange(c).view(1, 1, c)
+    return flat[(address - origin) + i * rs + j * cs + k]
+
+
+@pytest.mark.parametrize("box", [None, (3, 2, 9, 13)])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("flip", [(), (0,), (1,), (0, 1)])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_strided_view_matches_torch(box, transpose, flip, channels):
+    g = torch.Generator().manual_seed(len(flip) + 3 * transpose + channels)
+    h, w, pitch = 11, 17, 17 * channels + 5  # padded rows, as decoders allocate them
+    flat = torch.randint(0, 256, (h * pitch + 64,), generator=g, dtype=torch.uint8)
+    origin = 1000
+    start = origin + 32
+    image = torch.as_strided(flat, (h, w, channels), (pitch, channels, 1), 32)
+    expect = image
+    if box is not None:
+        expect = expect[box[0]:box[2], box[1]:box[3]]
+    if transpose:
+        expect = expect.transpose(0, 1)
+    if flip:
+        expect = expect.flip(flip)
+    row = strided_view(start, h, w, channels, pitch, channels, box=box, transpose=transpose, flip=flip)
+    assert row[1:4] == tuple(expect.shape)
+    assert torch.equal(_read(flat, origin, row), expect)
+
+
+def test_device_views_table_and_contiguous():
+    images = [torch.randint(0, 256, (5, 7, 3), dtype=torch.uint8), torch.randint(0, 256, (4, 2, 1), dtype=torch.uint8)]
+    views = [images[0].flip(1), images[1]]
+    rows = [strided_view(images[0].data_ptr(), 5, 7, 3, 21, 3, flip=(1,)), strided_view(images[1].data_ptr(), 4, 2, 1, 2, 1)]
+    dv = DeviceViews(torch.device("cpu"), rows, images, lambda: views)
+    assert dv.table.shape == (2, 6) and len(dv) == 2
+    assert dv.sizes.tolist() == [[5, 7], [4, 2]]
+    assert dv.table[0, 4:].tolist() == [21, -3]  # a mirrored image reads its columns backwards
+    batch = dv.contiguous()
+    assert [t.tolist() for t in batch.tolist()] == [v.tolist() for v in views]
+
+
+def test_device_views_reject_other_channel_counts():
+    with pytest.raises(ValueError, match="1- or 3-channel"):
+        DeviceViews(torch.device("cpu"), [(0, 2, 2, 4, 8, 4)], [], list)
