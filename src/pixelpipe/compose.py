@@ -136,10 +136,12 @@ class Compose:
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> torch.Tensor:
         return self.finish(self.prepare(images, seed, epoch, indices))
 
-    def prepare(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None) -> Prepared:
+    def prepare(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None,
+                defer_decode: bool = False) -> Prepared:
         """The first half of a call: read headers, plan the first stage and, on CUDA, decode
-        its regions. `finish` does the rest. A pipeline runs the two halves of consecutive
-        batches on two threads, so that decoding overlaps the kernels."""
+        its regions (with defer_decode, `decode` or `finish` does that later). `finish` does
+        the rest. A pipeline runs these steps of consecutive batches on separate threads, so
+        that planning, decoding and the kernels of three batches overlap."""
         source = _as_source(images, self.max_pixels)
         n = len(source)
         idx = torch.arange(n, dtype=torch.int64) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
@@ -147,10 +149,19 @@ class Compose:
             raise ValueError(f"indices must have one entry per image ({n}), got shape {tuple(idx.shape)}")
         first = self.stages[0]
         assert isinstance(first, Stage)
-        return Prepared(seed, epoch, idx, self._prepare_stage(first, source, seed, epoch, idx, self._last == 0))
+        work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode)
+        return Prepared(seed, epoch, idx, work)
+
+    def decode(self, prepared: Prepared) -> None:
+        """The GPU decode a prepare(defer_decode=True) left to do (nothing otherwise).
+        Raises SampleError for a sample neither decoder can read."""
+        work = prepared.first
+        if isinstance(work.source, _PendingDecode):
+            work.source = work.source.run()
 
     def finish(self, prepared: Prepared) -> torch.Tensor:
         """The second half of a call: the first stage's passes, then every later stage."""
+        self.decode(prepared)
         x: Any = self._finish_stage(prepared.first)
         for k, stage in enumerate(self.stages[1:], start=1):
             if isinstance(stage, TensorStage):
@@ -160,7 +171,8 @@ class Compose:
             x = self._finish_stage(ps)
         return x
 
-    def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool) -> _StageWork:
+    def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool,
+                       defer_decode: bool = False) -> _StageWork:
         if isinstance(x, torch.Tensor):  # output of a Lambda: float NCHW in [0, 1]
             x = _tensor_source(x)
         encoded = isinstance(x, EncodedSource)
@@ -177,7 +189,10 @@ class Compose:
         device = self.device or (torch.device("cpu") if encoded else x.device)
         source: Any
         if encoded and device.type == "cuda" and self._gpu_decoder(device) is not None:
-            source, spec = self._decode_on_gpu(x, plan, regions, out_size, device)
+            spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
+            source = _PendingDecode(self, x, regions)
+            if not defer_decode:
+                source = source.run()
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
             scale = x.scales(regions, mins)
@@ -216,14 +231,6 @@ class Compose:
                                    roi_decode=self.gpu_roi_decode)
         return self._decoder
 
-    def _decode_on_gpu(self, x: EncodedSource, plan: StagePlan, regions: torch.Tensor, out_size: tuple[int, int],
-                       device: torch.device) -> tuple[DeviceViews, Any]:
-        views, fallback, reasons = self._decoder.decode_views(x.blobs, [tuple(r) for r in regions.tolist()])
-        self.decode_stats["gpu"] += len(x) - len(fallback)
-        self.decode_stats["cpu_fallback"] += len(fallback)
-        spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
-        return views, spec
-
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
         norm = stage.normalize
         return PointwiseSpec(
@@ -250,6 +257,25 @@ class Compose:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+class _PendingDecode:
+    """A batch planned for the GPU decoder, not decoded yet."""
+
+    def __init__(self, compose: Compose, source: EncodedSource, regions: torch.Tensor) -> None:
+        self.compose, self.source, self.regions = compose, source, regions
+
+    def run(self) -> DeviceViews:
+        from .decode.gpu import SampleDecodeError
+
+        compose, x = self.compose, self.source
+        try:
+            views, fallback, _ = compose._decoder.decode_views(x.blobs, [tuple(r) for r in self.regions.tolist()])
+        except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
+            raise SampleError(e.sample, e.reason) from e
+        compose.decode_stats["gpu"] += len(x) - len(fallback)
+        compose.decode_stats["cpu_fallback"] += len(fallback)
+        return views
 
 
 @dataclass

@@ -1,9 +1,10 @@
-"""GPU decoding of JPEGs (and their regions) with NVIDIA nvImageCodec, into one ImageBatch.
+"""GPU decoding of JPEGs (and their regions) with NVIDIA nvImageCodec.
 
-`GpuDecoder.decode_regions` sends the JPEGs of a batch to nvImageCodec in one call (its hardware
-JPEG engine and its CUDA/hybrid nvJPEG decoder share the work), copies every decoded image into
-its slot of one flat device buffer, and decodes on the CPU (`decode_region`, Pillow) whatever
-nvImageCodec cannot, reporting those samples so the pipeline can count them. Regions and EXIF
+`GpuDecoder.decode_views` sends the JPEGs of a batch to nvImageCodec in one call (its hardware
+JPEG engine and its CUDA/hybrid nvJPEG decoder share the work), leaves every decoded image where
+nvImageCodec put it (a `DeviceViews` table of addresses and strides that the kernel reads), and
+decodes on the CPU (`decode_region`, Pillow) whatever nvImageCodec cannot, reporting those
+samples so the pipeline can count them. `decode_regions` copies the views into one ImageBatch. Regions and EXIF
 orientation follow the CPU decoder exactly: the same box of the displayed image, oriented the
 same way.
 
@@ -26,7 +27,7 @@ issues named):
   failed (very old releases dropped those instead: we check the length); the whole call can
   also raise (we then retry sample by sample). Outputs are allocated and made ready in the
   order of `cuda_stream` (an int cudaStream_t). `images=` only reuses Images that own their
-  buffer, so decoding straight into our buffer is impossible: one device copy per image.
+  buffer, so decoding straight into our buffer is impossible: hence views of its buffers.
 - `CodeStream(bytes)` keeps a reference to the bytes; `cs.get_sub_code_stream(region=Region(
   start_y=, start_x=, end_y=, end_x=))` (end-exclusive) is a ROI view of it (no nesting).
 - `DecodeParams(color_spec=ColorSpec.SRGB, apply_exif_orientation=, allow_any_depth=False)`:
@@ -60,21 +61,20 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..batch import ImageBatch
-from ..views import DeviceViews, strided_view
+from ..views import DeviceViews
 from .cpu import _check_region, _stored_box, decode_region
+from .gpu_views import Job, Row, as_views, view_row
 from .headers import DecodeError, parse_jpeg, read_header
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 
 __all__ = ["GpuDecoder", "gpu_decoder_available"]
 
-_Row = tuple[int, int, int, int, int, int]  # a DeviceViews row
 
 _INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
 _DEFAULT_OPTIONS = ":fancy_upsampling=1"
@@ -106,25 +106,12 @@ def gpu_decoder_available() -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
-    """One sample for nvImageCodec."""
+class SampleDecodeError(DecodeError):
+    """Neither decoder can read sample `sample` ("sample i: reason")."""
 
-    index: int
-    out_size: tuple[int, int]  # (h, w) of the displayed region: the slot in the batch
-    stored_size: tuple[int, int]  # (h, w) of the image as stored, before orientation
-    box: tuple[int, int, int, int]  # the region in stored coordinates (y0, x0, y1, x1)
-    orientation: int
-    roi: bool  # nvImageCodec decodes only `box` (else the whole image, cropped here)
-
-
-class _CudaArray:
-    """An nvImageCodec image's __cuda_array_interface__ with explicit strides; holds the image
-    so that its memory lives as long as the tensor made from it."""
-
-    def __init__(self, interface: dict[str, Any], owner: Any) -> None:
-        self.__cuda_array_interface__ = interface
-        self.owner = owner
+    def __init__(self, sample: int, reason: str) -> None:
+        super().__init__(f"sample {sample}: {reason}")
+        self.sample, self.reason = sample, reason
 
 
 class GpuDecoder:
@@ -283,7 +270,7 @@ class GpuDecoder:
         with self._lock, torch.cuda.device(self.device), torch.cuda.stream(stream):
             if self._decoder is None:
                 raise RuntimeError("this GpuDecoder was closed")
-            jobs: list[_Job] = []
+            jobs: list[Job] = []
             why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
             for i in range(n):
                 plan = _plan(i, blobs[i], None if regions is None else regions[i],
@@ -297,14 +284,14 @@ class GpuDecoder:
             on_gpu = self._decode_gpu(blobs, jobs, stream, why)
             pending.update(self._start_cpu(blobs, regions, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            views = _views(n, on_gpu, on_cpu, self.device)
+            views = as_views(n, on_gpu, on_cpu, self.device)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
     def _decode_gpu(
-        self, blobs: list[bytes], jobs: list[_Job], stream: torch.cuda.Stream,
+        self, blobs: list[bytes], jobs: list[Job], stream: torch.cuda.Stream,
         why: dict[int, str],
-    ) -> dict[int, tuple[_Job, Any, _Row]]:
+    ) -> dict[int, tuple[Job, Any, Row]]:
         """nvImageCodec decodes `jobs`; returns sample -> (job, nvImageCodec image, the
         DeviceViews row of its displayed region). Failures go into `why`."""
         nvc = self._nvc
@@ -343,13 +330,13 @@ class GpuDecoder:
                 f"nvImageCodec returned {len(images)} images for {len(code_streams)} code "
                 f"streams (version {getattr(nvc, '__version__', '?')}); expected one per input"
             )
-        out: dict[int, tuple[_Job, Any, _Row]] = {}
+        out: dict[int, tuple[Job, Any, Row]] = {}
         for job, img, err in zip(decodable, images, errors):
             if img is None:
                 why[job.index] = err or "nvImageCodec could not decode it (unsupported or corrupt)"
                 continue
             try:
-                row = _row(job, img.__cuda_array_interface__, img.strides)
+                row = view_row(job, img.__cuda_array_interface__, img.strides)
             except (*_NVIMGCODEC_ERRORS, AttributeError, KeyError) as e:
                 why[job.index] = f"nvImageCodec image unreadable: {type(e).__name__}: {e}"
                 continue
@@ -368,7 +355,7 @@ class GpuDecoder:
             try:
                 pixels = decode_region(blobs[i], region=region, rgb=True)[0]
             except DecodeError as e:
-                raise DecodeError(f"sample {i}: {e}") from e
+                raise SampleDecodeError(i, str(e)) from e
             except ValueError as e:
                 raise ValueError(f"sample {i}: {e}") from e
             if region is not None and pixels.shape[:2] != (region[2] - region[0],
@@ -385,7 +372,7 @@ class GpuDecoder:
 
 # --------------------------------------------------------------------------------- helpers
 def _plan(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
-          roi_decode: bool) -> _Job | str:
+          roi_decode: bool) -> Job | str:
     """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead."""
     try:
         if blob[:3] != b"\xff\xd8\xff":
@@ -408,96 +395,5 @@ def _plan(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
         raise ValueError(f"sample {i}: {e}") from None
     stored = _stored_box(box, info.orientation, info.height, info.width)
     whole = stored == (0, 0, info.height, info.width)
-    return _Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
+    return Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
                 info.orientation, roi_decode and not whole)
-
-
-def _as_tensor(img: Any, device: torch.device) -> torch.Tensor:
-    """Zero-copy HWC uint8 tensor over an nvImageCodec device image."""
-    interface = dict(img.__cuda_array_interface__)
-    interface["strides"] = tuple(int(s) for s in img.strides)  # bytes; rows may be padded
-    # Decoded on our stream (cuda_stream=), so already ordered before anything we enqueue on it.
-    interface.pop("stream", None)
-    return torch.as_tensor(_CudaArray(interface, img), device=device)
-
-
-def _displayed(job: _Job, pixels: torch.Tensor) -> torch.Tensor:
-    """The displayed region from nvImageCodec's stored pixels (the box, or the whole image)."""
-    y0, x0, y1, x1 = job.box
-    expect = (y1 - y0, x1 - x0) if job.roi else job.stored_size
-    if pixels.dim() != 3 or tuple(pixels.shape[:2]) != expect or pixels.shape[2] not in (1, 3):
-        raise RuntimeError(
-            f"sample {job.index}: nvImageCodec returned {tuple(pixels.shape)} pixels, expected "
-            f"{expect} x 3 ({'region ' + str(job.box) if job.roi else 'whole image'}, stored "
-            f"size {job.stored_size} from the header)"
-        )
-    if pixels.dtype != torch.uint8:
-        raise RuntimeError(f"sample {job.index}: nvImageCodec returned {pixels.dtype}, not uint8")
-    if not job.roi:
-        pixels = pixels[y0:y1, x0:x1]
-    if pixels.shape[2] == 1:
-        pixels = pixels.expand(-1, -1, 3)
-    pixels = _orient(pixels, job.orientation)
-    if tuple(pixels.shape[:2]) != job.out_size:  # by construction; guards the box arithmetic
-        raise RuntimeError(f"sample {job.index}: region of {tuple(pixels.shape[:2])} pixels, "
-                           f"expected {job.out_size}")
-    return pixels
-
-
-# EXIF orientation -> the flips (of H, W) applied after transposing (for 5..8), as
-# PIL.ImageOps.exif_transpose: 2 mirror, 3 rotate 180, 4 flip, 5 transpose, 6 rotate 90
-# clockwise, 7 transverse, 8 rotate 90 counter-clockwise.
-_FLIPS = {1: (), 2: (1,), 3: (0, 1), 4: (0,), 5: (), 6: (1,), 7: (0, 1), 8: (0,)}
-
-
-def _orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
-    """Stored HWC pixels -> displayed. Transposes are views; flips copy (rare files only)."""
-    if orientation >= 5:
-        pixels = pixels.transpose(0, 1)
-    flips = _FLIPS[orientation]
-    return pixels.flip(flips) if flips else pixels
-
-
-def _row(job: _Job, interface: dict[str, Any], strides: Any) -> _Row:
-    """The DeviceViews row of a decoded image's displayed region (box, orientation)."""
-    shape = tuple(int(v) for v in interface["shape"])
-    expect = (job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
-    if len(shape) != 3 or shape[:2] != expect or shape[2] not in (1, 3):
-        raise RuntimeError(
-            f"sample {job.index}: nvImageCodec returned {shape} pixels, expected {expect} x 3 "
-            f"({'region ' + str(job.box) if job.roi else 'whole image'}, stored size "
-            f"{job.stored_size} from the header)")
-    if interface.get("typestr") != "|u1":
-        raise RuntimeError(f"sample {job.index}: nvImageCodec returned {interface.get('typestr')}, not uint8")
-    rs, cs, chs = (int(v) for v in strides)  # bytes; rows may be padded
-    if chs != 1 and shape[2] > 1:
-        raise RuntimeError(f"sample {job.index}: nvImageCodec image is not interleaved (strides {strides})")
-    row = strided_view(int(interface["data"][0]), shape[0], shape[1], shape[2], rs, cs,
-                       box=None if job.roi else job.box, transpose=job.orientation >= 5,
-                       flip=_FLIPS[job.orientation])
-    if row[1:3] != job.out_size:  # by construction; guards the box arithmetic
-        raise RuntimeError(f"sample {job.index}: region of {row[1:3]} pixels, expected {job.out_size}")
-    return row
-
-
-def _views(n: int, on_gpu: dict[int, tuple[_Job, Any, _Row]], on_cpu: dict[int, np.ndarray],
-           device: torch.device) -> DeviceViews:
-    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples uploaded
-    into one buffer (pinned, asynchronous on the current stream)."""
-    owners: list[Any] = [img for _, img, _ in on_gpu.values()]
-    uploaded: dict[int, torch.Tensor] = {}
-    if on_cpu:
-        host = ImageBatch.from_list([on_cpu[i] for i in sorted(on_cpu)])
-        data = host.data.pin_memory().to(device, non_blocking=True)
-        owners.append(data)
-        for i, (o, h, w, c) in zip(sorted(on_cpu), host.table.tolist()):
-            uploaded[i] = data[o:o + h * w * c].view(h, w, c)
-    rows = [on_gpu[i][2] if i in on_gpu else
-            strided_view(uploaded[i].data_ptr(), *uploaded[i].shape, *uploaded[i].stride()[:2])
-            for i in range(n)]
-
-    def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
-        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else uploaded[i]
-                for i in range(n)]
-
-    return DeviceViews(device, rows, owners, gather)

@@ -1,0 +1,68 @@
+"""The Pipeline on CUDA with the GPU decoder: the bad-input policies apply to files that only
+fail when decoded (their headers are fine), and GPU-decoded batches equal the CPU path's within
+the decoders' tolerance. Needs CUDA and nvImageCodec; skips otherwise."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from pixelpipe import CenterCrop, Compose, Pipeline, Resize, SampleError
+from pixelpipe.decode.gpu import gpu_decoder_available
+from pixelpipe.readers import Memory
+
+if not gpu_decoder_available():
+    pytest.skip('needs a CUDA device and nvImageCodec (pip install "pixelpipe[gpu]")', allow_module_level=True)
+
+
+def _jpeg(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(60, 200, 2))
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([x * 255 // w, y * 255 // h, (x * y) % 256], -1) + rng.normal(0, 10, (h, w, 3))
+    buf = io.BytesIO()
+    Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _samples() -> list[tuple[bytes, int]]:
+    good = [(_jpeg(i), i) for i in range(10)]
+    truncated = _jpeg(99)
+    good[4] = (truncated[: len(truncated) // 3], 4)  # header intact; the scan stops short
+    return good
+
+
+def _ops() -> Compose:
+    return Compose([Resize(40), CenterCrop(32)], dtype=torch.float32)
+
+
+def test_skip_applies_to_files_failing_in_the_decoder() -> None:
+    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False, on_error="skip") as pipe:
+        batches = list(pipe)
+    seen = torch.cat([b["index"].cpu() for b in batches]).tolist()
+    assert 4 not in [i for b in batches for i, v in zip(b["index"].tolist(), b["valid"].tolist()) if v]
+    assert sorted(set(seen) - {4}) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    assert all(b["image"].shape[0] == 4 for b in batches)
+    assert [e[0] for e in pipe.errors] == [4]
+
+
+def test_raise_names_the_sample_failing_in_the_decoder() -> None:
+    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False) as pipe:
+        with pytest.raises(SampleError, match="4"):
+            list(pipe)
+
+
+def test_gpu_batches_match_the_cpu_path() -> None:
+    """Same samples, same augmentation; pixels within the GPU decoder's difference from
+    libjpeg (mean < 1.5 levels, as tests/test_decode_gpu.py states it)."""
+    data = [(_jpeg(i), i) for i in range(8)]
+    outs = []
+    for device in ("cpu", "cuda"):
+        with Pipeline(Memory(data), _ops(), 4, device=device, seed=3) as pipe:
+            outs.append(torch.cat([b["image"].cpu() for b in pipe]))
+    assert outs[0].shape == outs[1].shape
+    assert float((outs[0] - outs[1]).abs().mean()) < 1.5
