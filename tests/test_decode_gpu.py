@@ -430,3 +430,30 @@ def test_views_feed_the_kernel_like_the_assembled_batch(decoders, small: Image.I
     want = warp_pointwise_gpu(batch.data, batch.table, spec, pspec)
     views.retire(torch.cuda.current_stream())
     assert torch.equal(got, want)
+
+
+def test_reused_buffers_give_the_same_pixels(photos: list[bytes], roi_safe: str) -> None:
+    """Batches decoded into the buffers of earlier batches (regions of other sizes each round,
+    so buffers must grow and shrink) equal batches decoded into fresh buffers."""
+    reusing = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True)
+    fresh = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True)
+    fresh._free_cap = 0  # never reuses
+    stream = torch.cuda.current_stream()
+    rng = np.random.default_rng(5)
+    reused_rounds = 0
+    for _ in range(4):
+        regions = []
+        for p in photos:
+            h, w = read_header(p).oriented_size
+            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+        reused_rounds += len(reusing._free) >= len(photos)
+        views, fallback, _ = reusing.decode_views(photos, regions)
+        got = views.contiguous()
+        views.retire(stream)
+        want, _, _ = fresh.decode_regions(photos, regions)
+        torch.cuda.synchronize()
+        assert fallback == [] and torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+    assert reused_rounds >= 2, "the decoder never got its buffers back"
+    reusing.close()
+    fresh.close()

@@ -28,7 +28,7 @@ __all__ = ["DeviceViews", "strided_view"]
 # Columns of DeviceViews.table.
 OFFSET, HEIGHT, WIDTH, CHANNELS, ROW_STRIDE, COL_STRIDE = range(6)
 _BASES: dict[str, torch.Tensor] = {}
-_RETIRED: list[tuple[torch.cuda.Event, Any]] = []
+_RETIRED: list[tuple[torch.cuda.Event, list[Any], Callable[[list[Any]], None] | None]] = []
 _LOCK = threading.Lock()
 
 
@@ -70,10 +70,13 @@ class DeviceViews:
             address being that of the sample's first displayed pixel (see `strided_view`).
         owners: objects that keep the memory alive (decoder images, tensors).
         gather: returns the samples as HWC tensors (views are fine); used by `contiguous`.
+        recycle: given the owners once no enqueued work reads them any more (see `retire`),
+            e.g. to hand a decoder's buffers back for reuse.
     """
 
     def __init__(self, device: torch.device, rows: Sequence[tuple[int, int, int, int, int, int]],
-                 owners: list[Any], gather: Callable[[], list[torch.Tensor]]) -> None:
+                 owners: list[Any], gather: Callable[[], list[torch.Tensor]],
+                 recycle: Callable[[list[Any]], None] | None = None) -> None:
         self.device = torch.device(device)
         self.data = _base(self.device)
         origin = self.data.data_ptr()
@@ -83,6 +86,7 @@ class DeviceViews:
             raise ValueError("DeviceViews holds 1- or 3-channel images only")
         self._owners = owners
         self._gather = gather
+        self._recycle = recycle
 
     def __len__(self) -> int:
         return len(self.table)
@@ -110,11 +114,15 @@ class DeviceViews:
 
     def retire(self, stream: torch.cuda.Stream) -> None:
         """Keep the images alive until the work enqueued on `stream` so far has run; the owners
-        of earlier batches whose work is done are dropped now."""
+        of earlier batches whose work is done are dropped (or recycled) now."""
         event = torch.cuda.Event()
         event.record(stream)
+        done = []
         with _LOCK:
-            _RETIRED.append((event, self._owners))
+            _RETIRED.append((event, self._owners, self._recycle))
             while _RETIRED and _RETIRED[0][0].query():
-                _RETIRED.pop(0)
+                done.append(_RETIRED.pop(0))
         self._owners = []
+        for _, owners, recycle in done:
+            if recycle is not None:
+                recycle(owners)

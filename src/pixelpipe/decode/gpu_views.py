@@ -109,7 +109,7 @@ def view_row(job: Job, interface: dict[str, Any], strides: Any) -> Row:
 
 
 def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], on_cpu: dict[int, np.ndarray],
-           device: torch.device) -> DeviceViews:
+           device: torch.device, recycle: Any = None) -> DeviceViews:
     """The batch as views: nvImageCodec's images in place, the CPU-decoded samples uploaded
     into one buffer (pinned, asynchronous on the current stream)."""
     owners: list[Any] = [img for _, img, _ in on_gpu.values()]
@@ -128,4 +128,4 @@ def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], on_cpu: dict[int, 
         return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else uploaded[i]
                 for i in range(n)]
 
-    return DeviceViews(device, rows, owners, gather)
+    return DeviceViews(device, rows, owners, gather, recycle)
