@@ -145,6 +145,29 @@ def test_device_pointwise_with_means_matches_host(dtype, layout, channels):
     assert out.shape == ref.shape and float((out.float() - ref.float()).abs().max()) <= tol
 
 
+@pytest.mark.parametrize("dtype,layout,channels", [(torch.float16, "NCHW", 3), (torch.uint8, "NHWC", 1)])
+def test_run_stage_with_means_matches_the_twin(dtype, layout, channels):
+    """Contrast on the device: a launch for the means, then one fused launch whose colour
+    matrices are computed from them on the device, equals the twin (reference warp, its means,
+    the reference pointwise pass) within the fused kernel's tolerance."""
+    from pixelpipe.kernels import run_stage
+
+    imgs = _images(6, seed=12)
+    size = 16 if SMALL else 64
+    ops = [pp.RandomResizedCrop(size), pp.RandomRotate(8), pp.ColorJitter(0.4, 0.4, 0.4, 0.1), pp.RandomGrayscale(0.5)]
+    if dtype != torch.uint8:
+        ops.append(pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
+    compose = pp.Compose(ops, dtype=dtype, layout=layout, channels=channels)
+    batch, plan, spec = _spec(ops, imgs)
+    assert plan.needs_means
+    make = lambda m: compose._pointwise_spec(compose.stages[0], plan, m, True)
+    warped = warp_reference(batch.data, batch.table, spec)
+    ref = pointwise_reference(warped, make(channel_means(warped)))
+    out = run_stage(pp.ImageBatch(batch.data.to(DEVICE), batch.table), spec, make, True).cpu()
+    tol = 1.0 if dtype == torch.uint8 else 2e-2
+    assert out.shape == ref.shape and float((out.float() - ref.float()).abs().max()) <= tol
+
+
 def test_kernel_reads_strided_views_like_a_batch():
     """Samples left in separate allocations with padded rows, transposed or mirrored (a GPU
     decoder's images, oriented by strides) give exactly the output of the same samples copied

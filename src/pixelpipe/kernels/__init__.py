@@ -8,6 +8,7 @@ functions are the definitions every fast path is tested against.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -47,19 +48,8 @@ def pointwise_device(x: torch.Tensor, means: torch.Tensor,
     """
     n = x.shape[0]
     dev = x.device
-    zero = make_pointwise(torch.zeros(n, 3, dtype=torch.float64))
-    base = zero.color if zero.color is not None else torch.zeros(n, 3, 4, dtype=torch.float64)
-    slopes = []
-    for k in range(3):
-        unit = torch.zeros(n, 3, dtype=torch.float64)
-        unit[:, k] = 1.0
-        c = make_pointwise(unit).color
-        slopes.append((c[:, :, 3] if c is not None else base[:, :, 3]) - base[:, :, 3])
-    packed = to_device(torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1), dev, torch.float32)
-    a = packed[:, :12].view(n, 3, 4)
-    b = packed[:, 12:].view(n, 3, 3)
-    offset = a[:, :, 3] + (b @ means.to(torch.float32).unsqueeze(-1)).squeeze(-1)
-    y = torch.einsum("nij,nhwj->nhwi", a[:, :, :3], x) + offset.view(n, 1, 1, 3)
+    zero, color = _color_from_means(n, means, make_pointwise)
+    y = torch.einsum("nij,nhwj->nhwi", color[:, :, :3], x) + color[:, :, 3].reshape(n, 1, 1, 3)
     y = y.clamp_(0.0, 255.0)
     spec = zero
     if spec.channels == 1:
@@ -72,6 +62,27 @@ def pointwise_device(x: torch.Tensor, means: torch.Tensor,
     if spec.layout == "NCHW":
         y = y.permute(0, 3, 1, 2).contiguous()
     return y
+
+
+def _color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
+                      ) -> tuple[PointwiseSpec, torch.Tensor]:
+    """(the pointwise spec at mean 0, the colour matrices [N, 3, 4] float32 on the means' device
+    for the given means): the chain is affine in the mean colour mu, out = A x + b0 + B mu, with
+    A, b0, B from evaluating it on the host at mu = 0 and at the three unit colours."""
+    zero = make_pointwise(torch.zeros(n, 3, dtype=torch.float64))
+    base = zero.color if zero.color is not None else torch.zeros(n, 3, 4, dtype=torch.float64)
+    slopes = []
+    for k in range(3):
+        unit = torch.zeros(n, 3, dtype=torch.float64)
+        unit[:, k] = 1.0
+        c = make_pointwise(unit).color
+        slopes.append((c[:, :, 3] if c is not None else base[:, :, 3]) - base[:, :, 3])
+    packed = to_device(torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1), means.device,
+                       torch.float32)
+    a = packed[:, :12].view(n, 3, 4)
+    b = packed[:, 12:].view(n, 3, 3)
+    offset = a[:, :, 3] + (b @ means.to(torch.float32).unsqueeze(-1)).squeeze(-1)
+    return zero, torch.cat([a[:, :, :3], offset.unsqueeze(-1)], 2)
 
 
 def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], spec: WarpSpec,
@@ -89,12 +100,14 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
         return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
     data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():
-        from .warp_triton import warp_gpu, warp_pointwise_gpu
+        from .warp_triton import warp_means_gpu, warp_pointwise_gpu
 
         if not needs_means:
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
-        warped, means = warp_gpu(data, table, spec, sums=True)
-        return pointwise_device(warped, means, make_pointwise)
+        # two launches, no intermediate image: the means, then warp + colour (from the means,
+        # on the device: no host synchronisation) + normalise + cast in one
+        zero, color = _color_from_means(len(spec), warp_means_gpu(data, table, spec), make_pointwise)
+        return warp_pointwise_gpu(data, table, spec, dataclasses.replace(zero, color=color))
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))

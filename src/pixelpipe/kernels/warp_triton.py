@@ -75,6 +75,7 @@ def _warp_kernel(
     SUMS: tl.constexpr,  # accumulate per-sample channel sums
     GREY_OUT: tl.constexpr,  # write one grey channel
     ROUND: tl.constexpr,  # round to nearest (uint8 output)
+    STORE: tl.constexpr,  # write the output (False: only the sums)
     BLOCK: tl.constexpr,  # output pixels per program
 ):
     n = tl.program_id(1)
@@ -199,7 +200,9 @@ def _warp_kernel(
         r, gg, b = r2, g2, b2
     dst = out_ptr + n * s_n + oi * s_y + oj * s_x
     ty_out = out_ptr.dtype.element_ty
-    if FINISH:
+    if not STORE:
+        pass
+    elif FINISH:
         r = tl.minimum(tl.maximum(r, 0.0), 255.0)
         gg = tl.minimum(tl.maximum(gg, 0.0), 255.0)
         b = tl.minimum(tl.maximum(b, 0.0), 255.0)
@@ -242,7 +245,7 @@ def _post(spec: PointwiseSpec) -> tuple[float, ...]:
 
 def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
             color: torch.Tensor | None, post: tuple[float, ...], finish: bool, sums: torch.Tensor | None,
-            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4) -> None:
+            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4, store: bool = True) -> None:
     n = len(spec)
     H, W = spec.out_size
     if n == 0 or H * W == 0:
@@ -260,7 +263,8 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.
         data, tab, geom, col, post_d, fill, out, sums_d, H, W, *strides,
         INTERP=INTERP_CODE[spec.interpolation], BORDER=BORDER_CODE[spec.border],
         ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color is not None,
-        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, BLOCK=block, num_warps=num_warps,
+        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, STORE=store, BLOCK=block,
+        num_warps=num_warps,
     )
 
 
@@ -273,6 +277,16 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     _launch(data, table, spec, out, (H * W * 3, 1, W * 3, 3), None, (0.0,) * 6, False, acc, False, False)
     means = acc / float(max(H * W, 1)) if acc is not None else None
     return out, means
+
+
+def warp_means_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
+    """Per-sample channel means [N, 3] (float32, on the device) of the warped images, without
+    writing them: the first of the two launches a mean-dependent colour transform takes."""
+    n = len(spec)
+    H, W = spec.out_size
+    acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device)
+    _launch(data, table, spec, acc, (0, 0, 0, 0), None, (0.0,) * 6, False, acc, False, False, store=False)
+    return acc / float(max(H * W, 1))
 
 
 def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
