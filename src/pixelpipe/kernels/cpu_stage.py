@@ -1,28 +1,41 @@
 """One stage on the CPU: per-sample fast paths on worker threads, the reference for the rest.
 
-Measured on a 2-core machine (batch 64, 224x224 float16 NCHW output): the batched pointwise
-pass in generic torch ops took ~64 ms a batch, the same work per sample ~0.23 ms an image
-(15 ms a batch) and it runs on the decoding threads. So on the CPU each eligible sample is
-warped (warp_cpu's "window" or "separable" path) and finished (colour, clamp, normalise, cast,
-layout) by one call on a worker thread, writing its slot of the output; samples that need the
-general warp are gathered and run through the vectorised reference, batched. When a colour op
-needs the warped image's mean (contrast), the warp and the pointwise pass are two phases.
+Each eligible sample is decoded, warped (warp_cpu's "window" or "separable" path) and finished
+(colour, clamp, normalise, cast, layout) by one call on a worker thread, writing its slot of the
+output; samples that need the general warp are gathered and run through the vectorised
+reference, batched. When a colour op needs the warped image's mean (contrast), the warp and the
+pointwise pass are two phases.
+
+Where the time goes (rn50 training pipeline on the ImageNet sample, 224x224 float16 NCHW, per
+image, one thread of a 2-core machine): TurboJPEG region decode ~1.0 ms (of it ~0.8 ms Huffman
+decoding, which no crop or DCT scale skips), window copy + antialiased resize ~0.2-0.3 ms,
+pointwise ~0.1 ms. The plain case ("window" path, no colour matrix) runs with the fewest
+passes: the resized window is not mirrored by a copy; the pointwise pass reads it mirrored
+(numpy views take negative strides) while turning HWC bytes into CHW planes, in this thread's
+reused buffers (finish_uint8). Every fast path computes the same numbers as its general twin
+(finish_sample's float branch, warp_sample) and tests/test_cpu_stage.py checks them equal.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..batch import ImageBatch
 from .pointwise_torch import GREY, channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
-from .warp_cpu import REFERENCE, WINDOW, classify, warp_sample
+from .warp_cpu import REFERENCE, WINDOW, classify, resize_window, sample_rows, warp_sample
 from .warp_torch import warp_reference
 
 MapFn = Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]]
+# tasks for_each hands to map_fn: one per worker thread is enough; extra ones (for pools with
+# more threads than cores) start after the items ran out and return at once
+_TASKS = max(8, os.cpu_count() or 1)
 
 
 def output_tensor(n: int, out_size: tuple[int, int], spec: PointwiseSpec) -> torch.Tensor:
@@ -38,16 +51,41 @@ def _post(spec: PointwiseSpec) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(k, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
 
 
-_TABLES: dict[tuple[Any, ...], torch.Tensor] = {}
+_scratch = threading.local()
 
 
-def _table(k: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[3, 256] in `dtype`: v * k + b for every uint8 value v (cached per scale and bias)."""
-    key = (tuple(k.tolist()), tuple(b.tolist()), dtype)
-    if key not in _TABLES:
-        v = torch.arange(256, dtype=torch.float32).view(1, 256)
-        _TABLES[key] = (v * k.view(3, 1) + b.view(3, 1)).to(dtype).contiguous()
-    return _TABLES[key]
+def _planes(c: int, h: int, w: int) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """This thread's [c, h, w] uint8 (as numpy) and float32 work planes, and the uint8 as a
+    tensor; kept between samples: no allocation per image."""
+    got = getattr(_scratch, "planes", None)
+    if got is None or got[1].shape != (c, h, w):
+        u8 = torch.empty(c, h, w, dtype=torch.uint8)
+        got = (u8.numpy(), u8, torch.empty(c, h, w, dtype=torch.float32))
+        _scratch.planes = got
+    return got
+
+
+def finish_uint8(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """The pointwise pass without a colour matrix for one uint8 [H, W, C] sample (C = 1 or 3,
+    any strides: a mirrored view costs nothing here) into its slot of a 3-channel output.
+
+    The same numbers as finish_sample's general branch: float32 v * k, then + b, rounded once
+    to the output dtype (the clamp does nothing on uint8). Memory traffic per 224x224 image:
+    one strided pass over the HWC bytes into CHW uint8 planes (numpy: it reads negative
+    strides), three contiguous float32 passes in this thread's buffers, and the write of the
+    slot: ~0.1 ms, against ~0.3 ms for the 256-entry lookup tables this replaces (torch's
+    gather wanted int64 indices: a conversion pass per channel) plus a mirroring copy."""
+    chw = spec.layout == "NCHW"
+    planes = x.transpose(2, 0, 1)
+    if spec.dtype == torch.uint8:  # k = 1, b = 0: a copy
+        np.copyto(slot.numpy(), planes if chw else x, casting="no")
+        return
+    k, b = post
+    u8n, u8, f32 = _planes(3, x.shape[0], x.shape[1])
+    np.copyto(u8n, planes, casting="no")  # a grey sample broadcasts to the 3 planes
+    f32.copy_(u8)
+    f32.mul_(k.view(3, 1, 1)).add_(b.view(3, 1, 1))
+    slot.copy_(f32 if chw else f32.permute(1, 2, 0))  # rounded once, to the slot's dtype
 
 
 def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tensor,
@@ -55,15 +93,8 @@ def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tens
     """The pointwise pass for one warped sample x [H, W, 3] (uint8 or float32) into its slot."""
     chw = spec.layout == "NCHW"
     k, b = post
-    if spec.color is None and spec.channels == 3 and x.dtype == torch.uint8 and spec.dtype != torch.uint8:
-        # a 256-entry table per channel (v * k + b in float32, rounded once): half the time of
-        # computing it per pixel
-        lut = _table(k, b, spec.dtype)
-        dst = slot if chw else torch.empty(3, *x.shape[:2], dtype=spec.dtype)
-        for c in range(3):
-            torch.index_select(lut[c], 0, x[..., c].reshape(-1).long(), out=dst[c].view(-1))
-        if not chw:
-            slot.copy_(dst.permute(1, 2, 0))
+    if spec.color is None and spec.channels == 3 and x.dtype == torch.uint8:
+        finish_uint8(x.numpy(), spec, slot, post)
         return
     y = x.to(torch.float32)
     if spec.color is not None:
@@ -76,6 +107,38 @@ def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tens
     if spec.dtype == torch.uint8:
         y = torch.round(y)
     (slot if not chw else slot.permute(1, 2, 0)).copy_(y)
+
+
+def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn) -> None:
+    """fn(i) for every item, on the threads behind map_fn, raising the error of the lowest
+    failing item (as iterating map_fn(fn, items) would).
+
+    One task per worker rather than per item: each task takes items from a shared iterator
+    until none are left (as balanced as one task per item). With a task per item the caller's
+    thread woke for every finished item and competed for the GIL and the cores with the
+    workers (measured, rn50 on 2 cores: ~0.09 ms of CPU per image more); here it wakes once
+    per task."""
+    if not items:
+        return
+    it = iter(items)  # next() on a list iterator is atomic under the GIL: each item goes once
+    failed: list[tuple[int, BaseException]] = []
+
+    def work(_: int) -> None:
+        # every item taken is run, and none is taken after a failure: all items below the
+        # lowest failing one were taken before it, so it is found
+        while not failed:
+            i = next(it, None)
+            if i is None:
+                return
+            try:
+                fn(i)
+            except BaseException as e:  # re-raised below, in the caller's thread
+                failed.append((i, e))
+
+    for _ in map_fn(work, range(min(len(items), _TASKS))):
+        pass
+    if failed:
+        raise min(failed, key=lambda f: f[0])[1]
 
 
 def _subset_spec(spec: WarpSpec, rows: torch.Tensor) -> WarpSpec:
@@ -105,7 +168,8 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
     n = len(spec)
     H, W = spec.out_size
     kind = classify(spec) if n and uint8 else torch.full((n,), REFERENCE)
-    kinds = kind.tolist()
+    rows = sample_rows(spec, kind)
+    kinds = rows.kinds
     fast = [i for i in range(n) if kinds[i] != REFERENCE]
     rest = (kind == REFERENCE).nonzero().flatten()
     if needs_means:
@@ -113,10 +177,9 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
         warped = torch.empty(n, H, W, 3, dtype=dtype)
 
         def warp_one(i: int) -> None:
-            warped[i].copy_(warp_sample(load(i), spec, i, kinds[i]))
+            warped[i].copy_(warp_sample(load(i), spec, rows, i))
 
-        for _ in map_fn(warp_one, fast):
-            pass
+        for_each(warp_one, fast, map_fn)
         if len(rest):
             warped[rest] = _reference(load, spec, rest, map_fn).to(dtype)
         pspec = make_pointwise(channel_means(warped))
@@ -125,11 +188,17 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
     out = output_tensor(n, (H, W), pspec)
     post = _post(pspec)
 
-    def one(i: int) -> None:
-        finish_sample(warp_sample(load(i), spec, i, kinds[i]), pspec, i, out[i], post)
+    plain = pspec.color is None and pspec.channels == 3
 
-    for _ in map_fn(one, fast):
-        pass
+    def one(i: int) -> None:
+        img = load(i)
+        if plain and kinds[i] == WINDOW:  # resize, then mirror + pointwise in one pass
+            x = resize_window(img, spec, rows, i).numpy().transpose(1, 2, 0)
+            finish_uint8(x[:: -1 if rows.mirror_y[i] else 1, :: -1 if rows.mirror_x[i] else 1], pspec, out[i], post)
+        else:
+            finish_sample(warp_sample(img, spec, rows, i), pspec, i, out[i], post)
+
+    for_each(one, fast, map_fn)
     if len(rest):
         sub = PointwiseSpec(None if pspec.color is None else pspec.color[rest], pspec.mean, pspec.std,
                             pspec.dtype, pspec.layout, pspec.channels)

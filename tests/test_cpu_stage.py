@@ -1,0 +1,161 @@
+"""The CPU stage's fast paths against their general twins (STYLE.md, idea 7).
+
+- finish_uint8 (plain pointwise pass on uint8, mirrored views read in place) against
+  finish_sample's general float branch: equal, every value of every channel, every output dtype
+  and layout (both compute float32 v * k, then + b, and round once to the output dtype).
+- run_cpu_stage's fused "window" path (resize unmirrored, then mirror + pointwise in one pass)
+  against warp_sample (mirrored by copies) + the general pointwise branch: equal, on decoded
+  batches and on JPEG regions decoded by the workers.
+- for_each: every item once, on any map; the lowest failing item's error.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import varied_images
+from PIL import Image
+
+import pixelpipe as pp
+from pixelpipe import Compose, ImageBatch
+from pixelpipe.kernels.cpu_stage import _post, finish_sample, finish_uint8, for_each, output_tensor, run_cpu_stage
+from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
+from pixelpipe.kernels.warp_cpu import REFERENCE, WINDOW, classify, sample_rows, warp_sample
+
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.uint8]
+
+
+def _spec(dtype: torch.dtype, layout: str, norm=NORM) -> PointwiseSpec:
+    if dtype == torch.uint8:
+        norm = None
+    return PointwiseSpec(None, norm[0] if norm else None, norm[1] if norm else None, dtype, layout, 3)
+
+
+def _general(x: torch.Tensor, spec: PointwiseSpec) -> torch.Tensor:
+    """The twin: finish_sample's general branch (a float32 input takes it)."""
+    h, w = x.shape[:2]
+    out = output_tensor(1, (h, w), spec)
+    finish_sample(x.to(torch.float32), spec, 0, out[0], _post(spec))
+    return out[0]
+
+
+def _all_values(seed: int) -> np.ndarray:
+    """[16, 48, 3] uint8 holding every value in every channel, in a different order per channel."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(np.tile(np.arange(256, dtype=np.uint8), 3)).reshape(16, 48)
+                     for _ in range(3)], axis=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("norm", [NORM, ((0.5,), (0.25,)), None])
+def test_finish_uint8_equals_the_general_branch(dtype, layout, norm):
+    spec = _spec(dtype, layout, norm)
+    x = _all_values(0)
+    for view in (x, x[:, ::-1], x[::-1], x[::-1, ::-1], x[:, :, :1]):  # mirrored, grey
+        out = output_tensor(1, view.shape[:2], spec)
+        finish_uint8(view, spec, out[0], _post(spec))
+        twin = _general(torch.from_numpy(view.copy()).expand(*view.shape[:2], 3), spec)
+        assert out.dtype == dtype and torch.equal(out[0], twin)
+
+
+def test_finish_uint8_reuses_its_buffers_across_sizes():
+    spec = _spec(torch.float16, "NCHW")
+    for h, w in ((16, 48), (7, 5), (16, 48)):
+        x = _all_values(h)[:h, :w]
+        out = output_tensor(1, (h, w), spec)
+        finish_uint8(x, spec, out[0], _post(spec))
+        assert torch.equal(out[0], _general(torch.from_numpy(x.copy()), spec))
+
+
+def _twin(load, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:
+    """Each sample through warp_sample (mirroring by copies) and the general pointwise branch."""
+    rows = sample_rows(spec, classify(spec))
+    assert REFERENCE not in rows.kinds
+    out = output_tensor(len(spec), spec.out_size, pspec)
+    for i in range(len(spec)):
+        finish_sample(warp_sample(load(i), spec, rows, i).to(torch.float32), pspec, i, out[i], _post(pspec))
+    return out
+
+
+OPS = [pp.RandomResizedCrop((20, 24)), pp.RandomFlip(0.5, 0.5)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_fused_window_path_equals_its_twin(dtype, layout):
+    b = ImageBatch.from_list(varied_images(16, 30, 90, seed=3))  # every fifth one grey
+    pspec = _spec(dtype, layout)
+    with ThreadPoolExecutor(2) as pool:
+        for seed in range(3):
+            plan = Compose(OPS).stages[0].sample(seed, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+            spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+            assert bool((classify(spec) == WINDOW).all())
+            fast = run_cpu_stage(b.__getitem__, spec, lambda means: pspec, False, pool.map)
+            assert torch.equal(fast, _twin(b.__getitem__, spec, pspec))
+
+
+def _jpegs() -> list[bytes]:
+    if PHOTOS.is_dir():
+        return [p.read_bytes() for p in sorted(PHOTOS.glob("*.JPEG"))[:12]]
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(8):
+        arr = (rng.random((90 + 7 * i, 120, 3)) * 80 + np.linspace(0, 170, 120)[None, :, None]).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(arr).save(buf, "JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+def test_fused_path_on_decoded_jpeg_regions_equals_its_twin():
+    """Regions decoded on the workers (TurboJPEG or Pillow, at a DCT scale where allowed: the
+    samples decoded at a reduced scale take the "separable" path, the others "window")."""
+    t = Compose([pp.RandomResizedCrop(160), pp.RandomFlip(0.5, 0.5), pp.Normalize(*NORM)],
+                dtype=torch.float16, num_threads=2)
+    blobs = _jpegs()
+    for epoch in range(2):
+        work = t.prepare(blobs, seed=0, epoch=epoch).first
+        assert WINDOW in classify(work.spec).tolist()
+        pspec = t._pointwise_spec(work.stage, work.plan, None, True)
+        fast = t.finish(t.prepare(blobs, seed=0, epoch=epoch))
+        assert torch.equal(fast, _twin(work.source, work.spec, pspec))
+    t.close()
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_for_each_runs_every_item_once(threads):
+    seen, lock = [], threading.Lock()
+
+    def fn(i: int) -> None:
+        with lock:
+            seen.append(i)
+
+    items = list(range(50))
+    if threads:
+        with ThreadPoolExecutor(threads) as pool:
+            for_each(fn, items, pool.map)
+    else:
+        for_each(fn, items, map)
+    assert sorted(seen) == items
+    for_each(fn, [], map)  # nothing to do
+
+
+def test_for_each_raises_the_lowest_failing_item():
+    def fn(i: int) -> None:
+        if i in (13, 7, 31):
+            raise ValueError(f"item {i}")
+
+    for _ in range(20):
+        with ThreadPoolExecutor(3) as pool, pytest.raises(ValueError, match="item 7"):
+            for_each(fn, list(range(40)), pool.map)
+    with pytest.raises(ValueError, match="item 7"):
+        for_each(fn, list(range(40)), map)
