@@ -1,23 +1,27 @@
 """Pipeline: reader -> epoch order -> read -> plan + decode + warp + pointwise -> batches.
 
-A background thread prepares batches ahead of the consumer (up to `prefetch`), reading and
-decoding on the Compose's thread pool; on CUDA it works on a side stream and hands each batch
-over with an event, so the consumer's stream waits for exactly that batch. Errors raised in the
-background are re-raised in the consumer, never a hang.
+A background thread prepares batches ahead of the consumer (up to `prefetch`), and goes on into
+the next epoch when one ends, so the next epoch's first batches are ready when the consumer
+starts it. It reads and plans batch k+1 while a finisher thread runs batch k's second half (on
+the CPU decoding and warping, on the Compose's thread pool; on CUDA the kernels, on a side
+stream, each batch handed over with an event); on CUDA a third thread decodes in between. Errors
+raised in the background are re-raised in the consumer, never a hang.
 """
 
 from __future__ import annotations
 
 import atexit
-import queue
 import threading
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ._prefetch import STOPPED, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from .compose import Compose, SampleError
 from .ops._base import Op
 from .readers import open_reader
@@ -26,7 +30,6 @@ from .sampler import Entry, batches_per_epoch, indexable_epoch, replacement, str
 __all__ = ["Pipeline"]
 
 POLICIES = ("raise", "skip", "replace")
-_END = object()
 
 
 @dataclass
@@ -67,7 +70,8 @@ class Pipeline:
         drop_last: drop the tail that does not fill a batch on every rank; otherwise the last
             batch is filled by repeating samples, marked False in "valid".
         num_threads: reading/decoding threads (default: the cores available).
-        prefetch: batches prepared ahead of the consumer.
+        prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
+            next epoch's first batches are ready when the consumer starts it.
         shard: (rank, world_size); default from torch.distributed when it is initialised.
         on_error: "raise" (an error naming the sample and file), "skip" (drop it and fill the
             batch from the next samples) or "replace" (substitute another sample). Every error
@@ -107,7 +111,8 @@ class Pipeline:
         base = transforms if isinstance(transforms, Compose) else Compose(ops)
         self.transforms = Compose(ops, dtype=base.dtype, layout=base.layout, channels=base.channels,
                                   antialias=base.antialias, num_threads=num_threads, device=self.device,
-                                  max_pixels=max_pixels)
+                                  max_pixels=max_pixels, hw_fraction=base.hw_fraction,
+                                  gpu_roi_decode=base.gpu_roi_decode)
         self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, drop_last
         self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
         self.rank, self.world = _shard(shard)
@@ -116,14 +121,10 @@ class Pipeline:
         self._resume: int | None = None  # cursor to continue the current epoch from
         self._cursor = 0  # slots of the current epoch behind the batches the consumer received
         self._made = 0  # batches of the current epoch the consumer received
-        self._thread: threading.Thread | None = None
-        self._finisher = None
-        if self.device.type == "cuda":
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._finisher = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-kernels")
-        self._stop = threading.Event()
-        self._queue: queue.Queue | None = None
+        self._producer: Producer | None = None
+        self._token: object | None = None  # the consumer iterator of the current epoch
+        self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
+        self._decoder: ThreadPoolExecutor | None = None  # CUDA: runs each batch's GPU decode
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         counts = self._stream_counts()
@@ -134,8 +135,6 @@ class Pipeline:
                              "different numbers of batches; give the reader its length (Iterable(source, length=N)) "
                              "or use tar shards with counts")
         self._done = False  # the consumer has received the end of the current epoch
-        self._failed: set[int] = set()  # samples that failed this epoch (not read again)
-        self._new_errors: list[tuple[int, str, str]] = []  # producer side, handed over with batches
         _LIVE.add(self)
         self._labels = self.reader.labels if self.reader.indexable else None
         if cache not in (None, "gpu", "device"):
@@ -154,7 +153,7 @@ class Pipeline:
             return batches_per_epoch(len(self.reader), self.world, self.batch_size, self.drop_last)
         if self._stream_counts() is None:
             raise TypeError("the number of batches of this streaming reader is unknown (no sample counts)")
-        running = self._resume is not None or (self._thread is not None and not self._done)
+        running = self._resume is not None or (self._producer is not None and not self._done)
         upcoming = self.epoch if running and self.epoch >= 0 else self.epoch + 1
         return self._stream_rank_totals(upcoming)[0][1]
 
@@ -188,40 +187,44 @@ class Pipeline:
 
     # ----------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self._shutdown()
-        if self._resume is None:
+        resume, self._resume = self._resume, None
+        # the consumer received the whole of the last epoch: the producer went on into this one
+        ahead = resume is None and self._done and self._producer is not None
+        if not ahead:
+            self._shutdown()
+        if resume is None:
             self.epoch += 1
             self._cursor, self._made = 0, 0
-        start, self._resume = self._cursor, None
+        if not ahead:
+            epoch, start, made = self.epoch, self._cursor, self._made
+            self._producer = Producer(lambda stop: self._produce(epoch, start, made, stop), self.prefetch)
         self._done = False
-        self._failed = set()
-        self._new_errors = []
-        self._stop = threading.Event()
-        self._queue = queue.Queue(maxsize=self.prefetch)
-        self._thread = threading.Thread(target=self._produce, args=(self.epoch, start, self._made, self._queue, self._stop),
-                                        name="pixelpipe-prefetch", daemon=True)
-        self._thread.start()
-        return self._consume(self._queue)
+        self._token = token = object()
+        assert self._producer is not None
+        return self._consume(self._producer, token)
 
-    def _consume(self, q: queue.Queue) -> Iterator[dict[str, Any]]:
+    def _consume(self, producer: Producer, token: object) -> Iterator[dict[str, Any]]:
         try:
             while True:
-                item = q.get()
-                if isinstance(item, tuple) and item[0] is _END:
-                    self.errors.extend(item[1])
-                    if q is self._queue:
-                        self._done = True
+                item = producer.get()
+                if item is STOPPED:
                     return
-                if isinstance(item, BaseException):
+                if isinstance(item, Failure):
+                    self.errors.extend(item.errors)
                     self._shutdown()
-                    raise item
+                    raise item.error
+                if isinstance(item, EpochEnd):
+                    self.errors.extend(item.errors)
+                    self._done = token is self._token
+                    return
                 yield self._receive(item)
-        finally:  # the loop was left early (break, exception, garbage): stop this epoch's thread
-            if q is self._queue and not self._done:
+        finally:  # the loop was left early (break, exception, garbage): stop the producer
+            if token is self._token and not self._done:
                 self._shutdown()
 
     def _receive(self, item: tuple[Any, ...]) -> dict[str, Any]:
-        batch, cursor, made, event, errors = item
+        batch, epoch, cursor, made, event, errors = item
+        assert epoch == self.epoch, f"a batch of epoch {epoch} reached epoch {self.epoch}"
         if event is not None:
             stream = torch.cuda.current_stream(self.device)
             stream.wait_event(event)
@@ -232,19 +235,19 @@ class Pipeline:
         self.errors.extend(errors)
         return batch
 
-    def _produce(self, epoch: int, start: int, made: int, q: queue.Queue, stop: threading.Event) -> None:
-        try:
-            for item in self._batches(epoch, start, made, stop):
-                if not _offer(q, item, stop):
-                    return
-            _offer(q, (_END, self._take_errors()), stop)
-        except BaseException as e:  # handed to the consumer, with the errors behind it
-            self.errors.extend(self._take_errors())
-            _offer(q, e, stop)
+    def _produce(self, epoch: int, start: int, made: int, stop: threading.Event) -> Iterator[Any]:
+        """The producer thread's items, from `start` slots into `epoch` on (see _prefetch.produce)."""
+        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        yield from produce(lambda e, s, m: self._open(e, s, m, stop),
+                           lambda run, redo: self._next_batch(run, side, redo),
+                           lambda made: self._finisher_pool().submit(self._finish_on, side, made.work),
+                           epoch, start, made, stop)
 
-    def _take_errors(self) -> list[tuple[int, str, str]]:
-        errors, self._new_errors = self._new_errors, []
-        return errors
+    def _open(self, epoch: int, start: int, made: int, stop: threading.Event) -> Run:
+        slots = self._slots(epoch, stop)
+        for _ in range(start):  # resume: streams replay their reads (no decoding)
+            next(slots, None)
+        return Run(epoch, Replay(slots), self._total(epoch), start, made, stop)
 
     def _total(self, epoch: int) -> int | None:
         """Batches this epoch on every rank; None for streams of unknown length."""
@@ -254,136 +257,147 @@ class Pipeline:
             return None
         return self._stream_rank_totals(epoch)[0][1]
 
-    def _batches(self, epoch: int, start: int, made: int, stop: threading.Event) -> Iterator[tuple[Any, ...]]:
-        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        slots = self._slots(epoch)
-        for _ in range(start):  # resume: streams replay their reads (no decoding)
-            next(slots, None)
-        total = self._total(epoch)
+    def _next_batch(self, run: Run, side: Any, redo: bool = False) -> Made | None:
+        """The next batch of run's epoch with its first half made, or None at the epoch's end.
+        With redo, run was restored to just before a batch whose finish failed: that batch is
+        made again, in one piece, first."""
         b = self.batch_size
-        cursor = start
-        last: list[_Item] = []
-        pending: list[_Item] = []
-        finisher = self._finisher if side is not None else None
-        previous: tuple[Any, int, int, list] | None = None
-        while not stop.is_set() and (total is None or made < total):
-            pending, cursor, exhausted = self._fill(slots, cursor, pending, epoch)
-            if exhausted and len(pending) < b:
-                if total is None and (self.drop_last or not pending):
-                    break
-                pool = [it for it in pending + last if it.index not in self._failed]
-                if not pool:
-                    raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
-                                       f"({len(self._failed)} failed this epoch; see pipe.errors)")
-                k = 0
-                while len(pending) < b:
-                    it = pool[k % len(pool)]
-                    pending.append(_Item(it.data, it.label, it.index, it.source, False))
-                    k += 1
-            with torch.cuda.stream(side) if side is not None else _nullcontext():
-                items = pending[:b]
-                work, pending = self._make(pending, epoch, split=finisher is not None)
-            if work is None:
-                continue
-            made += 1
-            last = items
-            errors = self._take_errors()
-            if finisher is None:
-                yield work, cursor, made, None, errors
-                continue
-            # CUDA: the kernels of this batch run on the finisher thread while this thread reads
-            # and decodes the next one (nvImageCodec releases the GIL while it decodes)
-            future = finisher.submit(self._finish_on, side, work)
-            if previous is not None:
-                yield self._handoff(*previous)
-            previous = (future, cursor, made, errors)
-        if previous is not None:
-            yield self._handoff(*previous)
+        while not run.stop.is_set() and (run.total is None or run.made < run.total):
+            if not redo:
+                exhausted = self._fill(run)
+                if exhausted and len(run.pending) < b:
+                    if run.total is None and (self.drop_last or not run.pending):
+                        return None
+                    self._pad(run)
+            saved = run.save()
+            items = run.pending[:b]
+            with torch.cuda.stream(side) if side is not None else nullcontext():
+                work, run.pending = self._make(run, run.pending, split=not redo)
+            redo = False
+            if work is not None:
+                run.made += 1
+                run.last = items
+                return Made(run, work, saved, run.cursor, run.made, run.take_errors())
+        return None
+
+    def _pad(self, run: Run) -> None:
+        """Fill the epoch's last batch by repeating samples (marked invalid)."""
+        pool = [it for it in run.pending + run.last if it.index not in run.failed]
+        if not pool:
+            raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
+                               f"({len(run.failed)} failed this epoch; see pipe.errors)")
+        k = 0
+        while len(run.pending) < self.batch_size:
+            it = pool[k % len(pool)]
+            run.pending.append(_Item(it.data, it.label, it.index, it.source, False))
+            k += 1
+
+    def _finisher_pool(self) -> ThreadPoolExecutor:
+        if self._finisher is None:
+            self._finisher = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-finish")
+        return self._finisher
+
+    def _decoder_pool(self) -> ThreadPoolExecutor:
+        if self._decoder is None:
+            self._decoder = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-decode-gpu")
+        return self._decoder
+
+    def _decode_on(self, side: Any, prepared: Any) -> None:
+        """The GPU decode of a prepared batch, on its own thread: it overlaps the planning of
+        the next batch (producer thread) and the kernels of the one before (finisher thread).
+        A SampleError surfaces in the finish, which then makes the batch again in one piece."""
+        with torch.cuda.stream(side):
+            self.transforms.decode(prepared)
 
     @staticmethod
-    def _handoff(future: Any, cursor: int, made: int, errors: list) -> tuple[Any, ...]:
-        batch, event = future.result()
-        return batch, cursor, made, event, errors
-
-    def _finish_on(self, side: Any, work: Any) -> tuple[dict[str, Any], Any]:
+    def _finish_on(side: Any, work: Any) -> tuple[dict[str, Any], Any]:
+        if side is None:
+            return work(), None
         with torch.cuda.stream(side):
             batch = work()
             event = torch.cuda.Event()
             event.record(side)
         return batch, event
 
-    def _slots(self, epoch: int) -> Iterator[Entry | Any]:
+    def _slots(self, epoch: int, stop: threading.Event) -> Iterator[Entry | Any]:
         """This rank's epoch as a lazy sequence of slots (Entry for indexable, Sample else)."""
         if self.reader.indexable:
             return iter(indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
                                         self.batch_size, self.drop_last))
         stream = stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
                               self.rank, self.world, self.shuffle_buffer)
-        return _read_ahead(stream, 2 * self.batch_size, self._stop)
+        return read_ahead(stream, 2 * self.batch_size, stop)
 
-    def _fill(self, slots: Iterator, cursor: int, pending: list[_Item], epoch: int) -> tuple[list[_Item], int, bool]:
-        """Read slots until a batch is pending; reading errors go through the policy here."""
-        exhausted = False
-        while len(pending) < self.batch_size:
-            slot = next(slots, None)
+    def _fill(self, run: Run) -> bool:
+        """Read slots until a batch is pending (reading errors go through the policy here);
+        whether the slots ran out."""
+        while len(run.pending) < self.batch_size:
+            slot = next(run.slots, None)
             if slot is None:
-                exhausted = True
-                break
-            cursor += 1
-            if isinstance(slot, Entry) and slot.index in self._failed:
+                return True
+            run.cursor += 1
+            if isinstance(slot, Entry) and slot.index in run.failed:
                 continue  # a padding repeat of a sample that already failed this epoch
-            item = self._read(slot, epoch)
+            item = self._read(run, slot)
             if item is not None:
-                pending.append(item)
-        return pending, cursor, exhausted
+                run.pending.append(item)
+        return False
 
-    def _read(self, slot: Any, epoch: int, attempt: int = 0) -> _Item | None:
+    def _read(self, run: Run, slot: Any, attempt: int = 0) -> _Item | None:
         if isinstance(slot, Entry):
-            if slot.index in self._failed:
-                return self._substitute(slot.index, slot.valid, epoch, attempt)
+            if slot.index in run.failed:
+                return self._substitute(run, slot.index, slot.valid, attempt)
             try:
                 s = self.reader.read(slot.index)
             except (OSError, ValueError) as e:
-                return self._fail(slot.index, self.reader.sources(slot.index), str(e), slot.valid, epoch, attempt)
+                return self._fail(run, slot.index, self.reader.sources(slot.index), str(e), slot.valid, attempt)
             label = self._labels[slot.index] if self._labels is not None else s.label
             return _Item(s.data, label, slot.index, s.source, slot.valid, attempt)
         return _Item(slot.data, slot.label, slot.index, slot.source, True)
 
-    def _fail(self, index: int, source: str, reason: str, valid: bool, epoch: int, attempt: int) -> _Item | None:
+    def _fail(self, run: Run, index: int, source: str, reason: str, valid: bool, attempt: int) -> _Item | None:
         """Record a failed sample once per epoch and apply the policy."""
-        if index not in self._failed:
-            self._failed.add(index)
-            self._new_errors.append((index, source, reason))
+        if index not in run.failed:
+            run.failed.add(index)
+            run.errors.append((index, source, reason))
         if self.on_error == "raise":
             raise SampleError(index, f"{source}: {reason}")
-        return self._substitute(index, valid, epoch, attempt)
+        return self._substitute(run, index, valid, attempt)
 
-    def _substitute(self, index: int, valid: bool, epoch: int, attempt: int) -> _Item | None:
+    def _substitute(self, run: Run, index: int, valid: bool, attempt: int) -> _Item | None:
         """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
         if self.on_error != "replace" or not self.reader.indexable or attempt >= 8:
             return None
-        other = replacement(index, len(self.reader), self.seed, epoch, attempt)
-        return self._read(Entry(other, valid), epoch, attempt + 1)
+        other = replacement(index, len(self.reader), self.seed, run.epoch, attempt)
+        return self._read(run, Entry(other, valid), attempt + 1)
 
-    def _make(self, pending: list[_Item], epoch: int, split: bool = False) -> tuple[Any, list[_Item]]:
-        """Run the transforms on the pending items; on a sample error apply the policy and
-        return the rest to be refilled. With split, only the first half of the transforms
-        (planning and GPU decoding) runs and a callable finishing the batch is returned."""
+    def _make(self, run: Run, pending: list[_Item], split: bool = True) -> tuple[Any, list[_Item]]:
+        """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
+        items and return a callable finishing the batch, and the rest; without split, run both
+        halves here. On a sample error apply the policy and return None and the items left, to
+        be refilled."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         try:
             source = [it.data for it in items] if self._cache is None else self._from_cache(items)
-            prepared = self.transforms.prepare(source, seed=self.seed, epoch=epoch,
-                                               indices=torch.tensor([it.index for it in items], dtype=torch.int64))
+            deferred = split and self.device.type == "cuda"
+            prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch,
+                                               indices=torch.tensor([it.index for it in items], dtype=torch.int64),
+                                               defer_decode=deferred)
+            if deferred:  # three batches at once: planned here, decoded, finished (kernels)
+                side = torch.cuda.current_stream(self.device)
+                decoded = self._decoder_pool().submit(self._decode_on, side, prepared)
+                return (lambda: (decoded.result(), self._wrap(self.transforms.finish(prepared), items))[1]), rest
             if not split:
-                return self._wrap(self.transforms.finish(prepared), items), rest
+                batch = self._wrap(self.transforms.finish(prepared), items)
+                return (lambda: batch), rest
         except SampleError as e:
             bad = items[e.position]
             if self.on_error == "raise":
-                self._new_errors.append((bad.index, bad.source, e.reason))
+                run.errors.append((bad.index, bad.source, e.reason))
                 raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
             keep = [it for it in items + rest if it.index != bad.index]
-            sub = self._fail(bad.index, bad.source, e.reason, bad.valid, epoch, bad.attempt)
+            sub = self._fail(run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
             if sub is not None:
                 keep.append(sub)
             return None, keep
@@ -446,26 +460,19 @@ class Pipeline:
 
     # ----------------------------------------------------------------------------- lifetime
     def _shutdown(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            if self._queue is not None:
-                while True:  # unblock a producer waiting on a full queue
-                    try:
-                        self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-            self._thread.join(timeout=30)
-            self._thread = None
-            if self._queue is not None:  # an iterator still waiting on this queue ends
-                self._queue.put((_END, []))
-                self._queue = None
+        """Stop the producer and discard what it made ahead (an iterator waiting on it ends)."""
+        producer, self._producer, self._token = self._producer, None, None
+        if producer is not None:
+            producer.stop()
 
     def close(self) -> None:
-        """Stop the background thread and the decoding threads."""
+        """Stop the background threads and the decoding threads."""
         self._shutdown()
+        for pool in (self._finisher, self._decoder):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._finisher = self._decoder = None
         self.transforms.close()
-        if self._finisher is not None:
-            self._finisher.shutdown(wait=True)
         if self._cache is not None:
             self._cache.clear()
 
@@ -480,51 +487,6 @@ class Pipeline:
             self._shutdown()
         except Exception:
             pass
-
-
-def _read_ahead(items: Iterator[Any], depth: int, stop: threading.Event) -> Iterator[Any]:
-    """Iterate `items` on a thread of its own, up to `depth` ahead: a stream's reading (tar
-    members, a generator's work) overlaps the decoding of the batch before. Same order; an
-    exception comes out where the item would have."""
-    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
-    done = object()
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not _offer(q, (item, None), stop):
-                    return
-            _offer(q, (done, None), stop)
-        except BaseException as e:
-            _offer(q, (done, e), stop)
-
-    threading.Thread(target=run, name="pixelpipe-read-ahead", daemon=True).start()
-    while True:
-        item, error = q.get()
-        if item is done:
-            if error is not None:
-                raise error
-            return
-        yield item
-
-
-def _offer(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Put item on q unless the pipeline stops first (then False)."""
-    while not stop.is_set():
-        try:
-            q.put(item, timeout=0.1)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _labels(labels: list[Any]) -> torch.Tensor:

@@ -134,8 +134,10 @@ def augment_spans(total: int, images: ImageBatch) -> list[tuple[int, int]]:
 def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
                   device: torch.device) -> Result:
     """Build a contender (untimed) and time it; a failure becomes a row with rate 0."""
+    run = None
     try:
-        return time_runs(name, synced(make(), device), passes, total, quiet, note)
+        run = make()
+        return time_runs(name, synced(run, device), passes, total, quiet, note)
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
     except Exception as e:
@@ -143,6 +145,9 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
         traceback.print_exc(file=sys.stderr)
         return Result(name, 0, 0.0, _short(f"failed: {type(e).__name__}: {e}"))
     finally:
+        close = getattr(run, "close", None)
+        if close is not None:  # a pipeline working ahead would take the next contender's time
+            close()
         gc.collect()  # drop the contender's pipelines, workers and buffers before the next one
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -174,6 +179,7 @@ def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: i
         for b in pipe:
             yield int(b["valid"].sum())
 
+    run.close = pipe.close  # type: ignore[attr-defined]
     return run
 
 

@@ -12,6 +12,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,11 +52,6 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
     return [p.read_bytes() for p in files], f"{root} ({len(files)} files)"
 
 
-def _batches(blobs: Sequence[bytes], batch: int) -> Iterator[tuple[int, Sequence[bytes]]]:
-    for start in range(0, len(blobs), batch):
-        yield start, blobs[start : start + batch]
-
-
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
               quiet: bool, note: str = "") -> Result:
     """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes."""
@@ -72,17 +68,24 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
     return Result(name, images, seconds, note)
 
 
-def pixelpipe_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) -> Callable[[int], Iterator[int]]:
+@contextmanager
+def pixelpipe_cpu(blobs: Sequence[bytes], pipeline: str, batch: int,
+                  threads: int) -> Iterator[Callable[[int], Iterator[int]]]:
+    """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled, the
+    last batch padded and only its valid samples counted), reading ahead of the loop and into
+    the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
     from ..compose import Compose
+    from ..pipeline import Pipeline
+    from ..readers import Memory
 
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, num_threads=threads)
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    with Pipeline(Memory(list(blobs)), t, batch, device="cpu", num_threads=threads, prefetch=2) as pipe:
 
-    def run(epoch: int) -> Iterator[int]:
-        for start, chunk in _batches(blobs, batch):
-            out = t(list(chunk), seed=0, epoch=epoch, indices=torch.arange(start, start + len(chunk)))
-            yield out.shape[0]
+        def run(epoch: int) -> Iterator[int]:
+            for b in pipe:
+                yield int(b["valid"].sum())
 
-    return run
+        yield run
 
 
 def pillow_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) -> Callable[[int], Iterator[int]]:
@@ -126,8 +129,8 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     batch = batch or 64
     torch.set_num_threads(1)  # per-sample work runs on the pool threads; OpenMP on top oversubscribes
-    results = [time_runs("pixelpipe (cpu)", pixelpipe_cpu(blobs, pipeline, batch, threads), passes, len(blobs), quiet,
-                         f"{threads} threads")]
+    with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
+        results = [time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads")]
     for peer in peers:
         if peer not in CPU_PEERS:
             print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}")
