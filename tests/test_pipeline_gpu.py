@@ -40,8 +40,10 @@ def _ops() -> Compose:
     return Compose([Resize(40), CenterCrop(32)], dtype=torch.float32)
 
 
-def test_skip_applies_to_files_failing_in_the_decoder() -> None:
-    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False, on_error="skip") as pipe:
+@pytest.mark.parametrize("decode_thread", [False, True])
+def test_skip_applies_to_files_failing_in_the_decoder(decode_thread: bool) -> None:
+    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False, on_error="skip",
+                  decode_thread=decode_thread) as pipe:
         batches = list(pipe)
     seen = torch.cat([b["index"].cpu() for b in batches]).tolist()
     assert 4 not in [i for b in batches for i, v in zip(b["index"].tolist(), b["valid"].tolist()) if v]
@@ -50,8 +52,9 @@ def test_skip_applies_to_files_failing_in_the_decoder() -> None:
     assert [e[0] for e in pipe.errors] == [4]
 
 
-def test_raise_names_the_sample_failing_in_the_decoder() -> None:
-    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False) as pipe:
+@pytest.mark.parametrize("decode_thread", [False, True])
+def test_raise_names_the_sample_failing_in_the_decoder(decode_thread: bool) -> None:
+    with Pipeline(Memory(_samples()), _ops(), 4, device="cuda", shuffle=False, decode_thread=decode_thread) as pipe:
         with pytest.raises(SampleError, match="4"):
             list(pipe)
 
@@ -66,3 +69,13 @@ def test_gpu_batches_match_the_cpu_path() -> None:
             outs.append(torch.cat([b["image"].cpu() for b in pipe]))
     assert outs[0].shape == outs[1].shape
     assert float((outs[0] - outs[1]).abs().mean()) < 1.5
+
+
+def test_the_decode_thread_gives_the_same_batches() -> None:
+    """Decoding on a third thread and stream changes only when the work runs, not the bits."""
+    data = [(_jpeg(i), i) for i in range(12)]
+    outs = []
+    for decode_thread in (False, True):
+        with Pipeline(Memory(data), _ops(), 4, device="cuda", seed=5, decode_thread=decode_thread) as pipe:
+            outs.append([torch.cat([b["image"].cpu() for b in pipe]) for _ in range(2)])
+    assert all(torch.equal(a, b) for a, b in zip(outs[0], outs[1]))
