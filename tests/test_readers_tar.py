@@ -100,16 +100,43 @@ def test_compressed_tar(tmp_path: Path) -> None:
     assert [s.label for s in r.iter_shard(0, skip=2)] == [2, 3]
 
 
-def test_member_counts_read_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("direct", [True, False])
+def test_member_counts_read_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool) -> None:
+    """Counting reads headers only, and streaming loads only the members of the samples kept:
+    through the direct header reader (plain tars) and through tarfile (its fallback)."""
+    from pixelpipe.readers import _tar
+
     path = make_tar(tmp_path / "x.tar", shard_members(0, 6))
     calls = []
     original = tarfile.TarFile.extractfile
     monkeypatch.setattr(tarfile.TarFile, "extractfile",
                         lambda self, m: calls.append(m) or original(self, m))
+    direct_members = _tar._direct_members
+
+    def counted(path: str, table: list) -> object:
+        for name, load in direct_members(path, table):
+            yield name, (lambda load=load: calls.append(name) or load())
+
+    monkeypatch.setattr(_tar, "_direct_members", counted)
     r = TarShards(path)
     assert r.counts == [6] and calls == []
-    list(r.iter_shard(0, skip=4))
+    if not direct:
+        monkeypatch.setattr(_tar, "member_table", lambda path: None)
+    samples = list(r.iter_shard(0, skip=4))
     assert len(calls) == 4  # jpg + cls of the 2 samples kept; skipped ones are not loaded
+    assert [s.label for s in samples] == [4, 0]  # labels are k % 5
+
+
+def test_direct_reader_equals_tarfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain tars read through the header table give exactly the samples tarfile gives."""
+    from pixelpipe.readers import _tar
+
+    paths = [make_tar(tmp_path / f"s{k}.tar", shard_members(k, 5)) for k in range(2)]
+    r = TarShards(paths)
+    direct = [(s.index, s.label, s.data, s.source) for k in range(2) for s in r.iter_shard(k)]
+    monkeypatch.setattr(_tar, "member_table", lambda path: None)
+    slow = [(s.index, s.label, s.data, s.source) for k in range(2) for s in r.iter_shard(k)]
+    assert direct == slow and len(direct) == 10
 
 
 def test_missing_files_and_empty_globs(tmp_path: Path, shards: list[Path]) -> None:

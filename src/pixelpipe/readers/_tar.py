@@ -26,7 +26,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 
 from ._base import IMAGE_EXTENSIONS, ReaderError, Sample, check_skip, normalize_label
-from ._tar_index import member_names
+from ._tar_index import member_names, member_table
 
 __all__ = ["TarShards"]
 
@@ -127,7 +127,16 @@ def _tar_members(path: str) -> Iterator[tuple[str, Callable[[], bytes]]]:
 
     The loader returns the member's bytes; it is valid only until the next member is taken
     (stream mode cannot go back). Tar format errors become OSErrors naming the shard.
+
+    An uncompressed tar whose headers `member_table` understands is read directly: one seek and
+    one read per wanted member, nothing for the others (tarfile costs ~50 us per member in
+    Python; measured on the 2-core machine, it made tar shards ~10% slower than a folder).
+    Anything else streams through tarfile, which also reports what is wrong with a bad shard.
     """
+    table = member_table(path)
+    if table is not None:
+        yield from _direct_members(path, table)
+        return
     try:
         with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
             for info in tar:
@@ -135,6 +144,20 @@ def _tar_members(path: str) -> Iterator[tuple[str, Callable[[], bytes]]]:
                     yield info.name, _loader(tar, info, path)
     except (tarfile.TarError, EOFError) as e:
         raise OSError(f"{path}: corrupt or truncated tar: {e}") from e
+
+
+def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    with open(path, "rb") as f:
+        for name, offset, size in table:
+
+            def load(offset: int = offset, size: int = size, name: str = name) -> bytes:
+                f.seek(offset)
+                data = f.read(size)
+                if len(data) != size:
+                    raise OSError(f"{path}:{name}: corrupt or truncated tar: {len(data)} of {size} bytes")
+                return data
+
+            yield name, load
 
 
 def _loader(tar: tarfile.TarFile, info: tarfile.TarInfo, path: str) -> Callable[[], bytes]:
