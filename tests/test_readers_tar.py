@@ -115,7 +115,7 @@ def test_member_counts_read_headers_only(tmp_path: Path, monkeypatch: pytest.Mon
 
     def counted(path: str, table: list) -> object:
         for name, load in direct_members(path, table):
-            yield name, (lambda load=load: calls.append(name) or load())
+            yield name, (lambda load=load, name=name: calls.append(name) or load())
 
     monkeypatch.setattr(_tar, "_direct_members", counted)
     r = TarShards(path)
