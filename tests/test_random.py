@@ -153,3 +153,24 @@ def test_cuda_bits_equal_cpu():
     assert torch.equal(uniform(17, 3, k.cuda(), 5, 2).cpu(), uniform(17, 3, k, 5, 2))
     d_cpu, d_gpu = Draws(1, 2, k, 3), Draws(1, 2, k.cuda(), 3)
     assert torch.equal(d_gpu.integers(0, 0, 1000).cpu(), d_cpu.integers(0, 0, 1000))
+
+
+@pytest.mark.parametrize("keys", [
+    lambda idx: (0, 0, idx, 3, 5),
+    lambda idx: (7, -3, idx, 2**40, 1),
+    lambda idx: (idx,),
+    lambda idx: (5,),
+    lambda idx: (1, torch.tensor(2), 3),
+    lambda idx: (0, idx, idx * 3, 4),
+    lambda idx: (2**62, idx.view(10, 100), -(2**62)),
+])
+def test_cpu_fast_hash_equals_the_torch_twin(keys):
+    """On the CPU hash32 runs in Python ints and numpy; the torch arithmetic (also what runs
+    on the GPU) must give exactly the same bits, for negative and 63-bit keys too."""
+    from pixelpipe.random import _hash32_torch
+
+    g = torch.Generator().manual_seed(3)
+    args = keys(torch.randint(-(2**62), 2**62, (1000,), generator=g))
+    fast, twin = hash32(*args), _hash32_torch(args)
+    assert fast.dtype == twin.dtype == torch.int64 and fast.shape == twin.shape
+    assert torch.equal(fast, twin)

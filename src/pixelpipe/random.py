@@ -9,6 +9,7 @@ or after a resume gets the same augmentation.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["Draws", "hash32", "uniform"]
@@ -37,7 +38,52 @@ def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
     """Hash integer keys (Python ints or int64 tensors, broadcast together) to 32-bit values.
 
     Each key is folded in as its low and high 32-bit words, so keys up to 2**63 are distinct.
+    On the CPU the same integer arithmetic runs in Python ints (the leading scalar keys) and
+    numpy (the rest): the planner draws a dozen small batches per call, where torch's per-op
+    overhead made hashing most of the planning time. `_hash32_torch` is the twin.
     """
+    if all(not isinstance(k, torch.Tensor) or k.device.type == "cpu" for k in keys):
+        return _hash32_numpy(keys)
+    return _hash32_torch(keys)
+
+
+def _mix_int(x: int) -> int:
+    x ^= x >> 16
+    x = (x * _M1) & _MASK32
+    x ^= x >> 15
+    x = (x * _M2) & _MASK32
+    return x ^ (x >> 16)
+
+
+def _mix_np(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> 16)
+    x = (x * (_M1 & 0xFFFF) + (((x * (_M1 >> 16)) & 0xFFFF) << 16)) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * (_M2 & 0xFFFF) + (((x * (_M2 >> 16)) & 0xFFFF) << 16)) & _MASK32
+    return x ^ (x >> 16)
+
+
+def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
+    h: int | np.ndarray = 0x5EED1234
+    for k in keys:
+        if isinstance(k, torch.Tensor):
+            k = k.to(torch.int64).numpy()
+        elif isinstance(h, int):  # still scalar: plain Python integers
+            k = int(k)
+            for word in (k & _MASK32, (k >> 32) & _MASK32):
+                h = _mix_int(((h + _GOLDEN) & _MASK32) ^ word)
+            continue
+        else:
+            k = np.int64(k)
+        for word in (k & _MASK32, (k >> 32) & _MASK32):
+            h = _mix_np(((np.asarray(h, dtype=np.int64) + _GOLDEN) & _MASK32) ^ word)
+    if isinstance(h, int):
+        return torch.tensor(_mix_int(h), dtype=torch.int64)
+    out = np.asarray(_mix_np(h), dtype=np.int64)
+    return torch.tensor(int(out), dtype=torch.int64) if out.ndim == 0 else torch.from_numpy(np.ascontiguousarray(out))
+
+
+def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
     tensors = [k for k in keys if isinstance(k, torch.Tensor)]
     device = tensors[0].device if tensors else torch.device("cpu")
     h = torch.full((), 0x5EED1234, dtype=torch.int64, device=device)
