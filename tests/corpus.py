@@ -284,3 +284,30 @@ def within(seconds: float, fn: Callable[[], Any]) -> Any:
 def prefetch_threads() -> set[threading.Thread]:
     """The pipeline producer threads alive now."""
     return {t for t in threading.enumerate() if t.name == "pixelpipe-prefetch" and t.is_alive()}
+
+
+_SCRIPT_HEAD = """
+import io
+import numpy as np
+from PIL import Image
+import pixelpipe as pp
+
+def jpeg(i):
+    buf = io.BytesIO()
+    pixels = np.random.default_rng(i).integers(0, 256, (48, 48, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buf, "JPEG")
+    return buf.getvalue()
+"""
+
+
+def assert_script_exits_cleanly(body: str) -> None:
+    """Run `body` (after imports and a `jpeg(i)` maker) in a fresh interpreter: it must print
+    "done" and exit 0, never hang or abort at interpreter exit (threads still running)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = _SCRIPT_HEAD + textwrap.dedent(body)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.stdout.strip() == "done"
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -10,9 +10,6 @@ asked for and a Lambda at the end of the transforms (it runs in the finish of ea
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from corpus import Item, samples, within, write_folder, write_tars
+from corpus import Item, assert_script_exits_cleanly, samples, within, write_folder, write_tars
 
 from pixelpipe import Lambda, Pipeline, RandomFlip, RandomResizedCrop, Resize, SampleError
 from pixelpipe._prefetch import Replay
@@ -322,17 +319,6 @@ def test_close_after_an_epoch_stops_every_thread(tmp_path: Path) -> None:
 
 
 _EXIT_SCRIPT = """
-    import io
-    import numpy as np
-    from PIL import Image
-    import pixelpipe as pp
-
-    def jpeg(i):
-        buf = io.BytesIO()
-        pixels = np.random.default_rng(i).integers(0, 256, (48, 48, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(buf, "JPEG")
-        return buf.getvalue()
-
     data = [(jpeg(i % 8), i % 3) for i in range(40)]
     pipes = [pp.Pipeline(data, [pp.RandomResizedCrop(24)], batch_size=4, num_threads=2,
                          prefetch=8, seed=s) for s in range(3)]
@@ -344,7 +330,4 @@ _EXIT_SCRIPT = """
 
 
 def test_a_script_that_ends_after_an_epoch_exits_cleanly() -> None:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_EXIT_SCRIPT)], capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert proc.stdout.strip() == "done"
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_script_exits_cleanly(_EXIT_SCRIPT)

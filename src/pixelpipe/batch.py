@@ -61,18 +61,15 @@ class ImageBatch:
         tensors = [to_storable(img, i) for i, img in enumerate(images)]
         if device is None:
             device = tensors[0].device if tensors else "cpu"
-        n = len(tensors)
-        table = torch.zeros(n, 4, dtype=torch.int64)
-        offset = 0
-        for i, t in enumerate(tensors):
+        rows, offset = [], 0
+        for t in tensors:
             h, w, c = t.shape
-            table[i] = torch.tensor([offset, h, w, c])
+            rows.append((offset, h, w, c))
             offset += h * w * c
         data = torch.empty(offset, dtype=torch.uint8, device=device)
-        for i, t in enumerate(tensors):
-            o, h, w, c = table[i].tolist()
-            data[o : o + h * w * c].copy_(t.reshape(-1), non_blocking=True)
-        return cls(data, table)
+        for (o, h, w, c), t in zip(rows, tensors):  # one copy each, strided sources included
+            data[o : o + h * w * c].view(h, w, c).copy_(t, non_blocking=True)
+        return cls(data, torch.tensor(rows, dtype=torch.int64).view(-1, 4))
 
     @classmethod
     def empty(cls, device: str | torch.device = "cpu") -> ImageBatch:

@@ -270,7 +270,8 @@ class _PendingDecode:
 
         compose, x = self.compose, self.source
         try:
-            views, fallback, _ = compose._decoder.decode_views(x.blobs, [tuple(r) for r in self.regions.tolist()])
+            views, fallback, _ = compose._decoder.decode_views(x.blobs, [tuple(r) for r in self.regions.tolist()],
+                                                               headers=x.jpeg_headers)
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
             raise SampleError(e.sample, e.reason) from e
         compose.decode_stats["gpu"] += len(x) - len(fallback)
@@ -315,13 +316,23 @@ class EncodedSource:
 
     def __init__(self, blobs: Sequence[bytes | bytearray | memoryview], max_pixels: int = 100_000_000) -> None:
         from .decode import read_header
+        from .decode.headers import parse_jpeg
 
         self.blobs = list(blobs)
         self.max_pixels = max_pixels
         self.infos = []
+        # JPEGs parsed up to their first scan: the GPU decoder's checks use the layout too,
+        # so no header is parsed twice (None where that parse failed: the decoder says why)
+        self.jpeg_headers: list[Any] = []
         for i, b in enumerate(self.blobs):
+            header = None
             try:
-                info = read_header(b)
+                if b[:3] == b"\xff\xd8\xff":
+                    try:
+                        header = parse_jpeg(b, to_scan=True)
+                    except ValueError:
+                        pass
+                info = header[0] if header is not None else read_header(b)
             except ValueError as e:
                 raise SampleError(i, str(e)) from e
             if info.height * info.width > max_pixels:
@@ -329,6 +340,7 @@ class EncodedSource:
             if info.height == 0 or info.width == 0:
                 raise SampleError(i, f"{info.width}x{info.height} image has no pixels")
             self.infos.append(info)
+            self.jpeg_headers.append(header)
 
     def __len__(self) -> int:
         return len(self.blobs)

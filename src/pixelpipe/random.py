@@ -9,6 +9,8 @@ or after a resume gets the same augmentation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -20,13 +22,15 @@ _M2 = 0x846CA68B
 _GOLDEN = 0x9E3779B9
 
 
-def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+def _mul32(x: Any, c: int) -> Any:
     """(x * c) mod 2**32 for x in [0, 2**32), without int64 overflow: split c in 16-bit halves."""
     lo, hi = c & 0xFFFF, c >> 16
     return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _MASK32
 
 
-def _mix(x: torch.Tensor) -> torch.Tensor:
+def _mix(x: Any) -> Any:
+    """The 32-bit finalizer on a Python int, a numpy int64 array or an int64 tensor: the same
+    integer operations, so the same bits."""
     x = x ^ (x >> 16)
     x = _mul32(x, _M1)
     x = x ^ (x >> 15)
@@ -47,40 +51,13 @@ def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
     return _hash32_torch(keys)
 
 
-def _mix_int(x: int) -> int:
-    x ^= x >> 16
-    x = (x * _M1) & _MASK32
-    x ^= x >> 15
-    x = (x * _M2) & _MASK32
-    return x ^ (x >> 16)
-
-
-def _mix_np(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> 16)
-    x = (x * (_M1 & 0xFFFF) + (((x * (_M1 >> 16)) & 0xFFFF) << 16)) & _MASK32
-    x = x ^ (x >> 15)
-    x = (x * (_M2 & 0xFFFF) + (((x * (_M2 >> 16)) & 0xFFFF) << 16)) & _MASK32
-    return x ^ (x >> 16)
-
-
 def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
-    h: int | np.ndarray = 0x5EED1234
+    h: Any = 0x5EED1234  # a Python int until the first tensor key, then a numpy int64 array
     for k in keys:
-        if isinstance(k, torch.Tensor):
-            k = k.to(torch.int64).numpy()
-        elif isinstance(h, int):  # still scalar: plain Python integers
-            k = int(k)
-            for word in (k & _MASK32, (k >> 32) & _MASK32):
-                h = _mix_int(((h + _GOLDEN) & _MASK32) ^ word)
-            continue
-        else:
-            k = np.int64(k)
+        k = k.to(torch.int64).numpy() if isinstance(k, torch.Tensor) else int(k)
         for word in (k & _MASK32, (k >> 32) & _MASK32):
-            h = _mix_np(((np.asarray(h, dtype=np.int64) + _GOLDEN) & _MASK32) ^ word)
-    if isinstance(h, int):
-        return torch.tensor(_mix_int(h), dtype=torch.int64)
-    out = np.asarray(_mix_np(h), dtype=np.int64)
-    return torch.tensor(int(out), dtype=torch.int64) if out.ndim == 0 else torch.from_numpy(np.ascontiguousarray(out))
+            h = _mix(((h + _GOLDEN) & _MASK32) ^ word)
+    return torch.from_numpy(np.array(_mix(h), dtype=np.int64))
 
 
 def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:

@@ -101,16 +101,7 @@ class DeviceViews:
         images = self._gather()
         if len(images) != len(self):
             raise RuntimeError(f"gather gave {len(images)} images for {len(self)} samples")
-        sizes = [(int(t.shape[0]), int(t.shape[1]), int(t.shape[2])) for t in images]
-        offsets, total = [], 0
-        for h, w, c in sizes:
-            offsets.append(total)
-            total += h * w * c
-        data = torch.empty(total, dtype=torch.uint8, device=self.device)
-        for o, (h, w, c), t in zip(offsets, sizes, images):
-            data[o:o + h * w * c].view(h, w, c).copy_(t, non_blocking=True)
-        table = torch.tensor([[o, h, w, c] for o, (h, w, c) in zip(offsets, sizes)], dtype=torch.int64)
-        return ImageBatch(data, table.view(-1, 4))
+        return ImageBatch.from_list(images, device=self.device)
 
     def retire(self, stream: torch.cuda.Stream) -> None:
         """Keep the images alive until the work enqueued on `stream` so far has run; the owners

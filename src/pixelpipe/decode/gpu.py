@@ -256,11 +256,14 @@ class GpuDecoder:
         blobs: list[bytes],
         regions: list[tuple[int, int, int, int]] | None = None,
         stream: torch.cuda.Stream | None = None,
+        headers: list[Any] | None = None,
     ) -> tuple[DeviceViews, list[int], list[str]]:
         """As `decode_regions`, but the samples stay in nvImageCodec's buffers: a DeviceViews
         whose table points at each displayed region (orientation by strides, no copies). The
         kernels read it in place; call `views.retire(stream)` once they are enqueued.
-        Samples decoded on the CPU are uploaded into one device buffer (asynchronously)."""
+        Samples decoded on the CPU are uploaded into one device buffer (asynchronously).
+        headers: per blob, `parse_jpeg(blob, to_scan=True)` already done by the caller (or
+        None: parsed here)."""
         n = len(blobs)
         if regions is not None and len(regions) != n:
             raise ValueError(f"got {len(regions)} regions for {n} blobs")
@@ -279,7 +282,7 @@ class GpuDecoder:
             why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
             for i in range(n):
                 plan = _plan(i, blobs[i], None if regions is None else regions[i],
-                             self.roi_decode)
+                             self.roi_decode, None if headers is None else headers[i])
                 if isinstance(plan, str):
                     why[i] = plan
                 else:
@@ -397,12 +400,13 @@ class GpuDecoder:
 
 # --------------------------------------------------------------------------------- helpers
 def _plan(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
-          roi_decode: bool) -> Job | str:
-    """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead."""
+          roi_decode: bool, header: Any = None) -> Job | str:
+    """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead. header:
+    parse_jpeg(blob, to_scan=True) if the caller has it."""
     try:
         if blob[:3] != b"\xff\xd8\xff":
             return f"{read_header(blob).format}: no GPU decoder for this format"
-        info, layout = parse_jpeg(blob, to_scan=True)
+        info, layout = header if header is not None else parse_jpeg(blob, to_scan=True)
     except DecodeError as e:
         return f"header: {e}"
     if info.channels not in (1, 3):

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..batch import ImageBatch
+from ..kernels._device import to_device
 from ..views import DeviceViews, strided_view
 
 Row = tuple[int, int, int, int, int, int]  # a DeviceViews row
@@ -116,7 +117,7 @@ def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], on_cpu: dict[int, 
     uploaded: dict[int, torch.Tensor] = {}
     if on_cpu:
         host = ImageBatch.from_list([on_cpu[i] for i in sorted(on_cpu)])
-        data = host.data.pin_memory().to(device, non_blocking=True)
+        data = to_device(host.data, device)
         owners.append(data)
         for i, (o, h, w, c) in zip(sorted(on_cpu), host.table.tolist()):
             uploaded[i] = data[o:o + h * w * c].view(h, w, c)

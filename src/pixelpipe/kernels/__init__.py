@@ -2,7 +2,7 @@
 
 `run_stage` picks the implementation for the data's device: on the CPU the fast uint8 warp (or
 the reference warp) then the vectorised pointwise pass; on CUDA the Triton kernel, fused into
-one launch unless the colour ops need the warped image's mean first. The `*_reference`
+one launch (two when the colour ops need the warped image's mean: the means first). The `*_reference`
 functions are the definitions every fast path is tested against.
 """
 
@@ -16,13 +16,13 @@ import torch
 
 from ..batch import ImageBatch
 from ..views import DeviceViews
-from ._device import device_constant, to_device
+from ._device import to_device
 from .cpu_stage import run_cpu_stage
 from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means", "pointwise_device",
+__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",
            "warp_reference", "pointwise_reference"]
 
 
@@ -37,34 +37,7 @@ def gpu_kernels_available() -> bool:
     return True
 
 
-def pointwise_device(x: torch.Tensor, means: torch.Tensor,
-                     make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec]) -> torch.Tensor:
-    """The pointwise pass on the device when the colour matrix depends on the warped images'
-    mean colours (contrast), without a device-to-host copy of the means.
-
-    The colour chain is affine in the mean colour mu: out = A x + b0 + B mu. A, b0 and B come
-    from evaluating the chain on the host at mu = 0 and at the three unit colours; the device
-    adds B mu itself. Same function as pointwise_reference(x, make_pointwise(mu)).
-    """
-    n = x.shape[0]
-    dev = x.device
-    zero, color = _color_from_means(n, means, make_pointwise)
-    y = torch.einsum("nij,nhwj->nhwi", color[:, :, :3], x) + color[:, :, 3].reshape(n, 1, 1, 3)
-    y = y.clamp_(0.0, 255.0)
-    spec = zero
-    if spec.channels == 1:
-        y = (y * device_constant((0.299, 0.587, 0.114), dev)).sum(-1, keepdim=True)
-    if spec.dtype == torch.uint8:
-        y = torch.round(y).to(torch.uint8)
-    else:
-        k, bias = spec.scale_bias()
-        y = torch.addcmul(device_constant(bias, dev), y, device_constant(k, dev)).to(spec.dtype)
-    if spec.layout == "NCHW":
-        y = y.permute(0, 3, 1, 2).contiguous()
-    return y
-
-
-def _color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
+def color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
                       ) -> tuple[PointwiseSpec, torch.Tensor]:
     """(the pointwise spec at mean 0, the colour matrices [N, 3, 4] float32 on the means' device
     for the given means): the chain is affine in the mean colour mu, out = A x + b0 + B mu, with
@@ -106,7 +79,7 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
         # two launches, no intermediate image: the means, then warp + colour (from the means,
         # on the device: no host synchronisation) + normalise + cast in one
-        zero, color = _color_from_means(len(spec), warp_means_gpu(data, table, spec), make_pointwise)
+        zero, color = color_from_means(len(spec), warp_means_gpu(data, table, spec), make_pointwise)
         return warp_pointwise_gpu(data, table, spec, dataclasses.replace(zero, color=color))
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)

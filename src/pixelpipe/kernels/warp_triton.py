@@ -56,6 +56,25 @@ def _border(k, size, BORDER: tl.constexpr):
 
 
 @triton.jit
+def _tap(k, centre, stretch, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.constexpr):
+    """Tap k along one axis: its index remapped by the border rule, whether it reads the fill
+    colour (constant border, source point inside the image), and its filter weight (0 for a
+    tap outside the clip box [lo, hi) of the decoded region or dropped at a constant edge)."""
+    kb, out = _border(k, size, BORDER)
+    if BORDER == 0:
+        fill = out & ~inside
+        keep = fill | (~out & (kb >= lo) & (kb < hi))
+    else:
+        fill = tl.zeros_like(out)
+        keep = (kb >= lo) & (kb < hi)
+    if INTERP == 0:
+        w = tl.where(keep, 1.0, 0.0)
+    else:
+        w = tl.where(keep, _filter(((k.to(tl.float64) + 0.5 - centre) / stretch).to(tl.float32), INTERP), 0.0)
+    return kb, fill, w
+
+
+@triton.jit
 def _warp_kernel(
     src_ptr,  # uint8 or float32 flat buffer: every sample HWC, back to back
     table_ptr,  # int64 [N, 6]: offset, height, width, channels, row and column strides (bytes)
@@ -146,34 +165,11 @@ def _warp_kernel(
     acc2 = tl.zeros([BLOCK], tl.float32)
     wsum = tl.zeros([BLOCK], tl.float32)
     for ty in range(0, taps_y):
-        ky = first_y + ty
-        if INTERP == 0:
-            wy = tl.full([BLOCK], 1.0, tl.float32)
-        else:
-            wy = _filter(((ky.to(tl.float64) + 0.5 - v) / sy).to(tl.float32), INTERP)
-        kyb, out_y = _border(ky, img_h, BORDER)
-        if BORDER == 0:
-            fill_y = out_y & ~inside
-            keep_y = fill_y | (~out_y & (kyb >= cy0) & (kyb < cy1))
-        else:
-            fill_y = tl.zeros([BLOCK], tl.int1)
-            keep_y = (kyb >= cy0) & (kyb < cy1)
-        wy = tl.where(keep_y, wy, 0.0)
+        kyb, fill_y, wy = _tap(first_y + ty, v, sy, img_h, cy0, cy1, inside, INTERP, BORDER)
         row = off + (kyb - org_y) * rs
         for tx in range(0, taps_x):
-            kx = first_x + tx
-            if INTERP == 0:
-                wx = tl.full([BLOCK], 1.0, tl.float32)
-            else:
-                wx = _filter(((kx.to(tl.float64) + 0.5 - u) / sx).to(tl.float32), INTERP)
-            kxb, out_x = _border(kx, img_w, BORDER)
-            if BORDER == 0:
-                fill_x = out_x & ~inside
-                keep_x = fill_x | (~out_x & (kxb >= cx0) & (kxb < cx1))
-            else:
-                fill_x = tl.zeros([BLOCK], tl.int1)
-                keep_x = (kxb >= cx0) & (kxb < cx1)
-            w = wy * tl.where(keep_x, wx, 0.0)
+            kxb, fill_x, wx = _tap(first_x + tx, u, sx, img_w, cx0, cx1, inside, INTERP, BORDER)
+            w = wy * wx
             is_fill = fill_y | fill_x
             read = mask & (w != 0.0) & ~is_fill
             base = row + (kxb - org_x) * cs
