@@ -146,3 +146,13 @@ def test_plan_and_repr_name_the_ops():
     assert "float16" in text
     r = repr(c)
     assert "RandomResizedCrop" in r and "ColorJitter" in r
+
+
+def test_decode_stays_the_function_after_its_submodules_are_imported() -> None:
+    import importlib
+
+    import pixelpipe
+
+    for name in ("pixelpipe.decode.gpu", "pixelpipe.decode.on_device", "pixelpipe.decode.turbo"):
+        importlib.import_module(name)
+    assert callable(pixelpipe.decode) and pixelpipe.decode.__module__ == "pixelpipe.decode.cpu"

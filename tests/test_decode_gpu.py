@@ -5,8 +5,14 @@ Needs a CUDA device and nvidia-nvimgcodec (the pixelpipe[gpu] extra); the module
 otherwise. Real photos come from the ImageNet sample, or from .gpu-host/data on a GPU host
 (tests that need them skip when neither is there); edge cases are encoded here with Pillow.
 
+Most tests use decoders with fancy_upsampling=True (libjpeg's chroma filter), the mode meant to
+match the CPU decoder; the default mode (chroma by replication, as DALI) has its own test.
 Tolerances, in 8-bit levels of |GPU - reference|:
-- Against Pillow (libjpeg-turbo): mean < 1.5, max < 40. JPEG decoders legitimately differ:
+- Against Pillow (libjpeg-turbo), fancy upsampling: mean < 1.5, max < 40.
+- Against Pillow, the default replicated chroma: mean < 1.5 over the photos and < 6 for any
+  one of them, no bound on single pixels (measured on the 500 sample photos: mean 0.14, worst
+  image 4.4, single pixels up to 69 next to sharp colour edges). Wrong pixels (a shifted or
+  transposed image, swapped channels) give means of tens of levels. JPEG decoders legitimately differ:
   nvJPEG's IDCT (and the hardware engine's) rounds differently from libjpeg's integer IDCT
   (a level or two everywhere), and chroma upsampling can differ next to sharp colour edges,
   where a few pixels may be off by tens of levels.
@@ -36,7 +42,7 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
-from pixelpipe import ImageBatch
+from pixelpipe import Compose, ImageBatch
 from pixelpipe.decode import DecodeError, decode_region, read_header
 from pixelpipe.decode.gpu import GpuDecoder, gpu_decoder_available
 
@@ -118,10 +124,10 @@ def small() -> Image.Image:
 def decoders():
     made: dict[object, GpuDecoder] = {}
 
-    def get(hw_fraction: float | None = None, roi_decode: bool = True) -> GpuDecoder:
-        key = (hw_fraction, roi_decode)
+    def get(hw_fraction: float | None = None, roi_decode: bool = True, fancy: bool = True) -> GpuDecoder:
+        key = (hw_fraction, roi_decode, fancy)
         if key not in made:
-            made[key] = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=roi_decode)
+            made[key] = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=roi_decode, fancy_upsampling=fancy)
         return made[key]
 
     yield get
@@ -223,6 +229,24 @@ def test_full_decode_matches_pillow(decoders, photos: list[bytes], hw_fraction) 
     assert fallback == []
     for i, p in enumerate(photos):
         assert_close(batch[i], pillow_rgb(p), PILLOW_MEAN, PILLOW_MAX, f"photo {i}")
+
+
+@pytest.mark.parametrize("hw_fraction", HW_FRACTIONS)
+def test_default_replicated_chroma_stays_close_to_pillow(decoders, photos: list[bytes], hw_fraction) -> None:
+    batch, fallback, _ = decoders(hw_fraction, fancy=False).decode_regions(photos)
+    assert fallback == []
+    means = []
+    for i, p in enumerate(photos):
+        ref = pillow_rgb(p)
+        got = batch[i].cpu().numpy().astype(np.int16)
+        assert got.shape == ref.shape, f"photo {i}: shape {got.shape}, expected {ref.shape}"
+        means.append(float(np.abs(got - ref).mean()))
+    assert max(means) < 6 and sum(means) / len(means) < 1.5, f"mean |diff| per photo: {means}"
+
+
+def test_fancy_upsampling_is_off_by_default() -> None:
+    assert GpuDecoder.__init__.__kwdefaults__["fancy_upsampling"] is False
+    assert Compose([]).gpu_fancy_upsampling is False
 
 
 @pytest.mark.parametrize("kind", ["baseline", "progressive", "restart", "grey", "q100_444"])
@@ -457,3 +481,45 @@ def test_reused_buffers_give_the_same_pixels(photos: list[bytes], roi_safe: str)
     assert reused_rounds >= 2, "the decoder never got its buffers back"
     reusing.close()
     fresh.close()
+
+
+# ------------------------------------------------------------- pixelpipe.decode(device="cuda")
+def test_decode_on_cuda_matches_the_cpu_decoder(photos: list[bytes], small: Image.Image) -> None:
+    """JPEGs on the GPU (fancy upsampling: within the Pillow tolerance), a PNG through the CPU
+    decoder exactly; grey stays one channel unless rgb; the batch lives on the device."""
+    from pixelpipe import decode
+
+    png = save(small, "PNG")
+    grey = save(small.convert("L"), "JPEG", quality=90)
+    blobs = [*photos[:4], png, grey]
+    want = decode(blobs)
+    got = decode(blobs, device="cuda", fancy_upsampling=True)
+    assert got.device.type == "cuda" and len(got) == len(blobs)
+    assert got.sizes.tolist() == want.sizes.tolist()
+    channels = [img.shape[2] for img in want.tolist()]
+    assert channels[-1] == 1 and [img.shape[2] for img in got.tolist()] == channels
+    for i in range(len(blobs)):
+        assert_close(got[i], want[i].numpy(), PILLOW_MEAN, PILLOW_MAX, f"sample {i}")
+    assert torch.equal(got[4].cpu(), want[4])  # the PNG: the CPU decoder's pixels
+    rgb = decode(blobs, device="cuda", rgb=True)
+    assert [img.shape[2] for img in rgb.tolist()] == [3] * len(blobs)
+
+
+@pytest.mark.parametrize("exif", [True, False])
+def test_decode_on_cuda_follows_exif_like_the_cpu_decoder(small: Image.Image, exif: bool) -> None:
+    from pixelpipe import decode
+
+    blobs = [with_orientation(small, o) for o in (1, 3, 6, 8)]
+    want = decode(blobs, exif=exif)
+    got = decode(blobs, device="cuda", exif=exif, fancy_upsampling=True)
+    assert got.sizes.tolist() == want.sizes.tolist()
+    for i in range(len(blobs)):
+        assert_close(got[i], want[i].numpy(), PILLOW_MEAN, PILLOW_MAX, f"orientation sample {i}")
+
+
+def test_decode_on_cuda_names_the_failing_sample(small: Image.Image) -> None:
+    from pixelpipe import decode
+
+    good = save(small, "JPEG", quality=85)
+    with pytest.raises(DecodeError, match=r"sample 1"):
+        decode([good, b"junk", good], device="cuda")

@@ -21,6 +21,10 @@ from .ops import (
 )
 from .show import show
 
+# Eager, and after every other import: importing a submodule of the pixelpipe.decode package
+# (Compose does) would otherwise leave the attribute `pixelpipe.decode` bound to that package.
+from .decode import decode  # isort: skip
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -48,10 +52,6 @@ __all__ = [
 
 
 def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
-    if name == "decode":
-        from .decode import decode
-
-        return decode
     if name == "Pipeline":
         from .pipeline import Pipeline
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._threads import one_torch_thread
 from .batch import ImageBatch
 from .kernels import PointwiseSpec, run_stage
 from .ops._base import Op
@@ -34,7 +35,6 @@ LAYOUTS = ("NCHW", "NHWC")
 
 
 class Compose:
-    _notice_given = False
     """A list of ops applied as a few fused passes.
 
     Args:
@@ -50,7 +50,13 @@ class Compose:
         max_pixels: encoded images whose header claims more pixels fail (SampleError) before
             anything is decoded.
         hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
-            (None: as many as it takes); the rest go to the CUDA decoder.
+            (None, default: as many as it takes); the rest go to the CUDA decoder. On an H200
+            with gpu_fancy_upsampling off, None decoded fastest (docs/benchmarks.md); with it
+            on, about 0.6.
+        gpu_fancy_upsampling: on CUDA, decode JPEG chroma with libjpeg's triangular filter so
+            that pixels match the CPU decoder's (True), or by pixel replication (False,
+            default, as DALI does): about 1.7x the decoding rate for 0.14 grey levels of mean
+            difference (see pixelpipe.decode.gpu).
         gpu_roi_decode: let nvImageCodec decode only each sample's region (True), or decode
             whole images and let the warp read the region (False). "auto" (default): regions
             when a one-time probe in a child process decoded them cleanly on this GPU, since
@@ -74,7 +80,8 @@ class Compose:
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
                  device: str | torch.device | None = None, max_pixels: int = 100_000_000,
-                 hw_fraction: float | None = 0.65, gpu_roi_decode: bool | str = "auto") -> None:
+                 hw_fraction: float | None = None, gpu_roi_decode: bool | str = "auto",
+                 gpu_fancy_upsampling: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -104,6 +111,7 @@ class Compose:
         self._decoder: Any = None
         self.hw_fraction = hw_fraction
         self.gpu_roi_decode = gpu_roi_decode
+        self.gpu_fancy_upsampling = bool(gpu_fancy_upsampling)
         self.decode_stats = {"gpu": 0, "cpu_fallback": 0, "cpu": 0}
 
     def eval(self, style: str = "center") -> Compose:
@@ -221,14 +229,13 @@ class Compose:
         if self._decoder is not None:
             return self._decoder
         from .decode.gpu import GpuDecoder, gpu_decoder_available
+        from .decode.on_device import cpu_decoding_notice
 
         if not gpu_decoder_available():
-            if not Compose._notice_given:
-                Compose._notice_given = True
-                print('pixelpipe: decoding on the CPU; for GPU decoding: pip install "pixelpipe[gpu]"')
+            cpu_decoding_notice()
             return None
         self._decoder = GpuDecoder(device, hw_fraction=self.hw_fraction, num_cpu_threads=self.num_threads,
-                                   roi_decode=self.gpu_roi_decode)
+                                   roi_decode=self.gpu_roi_decode, fancy_upsampling=self.gpu_fancy_upsampling)
         return self._decoder
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
@@ -244,7 +251,8 @@ class Compose:
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="pixelpipe-decode")
+            self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="pixelpipe-decode",
+                                            initializer=one_torch_thread)  # per-sample work: see _threads
         return self._pool
 
     def close(self) -> None:
@@ -260,18 +268,21 @@ class Compose:
 
 
 class _PendingDecode:
-    """A batch planned for the GPU decoder, not decoded yet."""
+    """A batch planned for the GPU decoder, not decoded yet. The decoder's per-sample planning
+    (checks, code streams) happens here, on the planning thread, so that the decoding thread
+    (Pipeline's decode_thread) only decodes."""
 
     def __init__(self, compose: Compose, source: EncodedSource, regions: torch.Tensor) -> None:
         self.compose, self.source, self.regions = compose, source, regions
+        self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
+                                             source.jpeg_headers)
 
     def run(self) -> DeviceViews:
         from .decode.gpu import SampleDecodeError
 
         compose, x = self.compose, self.source
         try:
-            views, fallback, _ = compose._decoder.decode_views(x.blobs, [tuple(r) for r in self.regions.tolist()],
-                                                               headers=x.jpeg_headers)
+            views, fallback, _ = compose._decoder.decode_views(x.blobs, planned=self.planned)
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
             raise SampleError(e.sample, e.reason) from e
         compose.decode_stats["gpu"] += len(x) - len(fallback)

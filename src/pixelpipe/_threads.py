@@ -1,0 +1,41 @@
+"""One torch intra-op thread inside pixelpipe's own threads.
+
+torch runs CPU ops on an OpenMP team as large as the machine. pixelpipe's threads run either
+small planning ops (a few hundred numbers per batch) while other threads keep the cores busy
+(nvImageCodec's decoding threads, the other pipeline threads), or per-sample work on pools that
+already use every core. A team on top of that waits at its barriers for cores someone else holds:
+measured on an H200 host with 16 cores, planning a batch of 256 for the rn50 pipeline took 4 to
+45 ms while nvImageCodec decoded, against under 1 ms with one thread, and the pipeline ran at
+4.1k instead of 5.9k images/s (session notes in docs/benchmarks.md).
+
+`torch.set_num_threads` both sets the calling thread's count and the default that threads
+started later take. `one_torch_thread` keeps the first and puts the second back, so the user's
+threads (the main thread included) keep theirs. With torch's OpenMP builds the count is per
+thread; with a build whose pool is shared by all threads, nothing can be changed for one thread
+alone and the call leaves everything as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+__all__ = ["one_torch_thread"]
+
+_LOCK = threading.Lock()
+
+
+def one_torch_thread() -> bool:
+    """Give the calling thread one torch intra-op thread, leave every other thread's count as
+    it was. Returns whether the calling thread now has one (False with a shared pool)."""
+    if torch.get_num_threads() == 1:
+        return True
+    with _LOCK:
+        default = torch.get_num_threads()
+        torch.set_num_threads(1)
+        # put the default for threads started later back, from a thread whose own count is moot
+        restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="pixelpipe-threads")
+        restore.start()
+        restore.join()
+    return torch.get_num_threads() == 1

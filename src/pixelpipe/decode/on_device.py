@@ -1,0 +1,72 @@
+"""`pixelpipe.decode(images, device="cuda")`: whole images decoded on the GPU.
+
+JPEGs go to nvImageCodec (`GpuDecoder`, one per device and setting, kept for later calls: making
+one costs a second); other formats and files nvImageCodec declines go to the CPU decoder and
+are uploaded. Grey JPEGs come out of nvImageCodec with three equal channels: unless `rgb` is
+asked for they are cut back to one, as the CPU decoder keeps them. Without nvImageCodec (the
+pixelpipe[gpu] extra), the CPU decoder does everything and the batch is moved to the device,
+after a one-line notice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import torch
+
+from ..batch import ImageBatch
+from .headers import DecodeError, read_header
+
+__all__ = ["decode_on_device", "cpu_decoding_notice"]
+
+_DECODERS: dict[tuple[int, int, bool], object] = {}
+_LOCK = threading.Lock()
+_NOTICE = threading.Event()
+
+
+def cpu_decoding_notice() -> None:
+    """Say once per process that decoding stays on the CPU, and how to get the GPU decoder."""
+    if not _NOTICE.is_set():
+        _NOTICE.set()
+        print('pixelpipe: decoding on the CPU; for GPU decoding: pip install "pixelpipe[gpu]"')
+
+
+def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: torch.device, rgb: bool,
+                     num_threads: int | None, exif: bool, fancy_upsampling: bool) -> ImageBatch:
+    """The body of decode(..., device="cuda[:N]") (see pixelpipe.decode)."""
+    from .cpu import decode
+    from .gpu import GpuDecoder, gpu_decoder_available
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device {device} asked for, but torch.cuda.is_available() is False")
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device} does not exist ({torch.cuda.device_count()} CUDA device(s))")
+    if not gpu_decoder_available():
+        cpu_decoding_notice()
+        return decode(images, rgb=rgb, num_threads=num_threads, exif=exif).to(device)
+    blobs = [bytes(b) for b in images]
+    if not blobs:
+        return ImageBatch.from_list([], device=device)
+    threads = num_threads or 8
+    key = (device.index, threads, bool(fancy_upsampling))
+    with _LOCK:
+        decoder = _DECODERS.get(key)
+        if decoder is None:
+            decoder = _DECODERS[key] = GpuDecoder(device, num_cpu_threads=threads,
+                                                  fancy_upsampling=fancy_upsampling)
+    assert isinstance(decoder, GpuDecoder)
+    batch, _, _ = decoder.decode_regions(blobs, exif=exif)
+    if rgb:
+        return batch
+    grey = []
+    for i, b in enumerate(blobs):
+        try:
+            grey.append(read_header(b).channels == 1)
+        except DecodeError as e:  # unreachable: the decode above would have failed first
+            raise DecodeError(f"sample {i}: {e}") from e
+    if not any(grey):
+        return batch
+    return ImageBatch.from_list([img[..., :1] if g else img for img, g in zip(batch.tolist(), grey)], device=device)

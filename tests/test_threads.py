@@ -1,0 +1,61 @@
+"""pixelpipe's own threads run torch with one intra-op thread; the user's threads keep theirs.
+
+The per-thread count exists with torch's OpenMP builds (the CPU wheels); with a build whose
+pool is shared by every thread the function cannot act for one thread and says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from corpus import samples
+
+from pixelpipe import Compose, Pipeline, RandomResizedCrop
+from pixelpipe._threads import one_torch_thread
+
+OPENMP = "OpenMP" in torch.__config__.parallel_info()
+DEFAULT = 3  # larger than 1 on any machine, so that a change is visible
+
+
+@pytest.fixture(autouse=True)
+def three_threads() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(DEFAULT)
+    yield
+    torch.set_num_threads(before)
+
+
+def in_new_thread(fn: Callable[[], Any]) -> Any:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_the_calling_thread_gets_one_and_no_other_thread_changes() -> None:
+    def worker() -> tuple[bool, int]:
+        return one_torch_thread(), torch.get_num_threads()
+
+    changed, count = in_new_thread(worker)
+    if not OPENMP:
+        assert changed is False and count == DEFAULT
+        pytest.skip("this torch build shares one pool between threads: no per-thread count")
+    assert changed is True and count == 1
+    assert torch.get_num_threads() == DEFAULT  # the caller's thread
+    assert in_new_thread(torch.get_num_threads) == DEFAULT  # threads started later
+
+
+@pytest.mark.skipif(not OPENMP, reason="per-thread counts need torch's OpenMP build")
+def test_a_pipeline_leaves_the_users_threads_alone_and_its_pool_single_threaded() -> None:
+    compose = Compose([RandomResizedCrop(32)], num_threads=2)
+    with Pipeline([(it.data, it.label) for it in samples(6)], compose, 3, seed=1) as pipe:
+        assert sum(len(b["image"]) for b in pipe) == 6
+        pool_counts = {pipe.transforms._executor().submit(torch.get_num_threads).result() for _ in range(4)}
+    assert pool_counts == {1}
+    assert torch.get_num_threads() == DEFAULT
+    assert in_new_thread(torch.get_num_threads) == DEFAULT
