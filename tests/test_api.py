@@ -148,11 +148,26 @@ def test_plan_and_repr_name_the_ops():
     assert "RandomResizedCrop" in r and "ColorJitter" in r
 
 
-def test_decode_stays_the_function_after_its_submodules_are_imported() -> None:
+def test_decode_is_callable_and_its_submodules_import() -> None:
+    """pixelpipe.decode(files) decodes, and `import pixelpipe.decode.gpu as g` still works,
+    whatever was imported before (Compose imports the decoder submodules)."""
     import importlib
+    import io
+
+    from PIL import Image
 
     import pixelpipe
+    from pixelpipe import ImageBatch
 
     for name in ("pixelpipe.decode.gpu", "pixelpipe.decode.on_device", "pixelpipe.decode.turbo"):
         importlib.import_module(name)
-    assert callable(pixelpipe.decode) and pixelpipe.decode.__module__ == "pixelpipe.decode.cpu"
+    import pixelpipe.decode.headers as headers  # noqa: F401  (the form that needs the package)
+
+    buf = io.BytesIO()
+    Image.new("RGB", (5, 3), (10, 20, 30)).save(buf, "PNG")
+    from pixelpipe import decode
+
+    for fn in (pixelpipe.decode, decode):
+        batch = fn([buf.getvalue()])
+        assert isinstance(batch, ImageBatch) and batch.sizes.tolist() == [[3, 5]]
+        assert batch[0][1, 2].tolist() == [10, 20, 30]

@@ -1,6 +1,7 @@
 """pixelpipe: batched image decoding and per-sample random augmentation, fused into one warp
 and one pointwise pass, on the CPU and the GPU."""
 
+from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .batch import ImageBatch
 from .compose import Compose, SampleError
 from .ops import (
@@ -20,10 +21,6 @@ from .ops import (
     Warp,
 )
 from .show import show
-
-# Eager, and after every other import: importing a submodule of the pixelpipe.decode package
-# (Compose does) would otherwise leave the attribute `pixelpipe.decode` bound to that package.
-from .decode import decode  # isort: skip
 
 __version__ = "0.1.0"
 
