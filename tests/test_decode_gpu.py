@@ -363,7 +363,7 @@ class _Flaky:
 
 
 def test_nvimgcodec_failures_fall_back(small: Image.Image, monkeypatch) -> None:
-    dec = GpuDecoder(CUDA, hw_fraction=0.0)
+    dec = GpuDecoder(CUDA, hw_fraction=0.0, api="python")  # wraps the binding's decoder
     good, bad = save(small, "JPEG", quality=80), save(small, "JPEG", quality=81)
     real = dec._decoder
     nvc = dec._nvc
@@ -459,8 +459,8 @@ def test_views_feed_the_kernel_like_the_assembled_batch(decoders, small: Image.I
 def test_reused_buffers_give_the_same_pixels(photos: list[bytes], roi_safe: str) -> None:
     """Batches decoded into the buffers of earlier batches (regions of other sizes each round,
     so buffers must grow and shrink) equal batches decoded into fresh buffers."""
-    reusing = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True)
-    fresh = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True)
+    reusing = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True, api="python")  # the binding reuses buffers
+    fresh = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True, api="python")
     fresh._free_cap = 0  # never reuses
     stream = torch.cuda.current_stream()
     rng = np.random.default_rng(5)
@@ -523,3 +523,34 @@ def test_decode_on_cuda_names_the_failing_sample(small: Image.Image) -> None:
     good = save(small, "JPEG", quality=85)
     with pytest.raises(DecodeError, match=r"sample 1"):
         decode([good, b"junk", good], device="cuda")
+
+
+# ------------------------------------------------------------------ the C API and the binding
+@pytest.mark.parametrize("hw_fraction", [None, 0.0])
+def test_c_api_decodes_exactly_what_the_binding_decodes(photos: list[bytes], small: Image.Image, roi_safe: str,
+                                                       hw_fraction) -> None:
+    """The ctypes path (default) and nvImageCodec's Python binding: same backends, same
+    options, so the same pixels, bit for bit; regions, orientations, a PNG fallback and a
+    corrupt file included."""
+    blobs = [*photos, with_orientation(small, 6), with_orientation(small, 3), save(small, "PNG"), b"\xff\xd8\xffjunk"]
+    rng = np.random.default_rng(11)
+    regions = []
+    for b in blobs[:-1]:
+        h, w = read_header(b).oriented_size
+        y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+        regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+    c = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c")
+    py = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="python")
+    assert c.api == "c" and py.api == "python"
+    with pytest.raises(DecodeError, match=f"sample {len(blobs) - 1}"):
+        c.decode_regions(blobs, [*regions, (0, 0, 1, 1)])
+    got, fell_c, _ = c.decode_regions(blobs[:-1], regions)
+    want, fell_py, _ = py.decode_regions(blobs[:-1], regions)
+    torch.cuda.synchronize()
+    assert fell_c == fell_py == [len(blobs) - 2]  # the PNG, on the CPU in both
+    assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+    views, _, _ = c.decode_views(blobs[:-1], regions)
+    assert torch.equal(views.contiguous().data, want.data)  # the views' slow twin agrees
+    views.retire(torch.cuda.current_stream())
+    c.close()
+    py.close()

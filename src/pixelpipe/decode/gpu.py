@@ -65,7 +65,6 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,18 +73,17 @@ import torch
 from .._threads import one_torch_thread
 from ..batch import ImageBatch
 from ..views import DeviceViews
-from .cpu import _check_region, _stored_box, decode_region
+from . import nvimgcodec_c
+from .cpu import decode_region
+from .gpu_plan import Planned, plan_job
 from .gpu_views import Job, Row, as_views, view_row
-from .headers import DecodeError, parse_jpeg, read_header
+from .headers import DecodeError
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 
 __all__ = ["GpuDecoder", "gpu_decoder_available"]
 
 
 _INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
-_MAX_PIXELS = 100_000_000  # decode_region's default; larger files go to it and fail there
-_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
-_JPEG_END = b"\xff\xd9"
 # What nvImageCodec's pybind11 layer raises: std::runtime_error and its own errors become
 # RuntimeError, std::invalid_argument ValueError, std::out_of_range IndexError, bad
 # arguments TypeError.
@@ -141,6 +139,10 @@ class GpuDecoder:
             (see the module docstring).
         options: further nvImageCodec decoder options, passed verbatim after the upsampling
             one (see the module docstring).
+        api: "c": nvImageCodec's C API through ctypes (`nvimgcodec_c`): decodes without the
+            GIL, into one buffer pixelpipe owns; "python": its Python binding, whose decode
+            stalls while other Python threads run (see nvimgcodec_c). "auto" (default): "c"
+            when the installed library is a release whose structs pixelpipe mirrors.
 
     One decoder per device; reuse it for every batch. Calls are serialised by a lock: use it
     from one thread at a time for throughput.
@@ -162,6 +164,7 @@ class GpuDecoder:
         roi_decode: bool | str = "auto",
         fancy_upsampling: bool = False,
         options: str = "",
+        api: str = "auto",
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -199,8 +202,20 @@ class GpuDecoder:
         else:
             hw = []
         backends = [*hw, nvc.Backend(kinds.GPU_ONLY), nvc.Backend(kinds.HYBRID_CPU_GPU)]
-        self._decoder = nvc.Decoder(device_id=device.index, max_num_cpu_threads=num_cpu_threads,
-                                    backends=backends, options=options)
+        if api not in ("auto", "c", "python"):
+            raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
+        capi = nvimgcodec_c.load() if api != "python" else None
+        if api == "c" and capi is None:
+            raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
+                               "release's structs); use api='python'")
+        self._c: nvimgcodec_c.CDecoder | None = None
+        if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
+            self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, hw_fraction, options)
+            self._decoder: Any = self._c
+        else:
+            self._decoder = nvc.Decoder(device_id=device.index, max_num_cpu_threads=num_cpu_threads,
+                                        backends=backends, options=options)
+        self.api = "c" if self._c is not None else "python"
         self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
                                         apply_exif_orientation=False, allow_any_depth=False)
         self._pool: ThreadPoolExecutor | None = None
@@ -213,6 +228,9 @@ class GpuDecoder:
         """Release nvImageCodec's decoder and the CPU fallback threads."""
         with self._lock:
             self._decoder = None
+            if self._c is not None:
+                self._c.close()
+                self._c = None
             with self._free_lock:
                 self._free = []
             if self._pool is not None:
@@ -222,7 +240,7 @@ class GpuDecoder:
     def __repr__(self) -> str:
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
                 f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode}, "
-                f"fancy_upsampling={self.fancy_upsampling})")
+                f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r})")
 
     # ------------------------------------------------------------------------------ decoding
     def decode_regions(
@@ -285,12 +303,14 @@ class GpuDecoder:
         jobs: list[Job] = []
         why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
         for i in range(n):
-            job = _plan(i, blobs[i], None if regions is None else regions[i],
+            job = plan_job(i, blobs[i], None if regions is None else regions[i],
                         self.roi_decode, None if headers is None else headers[i], exif)
             if isinstance(job, str):
                 why[i] = job
             else:
                 jobs.append(job)
+        if self._c is not None:  # the C API makes its own code streams, on the decoding thread
+            return Planned(blobs, regions, exif, why, [], [], jobs)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
         return Planned(blobs, regions, exif, why, streams, parents, decodable)
 
@@ -329,7 +349,7 @@ class GpuDecoder:
             on_gpu = self._decode_gpu(planned, stream, why)
             pending.update(self._start_cpu(planned, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            views = as_views(n, on_gpu, on_cpu, self.device, self._recycle)
+            views = as_views(n, on_gpu, on_cpu, self.device, self._recycle if self._c is None else None)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
@@ -358,6 +378,8 @@ class GpuDecoder:
     ) -> dict[int, tuple[Job, Any, Row]]:
         """nvImageCodec decodes the planned code streams; returns sample -> (job, nvImageCodec
         image, the DeviceViews row of its displayed region). Failures go into `why`."""
+        if self._c is not None:
+            return self._decode_gpu_c(planned, stream, why)
         nvc = self._nvc
         code_streams, decodable = planned.code_streams, planned.decodable
         if not decodable:
@@ -393,6 +415,26 @@ class GpuDecoder:
                 why[job.index] = f"nvImageCodec image unreadable: {type(e).__name__}: {e}"
                 continue
             out[job.index] = (job, img, row)
+        return out
+
+    def _decode_gpu_c(
+        self, planned: Planned, stream: torch.cuda.Stream, why: dict[int, str],
+    ) -> dict[int, tuple[Job, Any, Row]]:
+        """As _decode_gpu, through the C API: every job into its slot of one new buffer."""
+        jobs = planned.decodable
+        if not jobs:
+            return {}
+        assert self._c is not None
+        boxes = [job.box if job.roi else None for job in jobs]
+        sizes = [(job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
+                 for job in jobs]
+        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], boxes, sizes, stream)
+        out: dict[int, tuple[Job, Any, Row]] = {}
+        for job, res in zip(jobs, results):
+            if isinstance(res, str):
+                why[job.index] = res
+                continue
+            out[job.index] = (job, res, view_row(job, res.__cuda_array_interface__, res.strides))
         return out
 
     def _take_free(self, n: int) -> dict[str, list[Any]]:
@@ -436,47 +478,3 @@ class GpuDecoder:
             self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
                                             thread_name_prefix="pixelpipe-gpu-fallback")
         return {i: self._pool.submit(one, i) for i in indices}
-
-
-# --------------------------------------------------------------------------------- helpers
-@dataclass
-class Planned:
-    """A batch planned for nvImageCodec (see GpuDecoder.plan)."""
-
-    blobs: list[bytes]
-    regions: list[tuple[int, int, int, int]] | None
-    exif: bool
-    why: dict[int, str]  # samples for the CPU decoder, and why
-    code_streams: list[Any]  # one per decodable job
-    parents: list[Any]  # whole-file code streams the ROI views hang on
-    decodable: list[Job]
-
-
-def _plan(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
-          roi_decode: bool, header: Any = None, exif: bool = True) -> Job | str:
-    """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead. header:
-    parse_jpeg(blob, to_scan=True) if the caller has it. exif=False ignores the orientation."""
-    try:
-        if blob[:3] != b"\xff\xd8\xff":
-            return f"{read_header(blob).format}: no GPU decoder for this format"
-        info, layout = header if header is not None else parse_jpeg(blob, to_scan=True)
-    except DecodeError as e:
-        return f"header: {e}"
-    if info.channels not in (1, 3):
-        return f"{info.channels}-component (CMYK/YCCK) JPEG: Pillow's colour conversion"
-    if info.bits != 8 or layout.sof in _LOSSLESS_SOF:
-        return f"{info.bits}-bit {'lossless ' if layout.sof in _LOSSLESS_SOF else ''}JPEG"
-    if info.height * info.width > _MAX_PIXELS:
-        return f"{info.width}x{info.height} pixels: over the CPU decoder's limit"
-    if blob.rfind(_JPEG_END, layout.sos_end) < 0:
-        return "truncated JPEG: no end-of-image marker after the scan"
-    orientation = info.orientation if exif else 1
-    disp_h, disp_w = info.oriented_size if exif else (info.height, info.width)
-    try:
-        box = _check_region(region, disp_h, disp_w)
-    except ValueError as e:
-        raise ValueError(f"sample {i}: {e}") from None
-    stored = _stored_box(box, orientation, info.height, info.width)
-    whole = stored == (0, 0, info.height, info.width)
-    return Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
-               orientation, roi_decode and not whole)

@@ -1,0 +1,74 @@
+"""GPU decoding beside a Python thread: nvImageCodec through its C API (ctypes, pixelpipe's
+default) against its Python binding, each alone and while another thread runs pure Python.
+
+    python benchmarks/gpu_decoder_gil.py [--data DIR] [--batch 256] [--rounds 3]
+
+Prints ms per batch of regions (rn50's random crops) for both and each situation. The binding's
+decode takes the GIL back about twice per image, so a busy Python thread stretches it by the
+interpreter's switch interval each time; the C API path takes it once per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    from pixelpipe import Compose
+    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.compose import EncodedSource
+    from pixelpipe.decode.gpu import GpuDecoder
+
+    files = sorted(p for p in Path(args.data).iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))[: args.batch]
+    blobs = [p.read_bytes() for p in files]
+    src = EncodedSource(blobs)
+    stage = Compose(pipeline_ops("rn50")).stages[0]
+
+    def regions(epoch: int) -> list[tuple[int, int, int, int]]:
+        plan = stage.sample(0, epoch, torch.arange(len(blobs)), src.sizes())
+        return [tuple(r) for r in plan.regions().tolist()]
+
+    def busy(stop: threading.Event) -> None:
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    print(f"{len(blobs)} JPEGs from {args.data}, batch {len(blobs)}, {torch.cuda.get_device_name()}")
+    print(f"{'api':<8}{'alone (ms)':>12}{'beside busy Python (ms)':>26}")
+    for api in ("c", "python"):
+        dec = GpuDecoder(torch.device("cuda"), num_cpu_threads=8, roi_decode=True, api=api)
+        stream = torch.cuda.current_stream()
+
+        def once(epoch: int, dec: GpuDecoder = dec, stream: torch.cuda.Stream = stream) -> float:
+            t0 = time.perf_counter()
+            views, _, _ = dec.decode_views(blobs, regions(epoch), headers=src.jpeg_headers)
+            torch.cuda.synchronize()
+            views.retire(stream)
+            return (time.perf_counter() - t0) * 1e3
+
+        once(0)
+        alone = min(once(1 + r) for r in range(args.rounds))
+        stop = threading.Event()
+        th = threading.Thread(target=busy, args=(stop,))
+        th.start()
+        beside = min(once(100 + r) for r in range(max(1, args.rounds // 2)))
+        stop.set()
+        th.join()
+        print(f"{api:<8}{alone:>12.1f}{beside:>26.1f}")
+        dec.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""What GpuDecoder decides per sample before decoding: nvImageCodec or the CPU decoder (and
+why), the region in stored coordinates, the orientation. Pure Python on the headers; GpuDecoder.plan
+runs it on the pipeline's planning thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .cpu import _JPEG_END, _check_region, _stored_box
+from .gpu_views import Job
+from .headers import DecodeError, parse_jpeg, read_header
+
+__all__ = ["Planned", "plan_job"]
+
+_MAX_PIXELS = 100_000_000  # decode_region's default; larger files go to it and fail there
+_LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
+
+
+@dataclass
+class Planned:
+    """A batch planned for nvImageCodec (see GpuDecoder.plan)."""
+
+    blobs: list[bytes]
+    regions: list[tuple[int, int, int, int]] | None
+    exif: bool
+    why: dict[int, str]  # samples for the CPU decoder, and why
+    code_streams: list[Any]  # one per decodable job
+    parents: list[Any]  # whole-file code streams the ROI views hang on
+    decodable: list[Job]
+
+
+def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
+             roi_decode: bool, header: Any = None, exif: bool = True) -> Job | str:
+    """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead. header:
+    parse_jpeg(blob, to_scan=True) if the caller has it. exif=False ignores the orientation."""
+    try:
+        if blob[:3] != b"\xff\xd8\xff":
+            return f"{read_header(blob).format}: no GPU decoder for this format"
+        info, layout = header if header is not None else parse_jpeg(blob, to_scan=True)
+    except DecodeError as e:
+        return f"header: {e}"
+    if info.channels not in (1, 3):
+        return f"{info.channels}-component (CMYK/YCCK) JPEG: Pillow's colour conversion"
+    if info.bits != 8 or layout.sof in _LOSSLESS_SOF:
+        return f"{info.bits}-bit {'lossless ' if layout.sof in _LOSSLESS_SOF else ''}JPEG"
+    if info.height * info.width > _MAX_PIXELS:
+        return f"{info.width}x{info.height} pixels: over the CPU decoder's limit"
+    if blob.rfind(_JPEG_END, layout.sos_end) < 0:
+        return "truncated JPEG: no end-of-image marker after the scan"
+    orientation = info.orientation if exif else 1
+    disp_h, disp_w = info.oriented_size if exif else (info.height, info.width)
+    try:
+        box = _check_region(region, disp_h, disp_w)
+    except ValueError as e:
+        raise ValueError(f"sample {i}: {e}") from None
+    stored = _stored_box(box, orientation, info.height, info.width)
+    whole = stored == (0, 0, info.height, info.width)
+    return Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
+               orientation, roi_decode and not whole)
