@@ -175,12 +175,11 @@ class Slot:
     """One decoded sample in the batch buffer, shaped like an nvImageCodec image for the code
     that reads those (`__cuda_array_interface__`, byte `strides`); holds the buffer."""
 
-    def __init__(self, buffer: torch.Tensor, offset: int, height: int, width: int) -> None:
+    def __init__(self, buffer: torch.Tensor, address: int, height: int, width: int) -> None:
         self.buffer = buffer
         self.strides = (width * 3, 3, 1)
         self.__cuda_array_interface__ = {"shape": (height, width, 3), "typestr": "|u1",
-                                         "data": (buffer.data_ptr() + offset, False), "version": 3,
-                                         "strides": self.strides}
+                                         "data": (address, False), "version": 3, "strides": self.strides}
 
 
 class CDecoder:
@@ -291,7 +290,7 @@ class CDecoder:
                 status = self._run(streams, images, len(ok))
                 for j, k in enumerate(ok):
                     if status[j] == _SUCCESS:
-                        out[k] = Slot(buffer, offsets[k], *sizes[k])
+                        out[k] = Slot(buffer, base + offsets[k], *sizes[k])
                     else:
                         name = _STATUS_NAMES.get(status[j], "unknown reason")
                         out[k] = f"nvImageCodec could not decode it (status {status[j]:#x}: {name})"
