@@ -1,12 +1,22 @@
 """GPU decoding of JPEGs (and their regions) with NVIDIA nvImageCodec.
 
-`GpuDecoder.decode_views` sends the JPEGs of a batch to nvImageCodec in one call (its hardware
-JPEG engine and its CUDA/hybrid nvJPEG decoder share the work), leaves every decoded image where
-nvImageCodec put it (a `DeviceViews` table of addresses and strides that the kernel reads), and
-decodes on the CPU (`decode_region`, Pillow) whatever nvImageCodec cannot, reporting those
-samples so the pipeline can count them. `decode_regions` copies the views into one ImageBatch. Regions and EXIF
-orientation follow the CPU decoder exactly: the same box of the displayed image, oriented the
-same way.
+`GpuDecoder.decode_views` sends the JPEGs of a batch to nvImageCodec in one call. The hardware
+JPEG engine and the CUDA/hybrid nvJPEG decoder share the work. The decoded images stay in
+device memory and are passed on as a `DeviceViews` table of addresses and strides that the
+kernel reads. Whatever nvImageCodec cannot decode goes to the CPU (`decode_region`, Pillow),
+and those samples are reported so the pipeline can count them. `decode_regions` copies the
+views into one ImageBatch. Regions and EXIF orientation follow the CPU decoder exactly: the
+same box of the displayed image, oriented the same way.
+
+Two ways to drive nvImageCodec (`api=`):
+- "c", the default where the installed release is one it mirrors: its C API through ctypes
+  (`nvimgcodec_c`). The decode runs without the GIL, into one buffer pixelpipe owns (one slot
+  per sample).
+- "python": its Python binding, described below. Its decode stalls while other Python threads
+  run (measurements in nvimgcodec_c). It decodes into buffers nvImageCodec owns, and those are
+  reused across batches.
+
+Both use the same backends and options, and give the same pixels bit for bit.
 
 API facts relied on, for nvidia-nvimgcodec-cu13 0.9.0.20 (module `nvidia.nvimgcodec`; from the
 docstrings in its extension module, NVIDIA/nvImageCodec sources of earlier releases, and the
