@@ -82,3 +82,28 @@ def test_the_decode_thread_gives_the_same_batches() -> None:
         with Pipeline(Memory(data), _ops(), 4, device="cuda", seed=5, decode_thread=decode_thread) as pipe:
             outs.append([torch.cat([b["image"].cpu() for b in pipe]) for _ in range(2)])
     assert all(torch.equal(a, b) for a, b in zip(outs[0], outs[1]))
+
+
+def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
+    """Peak memory (torch's allocator, which holds the decoder's output buffers too) after
+    epoch 1 and after epoch 5 within 1%; the device's used memory (nvImageCodec's own buffers
+    included) grows by at most 64 MiB over those epochs; after close() torch holds what it held
+    before, give or take 1 MiB of per-device constants made once (a batch's buffers are MBs)."""
+    data = [(_jpeg(i), i) for i in range(24)]
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    pipe = Pipeline(Memory(data), _ops(), 8, device="cuda", seed=0)
+    peaks, used = [], []
+    for _ in range(5):
+        torch.cuda.reset_peak_memory_stats()
+        for _b in pipe:
+            pass
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated())
+        free, total = torch.cuda.mem_get_info()
+        used.append(total - free)
+    assert abs(peaks[-1] - peaks[0]) <= 0.01 * peaks[0], peaks
+    assert used[-1] - used[0] <= 64 << 20, used
+    pipe.close()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() <= before + (1 << 20), (torch.cuda.memory_allocated(), before)

@@ -256,10 +256,17 @@ class Compose:
         return self._pool
 
     def close(self) -> None:
-        """Stop the decoding threads (they are restarted on the next call)."""
+        """Stop the decoding threads and release the GPU decoder and the buffers it decoded
+        into (all are made again on the next call)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._decoder is not None:
+            from .views import release_retired
+
+            release_retired()
+            self._decoder.close()
+            self._decoder = None
 
     def __del__(self) -> None:
         pool = getattr(self, "_pool", None)

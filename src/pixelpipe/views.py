@@ -23,7 +23,7 @@ import torch
 
 from .batch import ImageBatch
 
-__all__ = ["DeviceViews", "strided_view"]
+__all__ = ["DeviceViews", "release_retired", "strided_view"]
 
 # Columns of DeviceViews.table.
 OFFSET, HEIGHT, WIDTH, CHANNELS, ROW_STRIDE, COL_STRIDE = range(6)
@@ -117,3 +117,14 @@ class DeviceViews:
         for _, owners, recycle in done:
             if recycle is not None:
                 recycle(owners)
+
+
+def release_retired() -> None:
+    """Wait for the work every retired batch was kept for, then drop (or recycle) its owners:
+    what a pipeline's close() calls so that the decoders' buffers go back at once."""
+    with _LOCK:
+        done, _RETIRED[:] = list(_RETIRED), []
+    for event, owners, recycle in done:
+        event.synchronize()
+        if recycle is not None:
+            recycle(owners)
