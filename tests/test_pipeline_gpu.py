@@ -88,7 +88,8 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     """Peak memory (torch's allocator, which holds the decoder's output buffers too) after
     epoch 1 and after epoch 5 within 1%; the device's used memory (nvImageCodec's own buffers
     included) grows by at most 64 MiB over those epochs; after close() torch holds what it held
-    before, give or take 1 MiB of per-device constants made once (a batch's buffers are MBs)."""
+    before, give or take 64 KiB of per-device constants made once (one batch's decoded
+    buffer here is about 400 KiB)."""
     data = [(_jpeg(i), i) for i in range(24)]
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
@@ -96,8 +97,7 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     peaks, used = [], []
     for _ in range(5):
         torch.cuda.reset_peak_memory_stats()
-        for _b in pipe:
-            pass
+        assert sum(len(b["image"]) for b in pipe) == len(data)  # keeps no batch alive
         torch.cuda.synchronize()
         peaks.append(torch.cuda.max_memory_allocated())
         free, total = torch.cuda.mem_get_info()
@@ -106,4 +106,4 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     assert used[-1] - used[0] <= 64 << 20, used
     pipe.close()
     torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() <= before + (1 << 20), (torch.cuda.memory_allocated(), before)
+    assert torch.cuda.memory_allocated() <= before + (64 << 10), (torch.cuda.memory_allocated(), before)
