@@ -85,24 +85,24 @@ def test_the_decode_thread_gives_the_same_batches() -> None:
 
 
 def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
-    """Peak memory (torch's allocator, which holds the decoder's output buffers too) after
-    epoch 1 and after epoch 5 within 1%; the device's used memory (nvImageCodec's own buffers
-    included) grows by at most 64 MiB over those epochs; after close() torch holds what it held
-    before, give or take 64 KiB of per-device constants made once (one batch's decoded
-    buffer here is about 400 KiB)."""
+    """The high-water mark of torch's allocator (which holds the decoder's output buffers too)
+    after epoch 1 and after epoch 5 within 1% (same batches every epoch: shuffle off); the
+    device's used memory (nvImageCodec's own buffers included) grows by at most 64 MiB over
+    those epochs; after close() torch holds what it held before, give or take 64 KiB of
+    per-device constants made once (one batch's decoded buffer here is about 400 KiB)."""
     data = [(_jpeg(i), i) for i in range(24)]
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    pipe = Pipeline(Memory(data), _ops(), 8, device="cuda", seed=0)
+    torch.cuda.reset_peak_memory_stats()
+    pipe = Pipeline(Memory(data), _ops(), 8, device="cuda", seed=0, shuffle=False)
     peaks, used = [], []
     for _ in range(5):
-        torch.cuda.reset_peak_memory_stats()
         assert sum(len(b["image"]) for b in pipe) == len(data)  # keeps no batch alive
         torch.cuda.synchronize()
         peaks.append(torch.cuda.max_memory_allocated())
         free, total = torch.cuda.mem_get_info()
         used.append(total - free)
-    assert abs(peaks[-1] - peaks[0]) <= 0.01 * peaks[0], peaks
+    assert peaks[-1] <= 1.01 * peaks[0], peaks
     assert used[-1] - used[0] <= 64 << 20, used
     pipe.close()
     torch.cuda.synchronize()
