@@ -319,8 +319,9 @@ class GpuDecoder:
                 why[i] = job
             else:
                 jobs.append(job)
-        if self._c is not None:  # the C API makes its own code streams, on the decoding thread
-            return Planned(blobs, regions, exif, why, [], [], jobs)
+        if self._c is not None:  # the C API's code streams, opened here on the planning thread
+            opened = self._c.open([blobs[job.index] for job in jobs], [job.box if job.roi else None for job in jobs])
+            return Planned(blobs, regions, exif, why, [], [], jobs, opened)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
         return Planned(blobs, regions, exif, why, streams, parents, decodable)
 
@@ -438,7 +439,8 @@ class GpuDecoder:
         boxes = [job.box if job.roi else None for job in jobs]
         sizes = [(job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
                  for job in jobs]
-        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], boxes, sizes, stream)
+        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], boxes, sizes, stream,
+                                    planned.opened)
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(jobs, results):
             if isinstance(res, str):

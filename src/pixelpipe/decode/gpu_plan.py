@@ -28,6 +28,7 @@ class Planned:
     code_streams: list[Any]  # one per decodable job
     parents: list[Any]  # whole-file code streams the ROI views hang on
     decodable: list[Job]
+    opened: Any = None  # the C API's code streams (nvimgcodec_c.Opened), when GpuDecoder uses it
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,

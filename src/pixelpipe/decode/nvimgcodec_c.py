@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CDecoder", "Slot", "load"]
+__all__ = ["CDecoder", "Opened", "Slot", "load"]
 
 _ST_PROPERTIES, _ST_INSTANCE, _ST_DECODE_PARAMS, _ST_REGION, _ST_VIEW = 1, 2, 5, 8, 9
 _ST_IMAGE_INFO, _ST_PLANE_INFO, _ST_BACKEND, _ST_BACKEND_PARAMS, _ST_EXECUTION = 11, 12, 17, 29, 30
@@ -182,6 +182,35 @@ class Slot:
                                          "data": (address, False), "version": 3, "strides": self.strides}
 
 
+class Opened:
+    """Code streams opened for one batch by `CDecoder.open`: per blob a handle or why there is
+    none. Holds the blobs (nvImageCodec reads them while it decodes). Released once."""
+
+    def __init__(self, owner: CDecoder, blobs: list[bytes]) -> None:
+        self.owner, self.blobs = owner, list(blobs)
+        self.streams: list[Any] = []
+        self.handles: list[Any] = []
+        self.released = False
+
+    def release(self) -> None:
+        owner = self.owner
+        with owner._open_lock:
+            if self.released:
+                return
+            self.released = True
+            owner._opened.discard(self)
+            handles, self.handles = self.handles, []
+        if owner._instance:
+            for h in reversed(handles):
+                owner._api.held.nvimgcodecCodeStreamDestroy(h)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown
+            pass
+
+
 class CDecoder:
     """An nvImageCodec instance and decoder driven through the C API (see the module docstring).
     Not thread-safe: GpuDecoder serialises calls."""
@@ -217,8 +246,14 @@ class CDecoder:
             _check(status, "creating a decoder")
         self._params = _make(_DecodeParams, _ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
+        self._open_lock = threading.Lock()
+        self._opened: set[Opened] = set()
 
     def close(self) -> None:
+        with self._open_lock:
+            pending = list(self._opened)
+        for opened in pending:  # code streams belong to the instance: release them first
+            opened.release()
         if self._decoder:
             self._api.held.nvimgcodecDecoderDestroy(self._decoder)
             self._decoder = _P()
@@ -232,14 +267,50 @@ class CDecoder:
         except Exception:  # interpreter shutdown
             pass
 
-    def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
-               sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> tuple[list[Slot | str], torch.Tensor]:
-        """Decode blobs[k] (its box (y0, x0, y1, x1) of the stored image, or the whole image
-        for None; sizes[k] is the (h, w) that gives) as interleaved RGB into one uint8 buffer
-        allocated on `stream`, in `stream`'s order. Returns per blob a Slot, or why it failed,
-        and the buffer."""
+    def open(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None]) -> Opened:
+        """Code streams for blobs[k] (a region view of its box of the stored image, or the
+        whole image for None): the part of a decode a pipeline does on its planning thread.
+        Pass the result to `decode`; it is released there (or by `Opened.release`)."""
         if not self._decoder:
             raise RuntimeError("this decoder was closed")
+        held = self._api.held
+        opened = Opened(self, blobs)
+        with self._open_lock:
+            self._opened.add(opened)
+        view = _make(_CodeStreamView, _ST_VIEW)
+        view.region.struct_type, view.region.struct_size = _ST_REGION, C.sizeof(_Region)
+        view.region.ndim = 2
+        for k, blob in enumerate(opened.blobs):
+            parent = _P()
+            if held.nvimgcodecCodeStreamCreateFromHostMem(self._instance, C.byref(parent), blob, len(blob), None) != 0:
+                opened.streams.append("nvImageCodec cannot parse it")
+                continue
+            opened.handles.append(parent)
+            if boxes[k] is None:
+                opened.streams.append(parent)
+                continue
+            y0, x0, y1, x1 = boxes[k]  # type: ignore[misc]
+            view.region.start[0], view.region.start[1] = y0, x0
+            view.region.end[0], view.region.end[1] = y1, x1
+            sub = _P()
+            if held.nvimgcodecCodeStreamGetSubCodeStream(parent, C.byref(sub), C.byref(view)) != 0:
+                opened.streams.append(f"nvImageCodec refused the region {boxes[k]}")
+                continue
+            opened.handles.append(sub)
+            opened.streams.append(sub)
+        return opened
+
+    def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
+               sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
+               opened: Opened | None = None) -> tuple[list[Slot | str], torch.Tensor]:
+        """Decode blobs[k] (its box (y0, x0, y1, x1) of the stored image, or the whole image
+        for None; sizes[k] is the (h, w) that gives) as interleaved RGB into one uint8 buffer
+        allocated on `stream`, in `stream`'s order. opened: `open(blobs, boxes)` done already.
+        Returns per blob a Slot, or why it failed, and the buffer."""
+        if not self._decoder:
+            raise RuntimeError("this decoder was closed")
+        if opened is None or opened.released:
+            opened = self.open(blobs, boxes)
         n = len(blobs)
         offsets, total = [], 0
         for h, w in sizes:
@@ -249,37 +320,24 @@ class CDecoder:
             buffer = torch.empty(max(total, 1), dtype=torch.uint8, device=stream.device)
         base = buffer.data_ptr()
         held = self._api.held
-        parents, streams, images = [], (_P * n)(), (_P * n)()
+        streams, images = (_P * n)(), (_P * n)()
         out: list[Slot | str] = [""] * n
         ok: list[int] = []
-        view = _make(_CodeStreamView, _ST_VIEW)
-        view.region.struct_type, view.region.struct_size = _ST_REGION, C.sizeof(_Region)
-        view.region.ndim = 2
         info = _make(_ImageInfo, _ST_IMAGE_INFO)
+        info.color_spec, info.sample_format, info.num_planes = _SRGB, _I_RGB, 1
+        info.buffer_kind, info.cuda_stream = _STRIDED_DEVICE, stream.cuda_stream
+        p = info.plane_info[0]
+        p.struct_type, p.struct_size = _ST_PLANE_INFO, C.sizeof(_PlaneInfo)
+        p.num_channels, p.sample_type, p.precision = 3, _UINT8, 0
         try:
             for k in range(n):
-                parent = _P()
-                if held.nvimgcodecCodeStreamCreateFromHostMem(self._instance, C.byref(parent), blobs[k],
-                                                              len(blobs[k]), None) != 0:
-                    out[k] = "nvImageCodec cannot parse it"
+                cs = opened.streams[k]
+                if isinstance(cs, str):
+                    out[k] = cs
                     continue
-                parents.append(parent)
-                cs = parent
-                if boxes[k] is not None:
-                    y0, x0, y1, x1 = boxes[k]  # type: ignore[misc]
-                    view.region.start[0], view.region.start[1] = y0, x0
-                    view.region.end[0], view.region.end[1] = y1, x1
-                    cs = _P()
-                    if held.nvimgcodecCodeStreamGetSubCodeStream(parent, C.byref(cs), C.byref(view)) != 0:
-                        out[k] = f"nvImageCodec refused the region {boxes[k]}"
-                        continue
-                    parents.append(cs)
                 h, w = sizes[k]
-                info.color_spec, info.sample_format, info.num_planes = _SRGB, _I_RGB, 1
-                p = info.plane_info[0]
-                p.struct_type, p.struct_size = _ST_PLANE_INFO, C.sizeof(_PlaneInfo)
-                p.width, p.height, p.row_stride, p.num_channels, p.sample_type, p.precision = w, h, w * 3, 3, _UINT8, 0
-                info.buffer, info.buffer_kind, info.cuda_stream = base + offsets[k], _STRIDED_DEVICE, stream.cuda_stream
+                p.width, p.height, p.row_stride = w, h, w * 3
+                info.buffer = base + offsets[k]
                 img = _P()
                 if held.nvimgcodecImageCreate(self._instance, C.byref(img), C.byref(info)) != 0:
                     out[k] = "nvImageCodec could not describe its output"
@@ -297,8 +355,7 @@ class CDecoder:
         finally:
             for j in range(len(ok)):
                 held.nvimgcodecImageDestroy(images[j])
-            for cs in reversed(parents):
-                held.nvimgcodecCodeStreamDestroy(cs)
+            opened.release()
         return out, buffer
 
     def _run(self, streams: Any, images: Any, n: int) -> list[int]:
