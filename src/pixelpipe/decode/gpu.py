@@ -220,7 +220,13 @@ class GpuDecoder:
                                "release's structs); use api='python'")
         self._c: nvimgcodec_c.CDecoder | None = None
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
-            self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, hw_fraction, options)
+            try:
+                self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, hw_fraction, options)
+            except RuntimeError as e:
+                if api == "c":
+                    raise
+                print(f"pixelpipe: nvImageCodec's C API failed ({e}); using its Python binding")
+        if self._c is not None:
             self._decoder: Any = self._c
         else:
             self._decoder = nvc.Decoder(device_id=device.index, max_num_cpu_threads=num_cpu_threads,
