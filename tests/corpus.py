@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from pixelpipe.datasets import synthetic
@@ -311,3 +312,25 @@ def assert_script_exits_cleanly(body: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert proc.stdout.strip() == "done"
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- batches
+def assert_same(a: list[dict], b: list[dict]) -> None:
+    """Same batches, bit for bit."""
+    assert len(a) == len(b)
+    for k, (x, y) in enumerate(zip(a, b)):
+        assert x.keys() == y.keys()
+        for key in x:
+            assert torch.equal(x[key], y[key]), f"batch {k}: {key!r} differs"
+
+
+def take(pipe: Any, k: int) -> list[dict]:
+    """The first k batches of the pipeline's next epoch, then stop iterating."""
+    out: list[dict] = []
+    if k == 0:
+        return out
+    for b in pipe:
+        out.append(b)
+        if len(out) == k:
+            break
+    return out

@@ -15,9 +15,11 @@ import pytest
 import torch
 from corpus import (
     Item,
+    assert_same,
     assert_script_exits_cleanly,
     prefetch_threads,
     samples,
+    take,
     within,
     write_filelist,
     write_folder,
@@ -51,27 +53,6 @@ def ceil(a: int, b: int) -> int:
 
 def valid(batches: list[dict]) -> list[int]:
     return [i for b in batches for i in b["index"][b["valid"]].tolist()]
-
-
-def assert_same(a: list[dict], b: list[dict]) -> None:
-    """Same batches, bit for bit."""
-    assert len(a) == len(b)
-    for k, (x, y) in enumerate(zip(a, b)):
-        assert x.keys() == y.keys()
-        for key in x:
-            assert torch.equal(x[key], y[key]), f"batch {k}: {key!r} differs"
-
-
-def take(pipe: Pipeline, k: int) -> list[dict]:
-    """The first k batches of the next epoch, then stop iterating."""
-    out: list[dict] = []
-    if k == 0:
-        return out
-    for b in pipe:
-        out.append(b)
-        if len(out) == k:
-            break
-    return out
 
 
 @pytest.fixture

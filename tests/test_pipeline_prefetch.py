@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from corpus import Item, assert_script_exits_cleanly, samples, within, write_folder, write_tars
+from corpus import Item, assert_same, assert_script_exits_cleanly, samples, take, within, write_folder, write_tars
 
 from pixelpipe import Lambda, Pipeline, RandomFlip, RandomResizedCrop, Resize, SampleError
 from pixelpipe._prefetch import Replay
@@ -74,23 +74,6 @@ def recorded(rec: Recorder, calls: Calls, **kw: object) -> Pipeline:
     args: dict = {"batch_size": 4, "seed": SEED, "num_threads": 1}
     args.update(kw)
     return Pipeline(Iterable(rec, length=len(GOOD)), [Resize((8, 8)), Lambda(calls)], **args)
-
-
-def assert_same(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b)
-    for k, (x, y) in enumerate(zip(a, b)):
-        assert x.keys() == y.keys()
-        for key in x:
-            assert torch.equal(x[key], y[key]), f"batch {k}: {key!r} differs"
-
-
-def take(pipe: Pipeline, k: int) -> list[dict]:
-    out: list[dict] = []
-    for b in pipe:
-        out.append(b)
-        if len(out) == k:
-            break
-    return out
 
 
 def epoch_start(epoch: int, pipe: Pipeline) -> dict:

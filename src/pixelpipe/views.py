@@ -80,10 +80,10 @@ class DeviceViews:
         self.device = torch.device(device)
         self.data = _base(self.device)
         origin = self.data.data_ptr()
+        if any(row[CHANNELS] not in (1, 3) for row in rows):
+            raise ValueError("DeviceViews holds 1- or 3-channel images only")
         self.table = torch.tensor([(a - origin, h, w, c, rs, cs) for a, h, w, c, rs, cs in rows],
                                   dtype=torch.int64).view(-1, 6)
-        if len(self.table) and bool((~((self.table[:, CHANNELS] == 1) | (self.table[:, CHANNELS] == 3))).any()):
-            raise ValueError("DeviceViews holds 1- or 3-channel images only")
         self._owners = owners
         self._gather = gather
         self._recycle = recycle

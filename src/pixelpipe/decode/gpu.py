@@ -203,17 +203,9 @@ class GpuDecoder:
             raise ValueError(f'roi_decode must be True, False or "auto", got {roi_decode!r}')
         self.roi_decode = roi_decode
         self._nvc = nvc
-        kinds = nvc.BackendKind
-        if hw_fraction is None:
-            hw = [nvc.Backend(kinds.HW_GPU_ONLY)]
-        elif hw_fraction > 0:
-            hw = [nvc.Backend(kinds.HW_GPU_ONLY, load_hint=float(hw_fraction),
-                              load_hint_policy=nvc.LoadHintPolicy.FIXED)]
-        else:
-            hw = []
-        backends = [*hw, nvc.Backend(kinds.GPU_ONLY), nvc.Backend(kinds.HYBRID_CPU_GPU)]
         if api not in ("auto", "c", "python"):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
+        backends = _backends(hw_fraction)
         capi = nvimgcodec_c.load() if api != "python" else None
         if api == "c" and capi is None:
             raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
@@ -221,7 +213,7 @@ class GpuDecoder:
         self._c: nvimgcodec_c.CDecoder | None = None
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
             try:
-                self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, hw_fraction, options)
+                self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, backends, options)
             except RuntimeError as e:
                 if api == "c":
                     raise
@@ -229,11 +221,15 @@ class GpuDecoder:
         if self._c is not None:
             self._decoder: Any = self._c
         else:
-            self._decoder = nvc.Decoder(device_id=device.index, max_num_cpu_threads=num_cpu_threads,
-                                        backends=backends, options=options)
+            fixed = nvc.LoadHintPolicy.FIXED
+            self._decoder = nvc.Decoder(
+                device_id=device.index, max_num_cpu_threads=num_cpu_threads, options=options,
+                backends=[nvc.Backend(getattr(nvc.BackendKind, kind)) if hint is None else
+                          nvc.Backend(getattr(nvc.BackendKind, kind), load_hint=hint, load_hint_policy=fixed)
+                          for kind, hint in backends])
+            self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
+                                            apply_exif_orientation=False, allow_any_depth=False)
         self.api = "c" if self._c is not None else "python"
-        self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
-                                        apply_exif_orientation=False, allow_any_depth=False)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._free: list[Any] = []  # decoded images to decode into again (see _take_free)
@@ -326,10 +322,10 @@ class GpuDecoder:
             else:
                 jobs.append(job)
         if self._c is not None:  # the C API's code streams, opened here on the planning thread
-            opened = self._c.open([blobs[job.index] for job in jobs], [job.box if job.roi else None for job in jobs])
-            return Planned(blobs, regions, exif, why, [], [], jobs, opened)
+            opened = self._c.open([blobs[job.index] for job in jobs], [job.region for job in jobs])
+            return Planned(blobs, regions, exif, why, jobs, opened)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
-        return Planned(blobs, regions, exif, why, streams, parents, decodable)
+        return Planned(blobs, regions, exif, why, decodable, streams + parents)
 
     def decode_views(
         self,
@@ -398,7 +394,8 @@ class GpuDecoder:
         if self._c is not None:
             return self._decode_gpu_c(planned, stream, why)
         nvc = self._nvc
-        code_streams, decodable = planned.code_streams, planned.decodable
+        decodable = planned.decodable
+        code_streams = planned.opened[:len(decodable)]
         if not decodable:
             return {}
         cuda_stream = stream.cuda_stream
@@ -442,11 +439,8 @@ class GpuDecoder:
         if not jobs:
             return {}
         assert self._c is not None
-        boxes = [job.box if job.roi else None for job in jobs]
-        sizes = [(job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
-                 for job in jobs]
-        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], boxes, sizes, stream,
-                                    planned.opened)
+        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], [job.region for job in jobs],
+                                    [job.decoded_size for job in jobs], stream, planned.opened)
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(jobs, results):
             if isinstance(res, str):
@@ -496,3 +490,16 @@ class GpuDecoder:
             self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
                                             thread_name_prefix="pixelpipe-gpu-fallback")
         return {i: self._pool.submit(one, i) for i in indices}
+
+
+def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:
+    """nvImageCodec's JPEG backends in order of preference, as (BackendKind name, load hint or
+    None for the default), the same for the C API and the Python binding. CPU_ONLY stays out:
+    what no GPU decoder takes comes back as a failure and goes to decode_region, counted."""
+    if hw_fraction is None:
+        hw = [("HW_GPU_ONLY", None)]
+    elif hw_fraction > 0:
+        hw = [("HW_GPU_ONLY", float(hw_fraction))]
+    else:
+        hw = []
+    return [*hw, ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]

@@ -25,10 +25,10 @@ class Planned:
     regions: list[tuple[int, int, int, int]] | None
     exif: bool
     why: dict[int, str]  # samples for the CPU decoder, and why
-    code_streams: list[Any]  # one per decodable job
-    parents: list[Any]  # whole-file code streams the ROI views hang on
     decodable: list[Job]
-    opened: Any = None  # the C API's code streams (nvimgcodec_c.Opened), when GpuDecoder uses it
+    # the decodable jobs' code streams: nvimgcodec_c.Opened (C API), or a list of the Python
+    # binding's code streams followed by the whole-file ones the region views hang on
+    opened: Any
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,

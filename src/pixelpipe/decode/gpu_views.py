@@ -31,6 +31,17 @@ class Job:
     orientation: int
     roi: bool  # nvImageCodec decodes only `box` (else the whole image, cropped here)
 
+    @property
+    def region(self) -> tuple[int, int, int, int] | None:
+        """What nvImageCodec is asked to decode: `box`, or None for the whole image."""
+        return self.box if self.roi else None
+
+    @property
+    def decoded_size(self) -> tuple[int, int]:
+        """(h, w) of what nvImageCodec returns: the box, or the whole stored image."""
+        y0, x0, y1, x1 = self.box
+        return (y1 - y0, x1 - x0) if self.roi else self.stored_size
+
 
 class _CudaArray:
     """An nvImageCodec image's __cuda_array_interface__ with explicit strides; holds the image
@@ -52,8 +63,7 @@ def _as_tensor(img: Any, device: torch.device) -> torch.Tensor:
 
 def _displayed(job: Job, pixels: torch.Tensor) -> torch.Tensor:
     """The displayed region from nvImageCodec's stored pixels (the box, or the whole image)."""
-    y0, x0, y1, x1 = job.box
-    expect = (y1 - y0, x1 - x0) if job.roi else job.stored_size
+    expect = job.decoded_size
     if pixels.dim() != 3 or tuple(pixels.shape[:2]) != expect or pixels.shape[2] not in (1, 3):
         raise RuntimeError(
             f"sample {job.index}: nvImageCodec returned {tuple(pixels.shape)} pixels, expected "
@@ -63,6 +73,7 @@ def _displayed(job: Job, pixels: torch.Tensor) -> torch.Tensor:
     if pixels.dtype != torch.uint8:
         raise RuntimeError(f"sample {job.index}: nvImageCodec returned {pixels.dtype}, not uint8")
     if not job.roi:
+        y0, x0, y1, x1 = job.box
         pixels = pixels[y0:y1, x0:x1]
     if pixels.shape[2] == 1:
         pixels = pixels.expand(-1, -1, 3)
@@ -90,7 +101,7 @@ def _orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
 def view_row(job: Job, interface: dict[str, Any], strides: Any) -> Row:
     """The DeviceViews row of a decoded image's displayed region (box, orientation)."""
     shape = tuple(int(v) for v in interface["shape"])
-    expect = (job.box[2] - job.box[0], job.box[3] - job.box[1]) if job.roi else job.stored_size
+    expect = job.decoded_size
     if len(shape) != 3 or shape[:2] != expect or shape[2] not in (1, 3):
         raise RuntimeError(
             f"sample {job.index}: nvImageCodec returned {shape} pixels, expected {expect} x 3 "

@@ -24,6 +24,7 @@ import ctypes as C
 import importlib.util
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ __all__ = ["CDecoder", "Opened", "Slot", "load"]
 
 _ST_PROPERTIES, _ST_INSTANCE, _ST_DECODE_PARAMS, _ST_REGION, _ST_VIEW = 1, 2, 5, 8, 9
 _ST_IMAGE_INFO, _ST_PLANE_INFO, _ST_BACKEND, _ST_BACKEND_PARAMS, _ST_EXECUTION = 11, 12, 17, 29, 30
-_HW, _GPU, _HYBRID = 4, 2, 3  # nvimgcodecBackendKind_t
+_KINDS = {"GPU_ONLY": 2, "HYBRID_CPU_GPU": 3, "HW_GPU_ONLY": 4}  # nvimgcodecBackendKind_t
 _POLICY_IGNORE, _POLICY_FIXED = 1, 2
 _SRGB, _I_RGB, _UINT8, _STRIDED_DEVICE = 1, 8, 0x0802, 1
 _SUCCESS = 1
@@ -215,29 +216,25 @@ class CDecoder:
     """An nvImageCodec instance and decoder driven through the C API (see the module docstring).
     Not thread-safe: GpuDecoder serialises calls."""
 
-    def __init__(self, api: _Api, device_index: int, num_cpu_threads: int, hw_fraction: float | None,
-                 options: str) -> None:
+    def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
+                 backends: list[tuple[str, float | None]], options: str) -> None:
+        """backends: (BackendKind name, load hint or None for the default), in order."""
         self._api = api
         info = _make(_InstanceCreateInfo, _ST_INSTANCE)
         info.load_builtin_modules, info.load_extension_modules = 1, 1
         info.extension_modules_path = api.extensions.encode()
         self._instance = _P()
         _check(api.held.nvimgcodecInstanceCreate(C.byref(self._instance), C.byref(info)), "creating an instance")
-        kinds: list[tuple[int, float, int]] = []
-        if hw_fraction is None:
-            kinds.append((_HW, 1.0, _POLICY_IGNORE))
-        elif hw_fraction > 0:
-            kinds.append((_HW, float(hw_fraction), _POLICY_FIXED))
-        kinds += [(_GPU, 1.0, _POLICY_IGNORE), (_HYBRID, 1.0, _POLICY_IGNORE)]
-        self._backends = (_Backend * len(kinds))()
-        for b, (kind, hint, policy) in zip(self._backends, kinds):
+        self._backends = (_Backend * len(backends))()
+        for b, (kind, hint) in zip(self._backends, backends):
             b.struct_type, b.struct_size = _ST_BACKEND, C.sizeof(_Backend)
-            b.kind = kind
+            b.kind = _KINDS[kind]
             b.params.struct_type, b.params.struct_size = _ST_BACKEND_PARAMS, C.sizeof(_BackendParams)
-            b.params.load_hint, b.params.load_hint_policy = hint, policy
+            b.params.load_hint = 1.0 if hint is None else hint
+            b.params.load_hint_policy = _POLICY_IGNORE if hint is None else _POLICY_FIXED
         ex = _make(_ExecutionParams, _ST_EXECUTION)
         ex.max_num_cpu_threads, ex.device_id, ex.pre_init = num_cpu_threads, device_index, 1
-        ex.num_backends, ex.backends = len(kinds), self._backends
+        ex.num_backends, ex.backends = len(backends), self._backends
         self._decoder = _P()
         status = api.free.nvimgcodecDecoderCreate(self._instance, C.byref(self._decoder), C.byref(ex),
                                                   options.encode())
@@ -247,7 +244,9 @@ class CDecoder:
         self._params = _make(_DecodeParams, _ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
         self._open_lock = threading.Lock()
-        self._opened: set[Opened] = set()
+        # open code streams not released yet; weak, so that a batch planned and then dropped
+        # (a pipeline stopped between planning and decoding) releases its own in Opened.__del__
+        self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
 
     def close(self) -> None:
         with self._open_lock:

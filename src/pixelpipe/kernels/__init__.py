@@ -73,14 +73,16 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
         return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
     data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():
-        from .warp_triton import warp_means_gpu, warp_pointwise_gpu
+        from .warp_triton import device_inputs, warp_means_gpu, warp_pointwise_gpu
 
         if not needs_means:
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
         # two launches, no intermediate image: the means, then warp + colour (from the means,
-        # on the device: no host synchronisation) + normalise + cast in one
-        zero, color = color_from_means(len(spec), warp_means_gpu(data, table, spec), make_pointwise)
-        return warp_pointwise_gpu(data, table, spec, dataclasses.replace(zero, color=color))
+        # on the device: no host synchronisation) + normalise + cast in one; the table and the
+        # geometry go up once for both
+        table, geom = device_inputs(table, spec, data.device)
+        zero, color = color_from_means(len(spec), warp_means_gpu(data, table, spec, geom), make_pointwise)
+        return warp_pointwise_gpu(data, table, spec, dataclasses.replace(zero, color=color), geom=geom)
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))

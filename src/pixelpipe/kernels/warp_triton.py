@@ -241,14 +241,15 @@ def _post(spec: PointwiseSpec) -> tuple[float, ...]:
 
 def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
             color: torch.Tensor | None, post: tuple[float, ...], finish: bool, sums: torch.Tensor | None,
-            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4, store: bool = True) -> None:
+            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4, store: bool = True,
+            geom: torch.Tensor | None = None) -> None:
     n = len(spec)
     H, W = spec.out_size
     if n == 0 or H * W == 0:
         return
     dev = data.device
-    geom = to_device(spec.packed(), dev)
-    tab = to_device(strided_table(table), dev)
+    geom = to_device(spec.packed(), dev) if geom is None else geom
+    tab = to_device(strided_table(table), dev)  # a device table (see device_inputs) stays as it is
     col = (to_device(color.reshape(n, 12), dev, torch.float32) if color is not None
            else device_constant((0.0,) * 12, dev))
     fill = device_constant(tuple(spec.fill), dev)
@@ -264,6 +265,13 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.
     )
 
 
+def device_inputs(table: torch.Tensor, spec: WarpSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's per-sample table [N, 6] and geometry [N, 21] on `device`, for callers that
+    launch more than once on the same batch (the means, then the fused pass): made and uploaded
+    once instead of per launch."""
+    return to_device(strided_table(table), device), to_device(spec.packed(), device)
+
+
 def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Warp only: float32 [N, H, W, 3] in pixel units, and per-sample channel means if asked."""
     n = len(spec)
@@ -275,18 +283,20 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     return out, means
 
 
-def warp_means_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
+def warp_means_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
+                   geom: torch.Tensor | None = None) -> torch.Tensor:
     """Per-sample channel means [N, 3] (float32, on the device) of the warped images, without
     writing them: the first of the two launches a mean-dependent colour transform takes."""
     n = len(spec)
     H, W = spec.out_size
     acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device)
-    _launch(data, table, spec, acc, (0, 0, 0, 0), None, (0.0,) * 6, False, acc, False, False, store=False)
+    _launch(data, table, spec, acc, (0, 0, 0, 0), None, (0.0,) * 6, False, acc, False, False, store=False,
+            geom=geom)
     return acc / float(max(H * W, 1))
 
 
 def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
-                       block: int = 256, num_warps: int = 4) -> torch.Tensor:
+                       block: int = 256, num_warps: int = 4, geom: torch.Tensor | None = None) -> torch.Tensor:
     """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor."""
     n = len(spec)
     H, W = spec.out_size
@@ -298,5 +308,5 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
         out = torch.empty(n, H, W, c, dtype=pspec.dtype, device=data.device)
         strides = (H * W * c, 1, W * c, c)
     _launch(data, table, spec, out, strides, pspec.color, _post(pspec), True, None, c == 1,
-            pspec.dtype == torch.uint8, block, num_warps)
+            pspec.dtype == torch.uint8, block, num_warps, geom=geom)
     return out
