@@ -201,3 +201,18 @@ def test_min_decode_size_of_a_crop_follows_its_own_shrink():
     regions = plan.regions()
     hw = regions[:, 2:] - regions[:, :2]
     assert torch.equal(plan.min_decode_size(regions), torch.maximum(torch.full_like(hw, 16), hw.clamp(max=16)))
+
+
+def test_color_matrix_at_stacked_means_equals_one_by_one():
+    """The GPU path folds the colour chain at four mean colours per sample in one evaluation
+    (parameters tiled): each slice equals folding at that mean alone."""
+    ops = [pp.RandomResizedCrop(32), pp.ColorJitter(0.4, 0.4, 0.4, 0.1), pp.RandomGrayscale(0.5)]
+    sizes = torch.tensor([[60.0, 80.0], [90.0, 50.0], [40.0, 40.0], [70.0, 100.0], [64.0, 64.0]])
+    plan = pp.Compose(ops).stages[0].sample(5, 2, torch.arange(5), sizes)
+    means = torch.rand(4, 5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 255
+    stacked = plan.color_matrix(means)
+    assert stacked.shape == (4, 5, 3, 4)
+    for k in range(4):
+        one = plan.color_matrix(means[k])
+        assert torch.allclose(stacked[k], one, rtol=0, atol=1e-9), k
+    assert not torch.allclose(stacked[0], stacked[1])  # the contrast term follows the mean

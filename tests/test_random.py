@@ -174,3 +174,20 @@ def test_cpu_fast_hash_equals_the_torch_twin(keys):
     fast, twin = hash32(*args), _hash32_torch(args)
     assert fast.dtype == twin.dtype == torch.int64 and fast.shape == twin.shape
     assert torch.equal(fast, twin)
+
+
+def test_draws_from_a_shared_prefix_equal_the_full_hash():
+    """A stage folds (seed, epoch, indices) once per batch and every op's draws continue from
+    that state: the numbers are exactly those of hashing all five keys each time."""
+    from pixelpipe.random import prefix
+
+    idx = torch.tensor([0, 5, -3, 2**40, 77, 123456789])
+    for op in (0, 3):
+        full = Draws(9, 2, idx, op)
+        fast = Draws(9, 2, idx, op, prefix(9, 2, idx))
+        assert torch.equal(full.uniform(4, -2.0, 3.0), fast.uniform(4, -2.0, 3.0))
+        assert torch.equal(full.uniforms(range(5, 9)), fast.uniforms(range(5, 9)))
+        assert torch.equal(full.bernoulli(1, 0.3), fast.bernoulli(1, 0.3))
+        assert torch.equal(full.integers(2, -4, 11), fast.integers(2, -4, 11))
+        assert torch.equal(full.normal(6), fast.normal(6))
+        assert torch.equal(fast.uniform(4), uniform(9, 2, idx, op, 4))

@@ -19,7 +19,7 @@ from .kernels.spec import WarpSpec
 from .ops._base import ColorOp, GeometryOp, Op, Params, eye
 from .ops.color import Normalize, apply_to_mean, compose, identity
 from .ops.tensor import Lambda
-from .random import Draws
+from .random import Draws, prefix
 
 _EPS = 1e-6
 
@@ -55,9 +55,10 @@ class Stage:
         matrix = eye(n)
         cur = sizes.to(torch.float64)
         geo_params: list[Params] = []
+        shared = prefix(seed, epoch, indices)
         color_params: list[tuple[ColorOp, Params]] = []
         for pos, op in self.ops:
-            draws = Draws(seed, epoch, indices, pos)
+            draws = Draws(seed, epoch, indices, pos, shared)
             if isinstance(op, GeometryOp):
                 params = op.sample(draws, cur)
                 m, out = op.transform(params, cur)
@@ -93,7 +94,12 @@ class StagePlan:
         return None
 
     def inverse(self) -> torch.Tensor:
-        return torch.linalg.inv(self.matrix) if self.matrix.shape[0] else self.matrix
+        """float64 [N, 3, 3] output -> input; computed once (regions and warp_spec both need it)."""
+        cached = self.__dict__.get("_inverse")
+        if cached is None:
+            cached = torch.linalg.inv(self.matrix) if self.matrix.shape[0] else self.matrix
+            self.__dict__["_inverse"] = cached
+        return cached
 
     def regions(self) -> torch.Tensor:
         """int64 [N, 4] (y0, x0, y1, x1): the source pixels each output needs.
@@ -177,17 +183,36 @@ class StagePlan:
                         self.stage.fill, antialias)
 
     def color_matrix(self, means: torch.Tensor | None) -> torch.Tensor | None:
-        """Fold the colour ops into float64 [N, 3, 4] (None when there are none)."""
+        """Fold the colour ops into float64 [N, 3, 4] (None when there are none).
+
+        means: the warped images' mean colours [N, 3], or None; or [K, N, 3], K candidate mean
+        colours per sample folded in one evaluation (the parameters tiled K times), giving
+        [K, N, 3, 4]: the GPU path needs the chain at four mean colours per batch."""
         if not self.color_params:
             return None
         n = self.matrix.shape[0]
-        total = identity(n)
-        mean = means if means is not None else torch.zeros(n, 3, dtype=torch.float64)
-        for op, params in self.color_params:
-            m = op.color(params, mean)
-            total = compose(m, total)
-            mean = apply_to_mean(m, mean)
-        return total
+        if means is None or means.dim() == 2:
+            return _fold_colors(self.color_params, means, n)
+        k = means.shape[0]
+        tiled = [(op, {name: _tile(v, k, n) for name, v in params.items()}) for op, params in self.color_params]
+        return _fold_colors(tiled, means.reshape(k * n, 3), k * n).view(k, n, 3, 4)
+
+
+def _tile(value: object, k: int, n: int) -> object:
+    """A per-sample parameter (a tensor with N rows) repeated k times along its rows."""
+    if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n:
+        return value.repeat(k, *([1] * (value.dim() - 1)))
+    return value
+
+
+def _fold_colors(color_params: list[tuple[ColorOp, Params]], means: torch.Tensor | None, n: int) -> torch.Tensor:
+    total = identity(n)
+    mean = means if means is not None else torch.zeros(n, 3, dtype=torch.float64)
+    for op, params in color_params:
+        m = op.color(params, mean)
+        total = compose(m, total)
+        mean = apply_to_mean(m, mean)
+    return total
 
 
 @dataclass

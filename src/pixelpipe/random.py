@@ -51,13 +51,43 @@ def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
     return _hash32_torch(keys)
 
 
-def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
-    h: Any = 0x5EED1234  # a Python int until the first tensor key, then a numpy int64 array
+def _mix_u64(x: np.ndarray) -> np.ndarray:
+    """_mix on a uint64 numpy array of 32-bit values, in place: a 32-bit value times a 32-bit
+    multiplier fits in 64 bits, so the product is exact before the mask (the int64 form
+    splits the multiplier instead; both give the same bits)."""
+    x ^= x >> 16
+    x *= _M1
+    x &= _MASK32
+    x ^= x >> 15
+    x *= _M2
+    x &= _MASK32
+    x ^= x >> 16
+    return x
+
+
+def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor, ...]) -> Any:
+    """Fold keys into the state h (a Python int, or a uint64 numpy array once a tensor key
+    came in); h itself is left as it was."""
     for k in keys:
-        k = k.to(torch.int64).numpy() if isinstance(k, torch.Tensor) else int(k)
-        for word in (k & _MASK32, (k >> 32) & _MASK32):
-            h = _mix(((h + _GOLDEN) & _MASK32) ^ word)
-    return torch.from_numpy(np.array(_mix(h), dtype=np.int64))
+        if isinstance(k, torch.Tensor):  # two's complement bits: the same words as int64's
+            k = k.to(torch.int64).numpy().view(np.uint64)
+            for word in (k & _MASK32, (k >> 32) & _MASK32):
+                h = _mix_u64(((h + _GOLDEN) & _MASK32) ^ word)
+        else:
+            k = int(k)
+            for word in (k & _MASK32, (k >> 32) & _MASK32):
+                x = ((h + _GOLDEN) & _MASK32) ^ word
+                h = _mix(x) if isinstance(x, int) else _mix_u64(x)
+    return h
+
+
+def _finish_numpy(h: Any) -> torch.Tensor:
+    h = _mix(h) if isinstance(h, int) else _mix_u64(h.copy())
+    return torch.from_numpy(np.asarray(h).astype(np.int64))
+
+
+def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
+    return _finish_numpy(_fold_numpy(0x5EED1234, keys))
 
 
 def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
@@ -77,6 +107,15 @@ def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) ->
     return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
 
+def prefix(seed: int, epoch: int, indices: torch.Tensor) -> Any:
+    """The hash state after (seed, epoch, indices) for `Draws(prefix=...)`: folded once per
+    batch instead of once per draw. None for indices on a GPU (those hash with torch)."""
+    indices = torch.as_tensor(indices, dtype=torch.int64)
+    if indices.device.type != "cpu":
+        return None
+    return _fold_numpy(0x5EED1234, (int(seed), int(epoch), indices))
+
+
 class Draws:
     """The per-sample random source an op gets: draw k gives a fresh [N] tensor.
 
@@ -88,33 +127,44 @@ class Draws:
     The same (seed, epoch, index, op, draw) always yields the same number.
     """
 
-    def __init__(self, seed: int, epoch: int, indices: torch.Tensor, op: int) -> None:
+    def __init__(self, seed: int, epoch: int, indices: torch.Tensor, op: int, prefix: Any = None) -> None:
         self.seed, self.epoch, self.op = int(seed), int(epoch), int(op)
         self.indices = torch.as_tensor(indices, dtype=torch.int64)
+        # the hash state after (seed, epoch, indices), which every op of a batch shares
+        # (`prefix(seed, epoch, indices)`); None: hash all five keys each time
+        self._prefix = prefix
+
+    def _hash(self, draw: int | torch.Tensor, column: bool = False) -> torch.Tensor:
+        """hash32(seed, epoch, index, op, draw) per sample; column: indices as [N, 1] (to
+        broadcast against a [1, D] tensor of draws)."""
+        if self._prefix is not None:
+            state = self._prefix.reshape(-1, 1) if column else self._prefix
+            return _finish_numpy(_fold_numpy(state, (self.op, draw)))
+        idx = self.indices.view(-1, 1) if column else self.indices
+        return hash32(self.seed, self.epoch, idx, self.op, draw)
 
     def __len__(self) -> int:
         return int(self.indices.numel())
 
     def uniform(self, draw: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N] uniform in [low, high)."""
-        u = uniform(self.seed, self.epoch, self.indices, self.op, draw)
+        u = (self._hash(draw) >> 8).to(torch.float32) * (1.0 / (1 << 24))
         return low + (high - low) * u
 
     def uniforms(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N, D] uniform in [low, high): draws `draws` (a count D means 0..D-1) in one
         hash evaluation; column k equals uniform(draws[k])."""
         d = torch.as_tensor(list(range(draws)) if isinstance(draws, int) else list(draws), dtype=torch.int64)
-        h = hash32(self.seed, self.epoch, self.indices.view(-1, 1), self.op, d.view(1, -1))
+        h = self._hash(d.view(1, -1), column=True)
         return low + (high - low) * ((h >> 8).to(torch.float32) * (1.0 / (1 << 24)))
 
     def bernoulli(self, draw: int, p: float) -> torch.Tensor:
         """bool [N], True with probability p."""
-        return uniform(self.seed, self.epoch, self.indices, self.op, draw) < p
+        return (self._hash(draw) >> 8).to(torch.float32) * (1.0 / (1 << 24)) < p
 
     def integers(self, draw: int, low: int, high: int) -> torch.Tensor:
         """int64 [N] uniform in [low, high)."""
-        h = hash32(self.seed, self.epoch, self.indices, self.op, draw)
-        return low + h % max(1, high - low)
+        return low + self._hash(draw) % max(1, high - low)
 
     def normal(self, draw: int) -> torch.Tensor:
         """float32 [N] standard normal (Box-Muller on draws `draw` and `draw + 1000003`)."""

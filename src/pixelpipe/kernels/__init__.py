@@ -42,15 +42,15 @@ def color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torc
     """(the pointwise spec at mean 0, the colour matrices [N, 3, 4] float32 on the means' device
     for the given means): the chain is affine in the mean colour mu, out = A x + b0 + B mu, with
     A, b0, B from evaluating it on the host at mu = 0 and at the three unit colours."""
-    zero = make_pointwise(torch.zeros(n, 3, dtype=torch.float64))
-    base = zero.color if zero.color is not None else torch.zeros(n, 3, 4, dtype=torch.float64)
-    slopes = []
+    probes = torch.zeros(4, n, 3, dtype=torch.float64)  # mu = 0, then the three unit colours
     for k in range(3):
-        unit = torch.zeros(n, 3, dtype=torch.float64)
-        unit[:, k] = 1.0
-        c = make_pointwise(unit).color
-        slopes.append((c[:, :, 3] if c is not None else base[:, :, 3]) - base[:, :, 3])
-    packed = to_device(torch.cat([base.reshape(n, 12), torch.stack(slopes, 2).reshape(n, 9)], 1), means.device,
+        probes[k + 1, :, k] = 1.0
+    folded = make_pointwise(probes)  # one evaluation of the chain at the four colours
+    c = folded.color if folded.color is not None else torch.zeros(4, n, 3, 4, dtype=torch.float64)
+    zero = dataclasses.replace(folded, color=c[0] if folded.color is not None else None)
+    base = c[0]
+    slopes = (c[1:, :, :, 3] - c[0, :, :, 3]).permute(1, 2, 0)  # [N, 3 out, 3 mean channels]
+    packed = to_device(torch.cat([base.reshape(n, 12), slopes.reshape(n, 9)], 1), means.device,
                        torch.float32)
     a = packed[:, :12].view(n, 3, 4)
     b = packed[:, 12:].view(n, 3, 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -58,18 +59,19 @@ class WarpSpec:
         n = len(self)
         if not self.antialias or self.interpolation == "nearest" or n == 0:
             return torch.ones(n, 2, dtype=torch.float64)
-        inv = self.inverse.to(torch.float64)
+        # numpy, all nine points at once: this runs per batch on the planning thread, where
+        # torch's per-op overhead on [N] tensors made it a millisecond
+        inv = self.inverse.detach().cpu().to(torch.float64).numpy()
         H, W = self.out_size
-        best = torch.ones(n, 2, dtype=torch.float64)
-        for fy in (0.0, 0.5, 1.0):
-            for fx in (0.0, 0.5, 1.0):
-                x, y = fx * W, fy * H
-                pz = inv[:, 2, 0] * x + inv[:, 2, 1] * y + inv[:, 2, 2]
-                u = (inv[:, 0, 0] * x + inv[:, 0, 1] * y + inv[:, 0, 2]) / pz
-                v = (inv[:, 1, 0] * x + inv[:, 1, 1] * y + inv[:, 1, 2]) / pz
-                sx = torch.hypot((inv[:, 0, 0] - u * inv[:, 2, 0]) / pz, (inv[:, 0, 1] - u * inv[:, 2, 1]) / pz)
-                sy = torch.hypot((inv[:, 1, 0] - v * inv[:, 2, 0]) / pz, (inv[:, 1, 1] - v * inv[:, 2, 1]) / pz)
-                best = torch.maximum(best, torch.stack([sy, sx], 1))
+        f = np.array([0.0, 0.5, 1.0])
+        x, y = np.tile(f * W, 3), np.repeat(f * H, 3)  # [9]: (x, y) over the 3x3 grid
+        a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
+        pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
+        u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
+        v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
+        sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).max(1)
+        sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).max(1)
+        best = torch.from_numpy(np.stack([sy, sx], 1))
         self.__dict__["_max_scale"] = best.clamp(1.0, MAX_AA_SCALE)
         return self.__dict__["_max_scale"]
 

@@ -56,10 +56,12 @@ def _border(k, size, BORDER: tl.constexpr):
 
 
 @triton.jit
-def _tap(k, centre, stretch, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.constexpr):
-    """Tap k along one axis: its index remapped by the border rule, whether it reads the fill
-    colour (constant border, source point inside the image), and its filter weight (0 for a
-    tap outside the clip box [lo, hi) of the decoded region or dropped at a constant edge)."""
+def _tap(k, d, inv, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.constexpr):
+    """Tap k along one axis, d = k + 0.5 - centre its float32 distance from the source point
+    and inv the float32 reciprocal of the stretch: its index remapped by the border rule,
+    whether it reads the fill colour (constant border, source point inside the image), and its
+    filter weight (0 for a tap outside the clip box [lo, hi) of the decoded region or dropped
+    at a constant edge)."""
     kb, out = _border(k, size, BORDER)
     if BORDER == 0:
         fill = out & ~inside
@@ -70,7 +72,7 @@ def _tap(k, centre, stretch, size, lo, hi, inside, INTERP: tl.constexpr, BORDER:
     if INTERP == 0:
         w = tl.where(keep, 1.0, 0.0)
     else:
-        w = tl.where(keep, _filter(((k.to(tl.float64) + 0.5 - centre) / stretch).to(tl.float32), INTERP), 0.0)
+        w = tl.where(keep, _filter(d * inv, INTERP), 0.0)
     return kb, fill, w
 
 
@@ -155,6 +157,12 @@ def _warp_kernel(
     else:
         first_x = tl.floor(u - 0.5 - 2.0 * sx).to(tl.int64) + 1
         first_y = tl.floor(v - 0.5 - 2.0 * sy).to(tl.int64) + 1
+    # per-tap filter arguments in float32: the distance of the first tap from the source point
+    # (a few pixels, exact enough in float32) plus the tap number, times 1 / stretch
+    dx0 = (first_x.to(tl.float64) + 0.5 - u).to(tl.float32)
+    dy0 = (first_y.to(tl.float64) + 0.5 - v).to(tl.float32)
+    isx = (1.0 / sx).to(tl.float32)
+    isy = (1.0 / sy).to(tl.float32)
     c1 = tl.minimum(ch - 1, 1)
     c2 = tl.minimum(ch - 1, 2)
     f0 = tl.load(fill_ptr + 0)
@@ -165,10 +173,10 @@ def _warp_kernel(
     acc2 = tl.zeros([BLOCK], tl.float32)
     wsum = tl.zeros([BLOCK], tl.float32)
     for ty in range(0, taps_y):
-        kyb, fill_y, wy = _tap(first_y + ty, v, sy, img_h, cy0, cy1, inside, INTERP, BORDER)
+        kyb, fill_y, wy = _tap(first_y + ty, dy0 + ty, isy, img_h, cy0, cy1, inside, INTERP, BORDER)
         row = off + (kyb - org_y) * rs
         for tx in range(0, taps_x):
-            kxb, fill_x, wx = _tap(first_x + tx, u, sx, img_w, cx0, cx1, inside, INTERP, BORDER)
+            kxb, fill_x, wx = _tap(first_x + tx, dx0 + tx, isx, img_w, cx0, cx1, inside, INTERP, BORDER)
             w = wy * wx
             is_fill = fill_y | fill_x
             read = mask & (w != 0.0) & ~is_fill

@@ -58,16 +58,24 @@ def _blend_with_grey_matrix(s: torch.Tensor) -> torch.Tensor:
     return m
 
 
+# the hue rotation in closed form: YIQ^-1 @ R(a) @ YIQ, with R turning the I-Q plane, is
+# _HUE[0] + cos(a) _HUE[1] + sin(a) _HUE[2]
+_HUE = torch.stack([_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ _YIQ
+                    for d in ((1.0, 0.0, 0.0), (0.0, 1.0, 1.0))]
+                   + [_YIQ_INV @ torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]],
+                                              dtype=torch.float64) @ _YIQ])
+
+
+def _hue_linear(h: torch.Tensor) -> torch.Tensor:
+    """[N, 3, 3]: the hue shift by h turns (the I-Q plane turned so that a positive shift
+    moves hues the way HSV's H + h does)."""
+    a = (2 * math.pi * h).view(-1, 1, 1)
+    return _HUE[0] + torch.cos(a) * _HUE[1] + torch.sin(a) * _HUE[2]
+
+
 def _hue_matrix(h: torch.Tensor) -> torch.Tensor:
-    n = h.shape[0]
-    a = 2 * math.pi * h
-    rot = torch.zeros(n, 3, 3, dtype=torch.float64)
-    rot[:, 0, 0] = 1.0
-    # the I-Q plane turned so that a positive shift moves hues the way HSV's H + h does
-    rot[:, 1, 1], rot[:, 1, 2] = torch.cos(a), torch.sin(a)
-    rot[:, 2, 1], rot[:, 2, 2] = -torch.sin(a), torch.cos(a)
-    m = torch.zeros(n, 3, 4, dtype=torch.float64)
-    m[:, :, :3] = _YIQ_INV @ rot @ _YIQ
+    m = torch.zeros(h.shape[0], 3, 4, dtype=torch.float64)
+    m[:, :, :3] = _hue_linear(h)
     return m
 
 
@@ -129,25 +137,23 @@ class ColorJitter(ColorOp):
 
     def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
         n = params["brightness"].shape[0]
-        total = identity(n)
+        eye = torch.eye(3, dtype=torch.float64)
+        b, c, s = (params[k].view(n, 1, 1) for k in ("brightness", "contrast", "saturation"))
+        # the linear parts of the four steps, [N, 4, 3, 3]; only contrast adds an offset,
+        # (1 - c) * the grey level of the mean colour entering it
+        linear = torch.stack([eye * b, eye * c, (1 - s) * GREY.view(1, 1, 3) + s * eye,
+                              _hue_linear(params["hue"])], 1)
         mean = means.to(torch.float64) if means is not None else torch.zeros(n, 3, dtype=torch.float64)
-        fixed = [
-            identity(n) * params["brightness"].view(n, 1, 1),
-            None,  # contrast depends on the running mean
-            _blend_with_grey_matrix(params["saturation"]),
-            _hue_matrix(params["hue"]),
-        ]
+        # [A | t | running mean]: every step maps the three the same way, x -> S x + offset
+        state = torch.cat([eye.expand(n, 3, 3), torch.zeros(n, 3, 1, dtype=torch.float64), mean.view(n, 3, 1)], 2)
+        rows = torch.arange(n)
+        keep = (1 - params["contrast"]).view(n, 1)
         for pos in range(4):
             which = params["order"][:, pos]
-            c = params["contrast"]
-            grey_mean = (mean @ GREY).view(n, 1)
-            contrast = identity(n) * c.view(n, 1, 1)
-            contrast[:, :, 3] = (1 - c).view(n, 1) * grey_mean
-            options = torch.stack([fixed[0], contrast, fixed[2], fixed[3]], 0)
-            step = options[which, torch.arange(n)]
-            total = compose(step, total)
-            mean = apply_to_mean(step, mean)
-        return total
+            offset = torch.where((which == 1).view(n, 1), keep * (state[:, :, 4] @ GREY).view(n, 1), 0.0)
+            state = linear[rows, which] @ state
+            state[:, :, 3:] += offset.view(n, 1, 1)
+        return state[:, :, :4].contiguous()
 
 
 class RandomGrayscale(ColorOp):
