@@ -217,11 +217,8 @@ class CDecoder:
     Not thread-safe: GpuDecoder serialises calls."""
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
-                 backends: list[tuple[str, float | None]], options: str,
-                 device_allocator: int | None = None, pinned_allocator: int | None = None) -> None:
-        """backends: (BackendKind name, load hint or None for the default), in order.
-        device_allocator, pinned_allocator: addresses of nvimgcodecDeviceAllocator_t /
-        nvimgcodecPinnedAllocator_t structs that outlive the decoder (None: nvImageCodec's own)."""
+                 backends: list[tuple[str, float | None]], options: str) -> None:
+        """backends: (BackendKind name, load hint or None for the default), in order."""
         self._api = api
         info = _make(_InstanceCreateInfo, _ST_INSTANCE)
         info.load_builtin_modules, info.load_extension_modules = 1, 1
@@ -238,7 +235,6 @@ class CDecoder:
         ex = _make(_ExecutionParams, _ST_EXECUTION)
         ex.max_num_cpu_threads, ex.device_id, ex.pre_init = num_cpu_threads, device_index, 1
         ex.num_backends, ex.backends = len(backends), self._backends
-        ex.device_allocator, ex.pinned_allocator = device_allocator, pinned_allocator
         self._decoder = _P()
         status = api.free.nvimgcodecDecoderCreate(self._instance, C.byref(self._decoder), C.byref(ex),
                                                   options.encode())
