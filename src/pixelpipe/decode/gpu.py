@@ -230,6 +230,9 @@ class GpuDecoder:
             self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
                                             apply_exif_orientation=False, allow_any_depth=False)
         self.api = "c" if self._c is not None else "python"
+        # the C API decodes in this stream's order (its images are made at planning time, when
+        # the caller's stream is not known yet); decode_views makes the caller's stream wait
+        self._c_stream = torch.cuda.Stream(device) if self._c is not None else None
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._free: list[Any] = []  # decoded images to decode into again (see _take_free)
@@ -321,9 +324,12 @@ class GpuDecoder:
                 why[i] = job
             else:
                 jobs.append(job)
-        if self._c is not None:  # the C API's code streams, opened here on the planning thread
-            opened = self._c.open([blobs[job.index] for job in jobs], [job.region for job in jobs])
-            return Planned(blobs, regions, exif, why, jobs, opened)
+        if self._c is not None:  # code streams, buffer and images made here, on the planning thread
+            opened = self._c.open([blobs[job.index] for job in jobs], [job.region for job in jobs],
+                                  [job.decoded_size for job in jobs], self._c_stream)
+            rows = {job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
+                    for job, slot in zip(jobs, opened.slots) if not isinstance(slot, str)}
+            return Planned(blobs, regions, exif, why, jobs, opened, rows)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
         return Planned(blobs, regions, exif, why, decodable, streams + parents)
 
@@ -440,13 +446,17 @@ class GpuDecoder:
             return {}
         assert self._c is not None
         results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], [job.region for job in jobs],
-                                    [job.decoded_size for job in jobs], stream, planned.opened)
+                                    [job.decoded_size for job in jobs], self._c_stream, planned.opened)
+        stream.wait_stream(self._c_stream)  # the caller's stream sees the decoded pixels
+        rows = planned.rows or {}
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(jobs, results):
             if isinstance(res, str):
                 why[job.index] = res
                 continue
-            out[job.index] = (job, res, view_row(job, res.__cuda_array_interface__, res.strides))
+            row = rows.get(job.index)
+            out[job.index] = (job, res, row if row is not None else
+                              view_row(job, res.__cuda_array_interface__, res.strides))
         return out
 
     def _take_free(self, n: int) -> dict[str, list[Any]]:

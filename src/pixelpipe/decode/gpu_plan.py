@@ -26,9 +26,12 @@ class Planned:
     exif: bool
     why: dict[int, str]  # samples for the CPU decoder, and why
     decodable: list[Job]
-    # the decodable jobs' code streams: nvimgcodec_c.Opened (C API), or a list of the Python
-    # binding's code streams followed by the whole-file ones the region views hang on
+    # the decodable jobs' code streams: nvimgcodec_c.Opened (C API, with the images and their
+    # buffer), or a list of the Python binding's code streams followed by the whole-file ones
+    # the region views hang on
     opened: Any
+    # C API: sample -> its DeviceViews row, known before decoding (the slots are made here)
+    rows: dict[int, Any] | None = None
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,

@@ -184,13 +184,21 @@ class Slot:
 
 
 class Opened:
-    """Code streams opened for one batch by `CDecoder.open`: per blob a handle or why there is
-    none. Holds the blobs (nvImageCodec reads them while it decodes). Released once."""
+    """One batch prepared by `CDecoder.open`: per blob a code stream or why there is none and,
+    once `sizes` and a stream were given, the output buffer, one nvImageCodec image per
+    decodable blob (its slot of the buffer) and the slots. Holds the blobs (nvImageCodec reads
+    them while it decodes). Released once, by the decoder (see `CDecoder.decode`)."""
 
     def __init__(self, owner: CDecoder, blobs: list[bytes]) -> None:
         self.owner, self.blobs = owner, list(blobs)
-        self.streams: list[Any] = []
-        self.handles: list[Any] = []
+        self.streams: list[Any] = []  # per blob: a code stream handle, or why there is none
+        self.handles: list[Any] = []  # code streams to destroy
+        self.images: list[Any] = []  # images to destroy
+        self.buffer: torch.Tensor | None = None
+        self.stream: torch.cuda.Stream | None = None  # the images decode in its order
+        self.slots: list[Slot | str] = []  # per blob: its slot, or why it has none
+        self.ok: list[int] = []  # blobs with a code stream and an image, in batch order
+        self.batch: tuple[Any, Any] | None = None  # (code streams, images) as C arrays of len(ok)
         self.released = False
 
     def release(self) -> None:
@@ -200,10 +208,15 @@ class Opened:
                 return
             self.released = True
             owner._opened.discard(self)
-            handles, self.handles = self.handles, []
+            handles, images, self.handles, self.images = self.handles, self.images, [], []
+            # the slots handed out hold the buffer; this batch's own references go
+            self.buffer, self.batch, self.slots, self.ok = None, None, [], []
         if owner._instance:
+            held = owner._api.held
+            for img in images:
+                held.nvimgcodecImageDestroy(img)
             for h in reversed(handles):
-                owner._api.held.nvimgcodecCodeStreamDestroy(h)
+                held.nvimgcodecCodeStreamDestroy(h)
 
     def __del__(self) -> None:
         try:
@@ -214,7 +227,8 @@ class Opened:
 
 class CDecoder:
     """An nvImageCodec instance and decoder driven through the C API (see the module docstring).
-    Not thread-safe: GpuDecoder serialises calls."""
+    `decode` calls are serialised by GpuDecoder; `open` (the planning thread's part) may run
+    beside a `decode` of another batch."""
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
                  backends: list[tuple[str, float | None]], options: str) -> None:
@@ -244,14 +258,16 @@ class CDecoder:
         self._params = _make(_DecodeParams, _ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
         self._open_lock = threading.Lock()
-        # open code streams not released yet; weak, so that a batch planned and then dropped
+        # open batches not released yet; weak, so that a batch planned and then dropped
         # (a pipeline stopped between planning and decoding) releases its own in Opened.__del__
         self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
+        self._decoded: list[Opened] = []  # decoded batches whose handles the next open() releases
 
     def close(self) -> None:
         with self._open_lock:
-            pending = list(self._opened)
-        for opened in pending:  # code streams belong to the instance: release them first
+            pending = list(self._opened) + self._decoded
+            self._decoded = []
+        for opened in pending:  # code streams and images belong to the instance: release them first
             opened.release()
         if self._decoder:
             self._api.held.nvimgcodecDecoderDestroy(self._decoder)
@@ -266,12 +282,18 @@ class CDecoder:
         except Exception:  # interpreter shutdown
             pass
 
-    def open(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None]) -> Opened:
+    def open(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
+             sizes: list[tuple[int, int]] | None = None, stream: torch.cuda.Stream | None = None) -> Opened:
         """Code streams for blobs[k] (a region view of its box of the stored image, or the
-        whole image for None): the part of a decode a pipeline does on its planning thread.
-        Pass the result to `decode`; it is released there (or by `Opened.release`)."""
+        whole image for None) and, given `sizes` (the (h, w) each gives) and the stream to
+        decode on, the output buffer and images: every per-image call of a decode, which a
+        pipeline makes on its planning thread. Pass the result to `decode`."""
         if not self._decoder:
             raise RuntimeError("this decoder was closed")
+        with self._open_lock:
+            done, self._decoded = self._decoded, []
+        for old in done:  # the handles of batches decoded since the last call
+            old.release()
         held = self._api.held
         opened = Opened(self, blobs)
         with self._open_lock:
@@ -297,20 +319,12 @@ class CDecoder:
                 continue
             opened.handles.append(sub)
             opened.streams.append(sub)
+        if sizes is not None and stream is not None:
+            self._images(opened, sizes, stream)
         return opened
 
-    def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
-               sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
-               opened: Opened | None = None) -> tuple[list[Slot | str], torch.Tensor]:
-        """Decode blobs[k] (its box (y0, x0, y1, x1) of the stored image, or the whole image
-        for None; sizes[k] is the (h, w) that gives) as interleaved RGB into one uint8 buffer
-        allocated on `stream`, in `stream`'s order. opened: `open(blobs, boxes)` done already.
-        Returns per blob a Slot, or why it failed, and the buffer."""
-        if not self._decoder:
-            raise RuntimeError("this decoder was closed")
-        if opened is None or opened.released:
-            opened = self.open(blobs, boxes)
-        n = len(blobs)
+    def _images(self, opened: Opened, sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
+        """The buffer (allocated in `stream`'s order) and an image per code stream, one slot each."""
         offsets, total = [], 0
         for h, w in sizes:
             offsets.append(total)
@@ -319,42 +333,65 @@ class CDecoder:
             buffer = torch.empty(max(total, 1), dtype=torch.uint8, device=stream.device)
         base = buffer.data_ptr()
         held = self._api.held
-        streams, images = (_P * n)(), (_P * n)()
-        out: list[Slot | str] = [""] * n
-        ok: list[int] = []
         info = _make(_ImageInfo, _ST_IMAGE_INFO)
         info.color_spec, info.sample_format, info.num_planes = _SRGB, _I_RGB, 1
         info.buffer_kind, info.cuda_stream = _STRIDED_DEVICE, stream.cuda_stream
         p = info.plane_info[0]
         p.struct_type, p.struct_size = _ST_PLANE_INFO, C.sizeof(_PlaneInfo)
         p.num_channels, p.sample_type, p.precision = 3, _UINT8, 0
+        n = len(opened.blobs)
+        streams, images = (_P * n)(), (_P * n)()
+        slots: list[Slot | str] = [""] * n
+        ok: list[int] = []
+        for k in range(n):
+            cs = opened.streams[k]
+            if isinstance(cs, str):
+                slots[k] = cs
+                continue
+            h, w = sizes[k]
+            p.width, p.height, p.row_stride = w, h, w * 3
+            info.buffer = base + offsets[k]
+            img = _P()
+            if held.nvimgcodecImageCreate(self._instance, C.byref(img), C.byref(info)) != 0:
+                slots[k] = "nvImageCodec could not describe its output"
+                continue
+            opened.images.append(img)
+            streams[len(ok)], images[len(ok)] = cs, img
+            ok.append(k)
+            slots[k] = Slot(buffer, base + offsets[k], h, w)
+        opened.buffer, opened.stream, opened.slots, opened.ok = buffer, stream, slots, ok
+        opened.batch = (streams, images)
+
+    def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
+               sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
+               opened: Opened | None = None) -> tuple[list[Slot | str], torch.Tensor]:
+        """Decode blobs[k] (its box (y0, x0, y1, x1) of the stored image, or the whole image
+        for None; sizes[k] is the (h, w) that gives) as interleaved RGB into one uint8 buffer
+        allocated on `stream`, in `stream`'s order. opened: `open(blobs, boxes[, sizes,
+        stream])` done already. Returns per blob a Slot, or why it failed, and the buffer.
+        Only the decode itself runs here (without the GIL) when `open` made the images."""
+        if not self._decoder:
+            raise RuntimeError("this decoder was closed")
+        if opened is None or opened.released:
+            opened = self.open(blobs, boxes, sizes, stream)
+        elif opened.stream is None or opened.stream.cuda_stream != stream.cuda_stream:
+            if opened.images:
+                raise ValueError("this batch's images were made for another stream")
+            self._images(opened, sizes, stream)
+        buffer = opened.buffer
         try:
-            for k in range(n):
-                cs = opened.streams[k]
-                if isinstance(cs, str):
-                    out[k] = cs
-                    continue
-                h, w = sizes[k]
-                p.width, p.height, p.row_stride = w, h, w * 3
-                info.buffer = base + offsets[k]
-                img = _P()
-                if held.nvimgcodecImageCreate(self._instance, C.byref(img), C.byref(info)) != 0:
-                    out[k] = "nvImageCodec could not describe its output"
-                    continue
-                streams[len(ok)], images[len(ok)] = cs, img
-                ok.append(k)
-            if ok:
-                status = self._run(streams, images, len(ok))
-                for j, k in enumerate(ok):
-                    if status[j] == _SUCCESS:
-                        out[k] = Slot(buffer, base + offsets[k], *sizes[k])
-                    else:
+            out = list(opened.slots)
+            if opened.ok:
+                streams, images = opened.batch  # type: ignore[misc]
+                status = self._run(streams, images, len(opened.ok))
+                for j, k in enumerate(opened.ok):
+                    if status[j] != _SUCCESS:
                         name = _STATUS_NAMES.get(status[j], "unknown reason")
                         out[k] = f"nvImageCodec could not decode it (status {status[j]:#x}: {name})"
         finally:
-            for j in range(len(ok)):
-                held.nvimgcodecImageDestroy(images[j])
-            opened.release()
+            with self._open_lock:  # released by the next open(), on the planning thread
+                self._decoded.append(opened)
+        assert buffer is not None
         return out, buffer
 
     def _run(self, streams: Any, images: Any, n: int) -> list[int]:
