@@ -41,14 +41,15 @@ class ImageBatch:
         table = torch.as_tensor(table, dtype=torch.int64).cpu()
         if table.dim() != 2 or table.shape[1] != 4:
             raise ValueError(f"table must be [N, 4] (offset, height, width, channels), got {tuple(table.shape)}")
-        if len(table):
-            ends = table[:, OFFSET] + table[:, HEIGHT] * table[:, WIDTH] * table[:, CHANNELS]
-            if bool((table[:, OFFSET] < 0).any()) or int(ends.max()) > data.numel():
+        if len(table):  # numpy: batches are made per call (a cache's, a decoder's)
+            t = table.numpy()
+            ends = t[:, OFFSET] + t[:, HEIGHT] * t[:, WIDTH] * t[:, CHANNELS]
+            if (t[:, OFFSET] < 0).any() or int(ends.max()) > data.numel():
                 raise ValueError("table points outside the data buffer")
-            bad = ~((table[:, CHANNELS] == 1) | (table[:, CHANNELS] == 3))
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0])
-                raise ValueError(f"sample {i}: {int(table[i, CHANNELS])} channels; only 1 or 3 are stored")
+            bad = ~((t[:, CHANNELS] == 1) | (t[:, CHANNELS] == 3))
+            if bad.any():
+                i = int(bad.nonzero()[0][0])
+                raise ValueError(f"sample {i}: {int(t[i, CHANNELS])} channels; only 1 or 3 are stored")
         self.data = data
         self.table = table
         self._device_table: torch.Tensor | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .kernels.spec import WarpSpec
@@ -112,29 +113,30 @@ class StagePlan:
         n = self.matrix.shape[0]
         if n == 0:
             return torch.zeros(0, 4, dtype=torch.int64)
-        inv = self.inverse()
-        h, w = self.out_sizes[:, 0], self.out_sizes[:, 1]
-        zero = torch.zeros_like(h)
-        xs = torch.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)
-        ys = torch.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
-        pts = torch.stack([xs, ys, torch.ones_like(xs)], 1)  # [N, 3, 8]
-        mapped = inv @ pts
-        u, v = mapped[:, 0] / mapped[:, 2], mapped[:, 1] / mapped[:, 2]
-        H, W = self.in_sizes[:, 0], self.in_sizes[:, 1]
-        y0 = torch.floor(v.min(1).values + _EPS)
-        y1 = torch.ceil(v.max(1).values - _EPS)
-        x0 = torch.floor(u.min(1).values + _EPS)
-        x1 = torch.ceil(u.max(1).values - _EPS)
+        # numpy: a dozen small ops per batch on the planning thread, where torch's per-op
+        # overhead cost more than the arithmetic
+        inv = self.inverse().detach().cpu().numpy()
+        h, w = self.out_sizes[:, 0].detach().numpy(), self.out_sizes[:, 1].detach().numpy()
+        zero = np.zeros_like(h)
+        xs = np.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
+        ys = np.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
+        row = [inv[:, r, 0:1] * xs + inv[:, r, 1:2] * ys + inv[:, r, 2:3] for r in range(3)]
+        u, v = row[0] / row[2], row[1] / row[2]
+        H, W = self.in_sizes[:, 0].detach().numpy(), self.in_sizes[:, 1].detach().numpy()
+        y0 = np.floor(v.min(1) + _EPS)
+        y1 = np.ceil(v.max(1) - _EPS)
+        x0 = np.floor(u.min(1) + _EPS)
+        x1 = np.ceil(u.max(1) - _EPS)
         if self.stage.border in ("reflect", "wrap"):
             outy = (y0 < 0) | (y1 > H)
             outx = (x0 < 0) | (x1 > W)
-            y0, y1 = torch.where(outy, 0.0, y0), torch.where(outy, H, y1)
-            x0, x1 = torch.where(outx, 0.0, x0), torch.where(outx, W, x1)
-        y0 = torch.minimum(y0.clamp_min(0), H - 1)
-        x0 = torch.minimum(x0.clamp_min(0), W - 1)
-        y1 = torch.maximum(torch.minimum(y1, H), y0 + 1)
-        x1 = torch.maximum(torch.minimum(x1, W), x0 + 1)
-        return torch.stack([y0, x0, y1, x1], 1).to(torch.int64)
+            y0, y1 = np.where(outy, 0.0, y0), np.where(outy, H, y1)
+            x0, x1 = np.where(outx, 0.0, x0), np.where(outx, W, x1)
+        y0 = np.minimum(np.maximum(y0, 0), H - 1)
+        x0 = np.minimum(np.maximum(x0, 0), W - 1)
+        y1 = np.maximum(np.minimum(y1, H), y0 + 1)
+        x1 = np.maximum(np.minimum(x1, W), x0 + 1)
+        return torch.from_numpy(np.stack([y0, x0, y1, x1], 1)).to(torch.int64)
 
     def shrink(self) -> torch.Tensor:
         """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..random import Draws
@@ -185,35 +186,36 @@ class RandomResizedCrop(GeometryOp):
         self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        H, W = sizes[:, 0], sizes[:, 1]
-        n = H.shape[0]
-        area = (H * W).unsqueeze(1)
-        u = draws.uniforms(2 * self.TRIES + 2).to(torch.float64)
+        # numpy (torch only for exp, so that the numbers stay those of the torch version):
+        # some forty small ops per batch on the planning thread
+        H, W = sizes[:, 0].detach().cpu().to(torch.float64).numpy(), sizes[:, 1].detach().cpu().to(torch.float64).numpy()
+        area = (H * W)[:, None]
+        u = draws.uniforms(2 * self.TRIES + 2).to(torch.float64).numpy()
         u_area, u_ratio = u[:, 0 : 2 * self.TRIES : 2], u[:, 1 : 2 * self.TRIES : 2]
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u_area)
         lo, hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        aspect = torch.exp(lo + (hi - lo) * u_ratio)
-        w = torch.round(torch.sqrt(target * aspect))
-        h = torch.round(torch.sqrt(target / aspect))
-        ok = (w > 0) & (h > 0) & (w <= W.unsqueeze(1)) & (h <= H.unsqueeze(1))
-        first = torch.where(ok.any(1), ok.to(torch.int8).argmax(1), torch.full((n,), -1))
-        pick = first.clamp_min(0).unsqueeze(1)
-        h = h.gather(1, pick).squeeze(1)
-        w = w.gather(1, pick).squeeze(1)
+        aspect = torch.exp(torch.from_numpy(lo + (hi - lo) * u_ratio)).numpy()
+        w = np.round(np.sqrt(target * aspect))
+        h = np.round(np.sqrt(target / aspect))
+        ok = (w > 0) & (h > 0) & (w <= W[:, None]) & (h <= H[:, None])
+        fallback = ~ok.any(1)
+        pick = ok.argmax(1)[:, None]  # the first try that fits
+        h = np.take_along_axis(h, pick, 1)[:, 0]
+        w = np.take_along_axis(w, pick, 1)[:, 0]
         # fallback: centred crop with the aspect ratio clamped into `ratio`
         in_ratio = W / H
-        fb_w = torch.where(in_ratio < self.ratio[0], W, torch.where(in_ratio > self.ratio[1], torch.round(H * self.ratio[1]), W))
-        fb_h = torch.where(in_ratio < self.ratio[0], torch.round(W / self.ratio[0]), H)
-        fb_h = torch.where(in_ratio > self.ratio[1], H, fb_h)
-        fallback = first < 0
-        h = torch.where(fallback, fb_h, h).clamp(1, None)
-        w = torch.where(fallback, fb_w, w).clamp(1, None)
+        fb_w = np.where(in_ratio < self.ratio[0], W, np.where(in_ratio > self.ratio[1], np.round(H * self.ratio[1]), W))
+        fb_h = np.where(in_ratio < self.ratio[0], np.round(W / self.ratio[0]), H)
+        fb_h = np.where(in_ratio > self.ratio[1], H, fb_h)
+        h = np.maximum(np.where(fallback, fb_h, h), 1)
+        w = np.maximum(np.where(fallback, fb_w, w), 1)
         u_top, u_left = u[:, 2 * self.TRIES], u[:, 2 * self.TRIES + 1]
-        top = torch.floor(u_top * (H - h + 1)).clamp(max=H - h)
-        left = torch.floor(u_left * (W - w + 1)).clamp(max=W - w)
-        top = torch.where(fallback, torch.floor((H - h) / 2), top)
-        left = torch.where(fallback, torch.floor((W - w) / 2), left)
-        return {"top": top, "left": left, "height": h, "width": w}
+        top = np.minimum(np.floor(u_top * (H - h + 1)), H - h)
+        left = np.minimum(np.floor(u_left * (W - w + 1)), W - w)
+        top = np.where(fallback, np.floor((H - h) / 2), top)
+        left = np.where(fallback, np.floor((W - w) / 2), left)
+        return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
+                (("top", top), ("left", left), ("height", h), ("width", w))}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = sizes.shape[0]
