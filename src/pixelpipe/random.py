@@ -116,6 +116,9 @@ def prefix(seed: int, epoch: int, indices: torch.Tensor) -> Any:
     return _fold_numpy(0x5EED1234, (int(seed), int(epoch), indices))
 
 
+_BLOCK = 8  # single draws hashed together (see Draws._hash)
+
+
 class Draws:
     """The per-sample random source an op gets: draw k gives a fresh [N] tensor.
 
@@ -133,10 +136,20 @@ class Draws:
         # the hash state after (seed, epoch, indices), which every op of a batch shares
         # (`prefix(seed, epoch, indices)`); None: hash all five keys each time
         self._prefix = prefix
+        self._blocks: dict[int, torch.Tensor] = {}  # draw // _BLOCK -> hashes [N, _BLOCK]
 
     def _hash(self, draw: int | torch.Tensor, column: bool = False) -> torch.Tensor:
         """hash32(seed, epoch, index, op, draw) per sample; column: indices as [N, 1] (to
-        broadcast against a [1, D] tensor of draws)."""
+        broadcast against a [1, D] tensor of draws). With a prefix, single draws are hashed
+        _BLOCK at a time and kept (an op draws a handful of numbers, and a hash of [N, 8]
+        costs little more than one of [N]: the per-op overhead dominates)."""
+        if self._prefix is not None and isinstance(draw, int) and not column and draw >= 0:
+            block = self._blocks.get(draw // _BLOCK)
+            if block is None:
+                first = draw - draw % _BLOCK
+                block = self._hash(torch.arange(first, first + _BLOCK).view(1, -1), column=True)
+                self._blocks[draw // _BLOCK] = block
+            return block[:, draw % _BLOCK]
         if self._prefix is not None:
             state = self._prefix.reshape(-1, 1) if column else self._prefix
             return _finish_numpy(_fold_numpy(state, (self.op, draw)))
