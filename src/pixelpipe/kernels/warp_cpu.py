@@ -6,7 +6,8 @@ no Python arithmetic per pixel) so they can run on the decoding threads:
 
 - "window" (bilinear): the window is whole pixels: the warp is torch's antialiased
   `interpolate` of that window (same filters and edge renormalisation as the reference, computed in fixed point on
-  uint8 with SIMD; about 10x faster than any composition of generic torch ops);
+  uint8 with SIMD; about 10x faster than any composition of generic torch ops), called in its
+  out= form on the strided window view (no copy of the window);
 - "separable": any other axis-aligned warp whose source points stay inside the image (e.g. a
   window at a fractional position after DCT-scaled decoding): two small matrix products with the
   reference's own 1-D filter weights.
