@@ -59,6 +59,22 @@ def test_regions_equal_pillow(denom: int) -> None:
             np.testing.assert_array_equal(out, full[ry0:ry1, rx0:rx1], err_msg=str((y0, x0, y1, x1, denom)))
 
 
+@pytest.mark.parametrize("denom", [1, 2])
+def test_every_bottom_edge_equals_pillow(denom: int) -> None:
+    """Regions are decoded with no margin below them: every last row (each offset in and
+    across the iMCU rows, each subsampling) must still be Pillow's row."""
+    rng = np.random.default_rng(10 + denom)
+    for data in _jpegs()[:5]:
+        full = _pillow(data, denom)
+        W, H = Image.open(io.BytesIO(data)).size
+        for y1 in range(1, H + 1):
+            y0 = int(rng.integers(0, y1))
+            x0, x1 = sorted(int(v) for v in rng.choice(W + 1, 2, replace=False))
+            out = turbo.decode_jpeg_region(data, (y0, x0, y1, x1), denom)
+            ry1, rx1 = min(-(-y1 // denom), full.shape[0]), min(-(-x1 // denom), full.shape[1])
+            np.testing.assert_array_equal(out, full[y0 // denom : ry1, x0 // denom : rx1], err_msg=str((y0, x0, y1, x1)))
+
+
 def test_declines_what_pillow_must_handle() -> None:
     buf = io.BytesIO()
     Image.new("CMYK", (40, 30), (10, 20, 30, 40)).save(buf, "JPEG")

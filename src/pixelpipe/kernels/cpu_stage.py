@@ -7,9 +7,10 @@ reference, batched. When a colour op needs the warped image's mean (contrast), t
 pointwise pass are two phases.
 
 Where the time goes (rn50 training pipeline on the ImageNet sample, 224x224 float16 NCHW, per
-image, one thread of a 2-core machine): TurboJPEG region decode ~1.0 ms (of it ~0.8 ms Huffman
-decoding, which no crop or DCT scale skips), window copy + antialiased resize ~0.2-0.3 ms,
-pointwise ~0.1 ms. The plain case ("window" path, no colour matrix) runs with the fewest
+image, one thread of a 2-core machine): TurboJPEG region decode ~0.95 ms (mostly Huffman
+decoding, which no crop or DCT scale skips), antialiased resize ~0.1-0.2 ms (read from the
+decoded region in place, written into a channels-last tensor: see warp_cpu.resize_window),
+pointwise ~0.09 ms. The plain case ("window" path, no colour matrix) runs with the fewest
 passes: the resized window is not mirrored by a copy; the pointwise pass reads it mirrored
 (numpy views take negative strides) while turning HWC bytes into CHW planes, in this thread's
 reused buffers (finish_uint8). Every fast path computes the same numbers as its general twin
