@@ -40,7 +40,7 @@ _TOL = 1e-6
 # F.interpolate(..., mode="bilinear", antialias=True) on uint8 writing into a given
 # channels-last tensor (the op's out= form): the same kernel and the same bytes as the
 # functional form, ~80 us less per 224x224 output (0.11 against 0.19 ms from a 260x250 window,
-# torch 2.13, one thread); tests/test_resample.py checks them equal
+# torch 2.13, one thread); tests/test_warp_cpu.py checks them equal
 _RESIZE_INTO = getattr(torch._C._nn, "_upsample_bilinear2d_aa", None)
 
 
