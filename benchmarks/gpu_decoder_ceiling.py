@@ -1,0 +1,86 @@
+"""The GPU decoder's ceiling: nvImageCodec's decode call alone, as the pipeline makes it.
+
+    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8]
+
+Code streams, the output buffer and the images of every batch are made beforehand (a Pipeline
+makes them on its planning thread), so only `CDecoder.decode` is timed: rn50's random-crop
+regions of the JPEGs of DIR (EXIF-rotated and CMYK files left out), batches of 256, one
+warm-up epoch. Prints images/s for several executor thread counts and hardware-decoder
+options. No kernel runs: a pipeline cannot decode faster than this. Needs CUDA and
+nvImageCodec 0.9 (the C API pixelpipe mirrors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+BATCH = 256
+SETTINGS = [  # (label, executor threads, hardware share, extra options)
+    ("8 threads (pixelpipe's bench setting)", 8, None, ""),
+    ("4 threads", 4, None, ""),
+    ("16 threads", 16, None, ""),
+    ("28 threads", 28, None, ""),
+    ("8 threads, hardware share 0.9 (fixed)", 8, 0.9, ""),
+    ("8 threads, nvjpeg_hw_decoder:force_batch_single=1", 8, None, "nvjpeg_hw_decoder:force_batch_single=1"),
+    ("8 threads, nvjpeg_hw_decoder:force_legacy_batch=1", 8, None, "nvjpeg_hw_decoder:force_legacy_batch=1"),
+    ("8 threads, preallocate_buffers=1, preallocate_batch_size=256", 8, None,
+     "nvjpeg_hw_decoder:preallocate_buffers=1 nvjpeg_hw_decoder:preallocate_batch_size=256"),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap.add_argument("--epochs", type=int, default=8)
+    args = ap.parse_args()
+    from pixelpipe import Compose
+    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.compose import EncodedSource
+    from pixelpipe.decode import nvimgcodec_c
+
+    api = nvimgcodec_c.load()
+    if api is None or not torch.cuda.is_available():
+        raise SystemExit("needs CUDA and nvImageCodec 0.9 (pip install 'pixelpipe[gpu]')")
+    blobs = [p.read_bytes() for p in sorted(Path(args.data).iterdir()) if p.suffix.lower() in (".jpeg", ".jpg")]
+    src = EncodedSource(blobs)
+    keep = [i for i, info in enumerate(src.infos) if info.orientation == 1 and info.channels in (1, 3)]
+    blobs = [blobs[i] for i in keep]
+    src = EncodedSource(blobs)
+    stage = Compose(pipeline_ops("rn50")).stages[0]
+    n = len(blobs)
+    regions = [[tuple(r) for r in stage.sample(0, e, torch.arange(n), src.sizes()).regions().tolist()]
+               for e in range(args.epochs + 1)]
+    print(f"{n} JPEGs, batch {BATCH}, {args.epochs} epochs, {torch.cuda.get_device_name()}")
+    print(f"{'setting':64s} {'images/s':>9s}")
+    for label, threads, hw, options in SETTINGS:
+        backends = [("HW_GPU_ONLY", hw), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
+        dec = nvimgcodec_c.CDecoder(api, torch.cuda.current_device(), threads, backends,
+                                    f":fancy_upsampling=0 {options}".strip())
+        stream = torch.cuda.Stream()
+        work = []
+        for e in range(args.epochs + 1):
+            for k in range(0, n, BATCH):
+                box = regions[e][k : k + BATCH]
+                sizes = [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]
+                work.append((blobs[k : k + BATCH], box, sizes))
+        opened = [dec.open(b, r, z, stream) for b, r, z in work]
+        first = len(range(0, n, BATCH))
+        for (b, r, z), o in zip(work[:first], opened[:first]):  # warm-up epoch
+            dec.decode(b, r, z, stream, o)
+        stream.synchronize()
+        t0 = time.perf_counter()
+        for (b, r, z), o in zip(work[first:], opened[first:]):
+            dec.decode(b, r, z, stream, o)
+        stream.synchronize()
+        rate = args.epochs * n / (time.perf_counter() - t0)
+        dec.close()
+        print(f"{label:64s} {rate:9,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

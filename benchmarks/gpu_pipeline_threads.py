@@ -1,0 +1,76 @@
+"""Where a GPU Pipeline's time goes: each of its threads' busy time per epoch.
+
+    python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8]
+
+Wraps the steps of each thread of a Pipeline (batch 256, 8 threads, prefetch 2) with timers:
+the planning thread's `Compose.prepare` (headers, sampling, the decoder's per-image calls),
+the decode thread's `Compose.decode` and, inside it, nvImageCodec's decode call, and the
+finishing thread's `Compose.finish` (the kernels' launches). A thread busy for (nearly) the
+whole epoch is the bottleneck. Needs CUDA, Triton and nvImageCodec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+EVENTS: list[tuple[str, str, float]] = []
+
+
+def timed(name: str, fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            EVENTS.append((name, threading.current_thread().name, time.perf_counter() - t0))
+    return wrapper
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap.add_argument("--pipelines", default="rn50,rich")
+    ap.add_argument("--epochs", type=int, default=8)
+    args = ap.parse_args()
+    import pixelpipe as pp
+    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.decode import nvimgcodec_c
+    from pixelpipe.readers import Memory
+
+    pp.Compose.prepare = timed("plan a batch (Compose.prepare)", pp.Compose.prepare)
+    pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)
+    pp.Compose.finish = timed("launch the kernels (Compose.finish)", pp.Compose.finish)
+    nvimgcodec_c.CDecoder._run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
+    blobs = [p.read_bytes() for p in sorted(Path(args.data).iterdir()) if p.is_file()]
+    for name in args.pipelines.split(","):
+        with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
+                         device="cuda", num_threads=8, prefetch=2) as pipe:
+            for _ in pipe:  # warm-up epoch
+                pass
+            torch.cuda.synchronize()
+            EVENTS.clear()
+            t0, n = time.perf_counter(), 0
+            for _ in range(args.epochs):
+                for b in pipe:
+                    n += int(b["valid"].sum())
+            torch.cuda.synchronize()
+            epoch = (time.perf_counter() - t0) / args.epochs
+        busy: dict[tuple[str, str], float] = collections.defaultdict(float)
+        for step, thread, seconds in EVENTS:
+            busy[(step, thread)] += seconds / args.epochs
+        print(f"{name}: {n / (epoch * args.epochs):,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
+        for (step, thread), seconds in sorted(busy.items(), key=lambda kv: -kv[1]):
+            if seconds > 0.0005:
+                print(f"  {step:40s} {thread:28s} {seconds * 1e3:7.1f} ms/epoch ({seconds / epoch:4.0%})")
+
+
+if __name__ == "__main__":
+    main()
