@@ -51,9 +51,8 @@ class Compose:
             anything is decoded.
         hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
             (None, default: as many as it takes); the rest go to the CUDA decoder. On an H200
-            with gpu_fancy_upsampling off, None decoded fastest (docs/benchmarks-history.md, session 3; 0.9 made no
-            difference in session 4, docs/benchmarks.md); with it
-            on, about 0.6.
+            with gpu_fancy_upsampling off, None decoded fastest (docs/benchmarks-history.md,
+            session 3; 0.9 was no different in session 4); with it on, about 0.6.
         gpu_fancy_upsampling: on CUDA, decode JPEG chroma with libjpeg's triangular filter so
             that pixels match the CPU decoder's (True), or by pixel replication (False,
             default, as DALI does): about 1.7x the decoding rate for 0.14 grey levels of mean
