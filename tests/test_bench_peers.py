@@ -260,3 +260,15 @@ def test_every_installed_peer_runs_on_the_gpu(pipeline, augment_only, capsys):
 def test_gpu_header_names_the_device():
     h = bench_header("rn50", "cuda:0", 8, 1, 1, "x", False)
     assert torch.cuda.get_device_name(0) in h and f"torch {torch.__version__}" in h
+
+
+def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows(capsys):
+    from pixelpipe.bench.runner import Result, print_table
+
+    # Result(name, images, seconds): rates 10, 40, 20 and 5 images/s
+    print_table([Result("pixelpipe", 100, 10.0, ""), Result("pixelpipe (gpu cache)", 100, 2.5, ""),
+                 Result("dali", 100, 5.0, ""), Result("kornia", 100, 20.0, "")], "header")
+    out = capsys.readouterr().out
+    assert out.strip().endswith("pixelpipe is 0.50x dali")
+    print_table([Result("pixelpipe", 100, 10.0, ""), Result("pixelpipe (gpu cache)", 100, 2.5, "")], "h")
+    assert "pixelpipe is" not in capsys.readouterr().out
