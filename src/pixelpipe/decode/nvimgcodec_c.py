@@ -257,7 +257,8 @@ class CDecoder:
             _check(status, "creating a decoder")
         self._params = _make(_DecodeParams, _ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
-        self._open_lock = threading.Lock()
+        # reentrant: an Opened dropped (and released in __del__) while this thread holds it
+        self._open_lock = threading.RLock()
         # open batches not released yet; weak, so that a batch planned and then dropped
         # (a pipeline stopped between planning and decoding) releases its own in Opened.__del__
         self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
