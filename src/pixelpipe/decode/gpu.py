@@ -85,6 +85,7 @@ from ..batch import ImageBatch
 from ..views import DeviceViews
 from . import nvimgcodec_c
 from .cpu import decode_region
+from .gpu_binding import BindingPath
 from .gpu_plan import Planned, plan_job
 from .gpu_views import Job, Row, as_views, view_row
 from .headers import DecodeError
@@ -94,10 +95,6 @@ __all__ = ["GpuDecoder", "gpu_decoder_available"]
 
 
 _INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
-# What nvImageCodec's pybind11 layer raises: std::runtime_error and its own errors become
-# RuntimeError, std::invalid_argument ValueError, std::out_of_range IndexError, bad
-# arguments TypeError.
-_NVIMGCODEC_ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
 
 
 def _nvimgcodec() -> Any:
@@ -127,7 +124,7 @@ class SampleDecodeError(DecodeError):
         self.sample, self.reason = sample, reason
 
 
-class GpuDecoder:
+class GpuDecoder(BindingPath):
     """Decodes batches of encoded images (regions of them) into one ImageBatch on a GPU.
 
     Args:
@@ -372,70 +369,14 @@ class GpuDecoder:
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
-    def _code_streams(self, blobs: list[bytes], jobs: list[Job], why: dict[int, str]) -> tuple[list[Any], list[Any], list[Job]]:
-        """nvImageCodec code streams for `jobs` (ROI views where a job decodes a region), their
-        parents (kept alive with them) and the jobs they belong to; unparsable ones go into `why`."""
-        nvc = self._nvc
-        code_streams, parents, decodable = [], [], []
-        for job in jobs:
-            try:
-                cs = nvc.CodeStream(blobs[job.index])
-                if job.roi:
-                    parents.append(cs)
-                    y0, x0, y1, x1 = job.box
-                    cs = cs.get_sub_code_stream(
-                        region=nvc.Region(start_y=y0, start_x=x0, end_y=y1, end_x=x1))
-            except _NVIMGCODEC_ERRORS as e:
-                why[job.index] = f"nvImageCodec cannot parse it: {type(e).__name__}: {e}"
-                continue
-            code_streams.append(cs)
-            decodable.append(job)
-        return code_streams, parents, decodable
-
     def _decode_gpu(
         self, planned: Planned, stream: torch.cuda.Stream, why: dict[int, str],
     ) -> dict[int, tuple[Job, Any, Row]]:
         """nvImageCodec decodes the planned code streams; returns sample -> (job, nvImageCodec
-        image, the DeviceViews row of its displayed region). Failures go into `why`."""
+        image or C-API slot, the DeviceViews row of its displayed region). Failures go into `why`."""
         if self._c is not None:
             return self._decode_gpu_c(planned, stream, why)
-        nvc = self._nvc
-        decodable = planned.decodable
-        code_streams = planned.opened[:len(decodable)]
-        if not decodable:
-            return {}
-        cuda_stream = stream.cuda_stream
-        errors: list[str | None] = [None] * len(code_streams)
-        reuse = self._take_free(len(code_streams))
-        try:
-            images = self._decoder.decode(code_streams, params=self._params,
-                                          cuda_stream=cuda_stream, **reuse)
-        except _NVIMGCODEC_ERRORS:  # a failure of the whole call: find the sample(s) one by one
-            images = []
-            for k, cs in enumerate(code_streams):
-                try:
-                    images.append(self._decoder.decode(cs, params=self._params,
-                                                       cuda_stream=cuda_stream))
-                except _NVIMGCODEC_ERRORS as e:
-                    images.append(None)
-                    errors[k] = f"nvImageCodec raised {type(e).__name__}: {e}"
-        if len(images) != len(code_streams):
-            raise RuntimeError(
-                f"nvImageCodec returned {len(images)} images for {len(code_streams)} code "
-                f"streams (version {getattr(nvc, '__version__', '?')}); expected one per input"
-            )
-        out: dict[int, tuple[Job, Any, Row]] = {}
-        for job, img, err in zip(decodable, images, errors):
-            if img is None:
-                why[job.index] = err or "nvImageCodec could not decode it (unsupported or corrupt)"
-                continue
-            try:
-                row = view_row(job, img.__cuda_array_interface__, img.strides)
-            except (*_NVIMGCODEC_ERRORS, AttributeError, KeyError) as e:
-                why[job.index] = f"nvImageCodec image unreadable: {type(e).__name__}: {e}"
-                continue
-            out[job.index] = (job, img, row)
-        return out
+        return self._decode_binding(planned, stream, why)
 
     def _decode_gpu_c(
         self, planned: Planned, stream: torch.cuda.Stream, why: dict[int, str],
@@ -458,25 +399,6 @@ class GpuDecoder:
             out[job.index] = (job, res, row if row is not None else
                               view_row(job, res.__cuda_array_interface__, res.strides))
         return out
-
-    def _take_free(self, n: int) -> dict[str, list[Any]]:
-        """`images=` for nvImageCodec: n images of earlier batches no kernel reads any more,
-        whose buffers it decodes into (it grows a buffer that is too small). Reusing them saves
-        an allocation and a free per image (measured on an H200, 500 ImageNet JPEGs, new regions
-        every epoch: 9.8k -> 10.9k images/s through decode_views)."""
-        with self._free_lock:
-            if len(self._free) < n:
-                return {}
-            taken, self._free[-n:] = self._free[-n:], []
-        return {"images": taken}
-
-    def _recycle(self, owners: list[Any]) -> None:
-        """Takes back the images of a retired batch (see DeviceViews.retire)."""
-        images = [o for o in owners if not isinstance(o, torch.Tensor)]
-        with self._free_lock:
-            room = self._free_cap - len(self._free)
-            if room > 0 and self._decoder is not None:
-                self._free.extend(images[:room])
 
     def _start_cpu(self, planned: Planned, indices: list[int]) -> dict[int, Future[np.ndarray]]:
         """Pillow decodes `indices` on the fallback threads; errors name the sample."""
