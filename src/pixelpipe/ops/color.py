@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..random import Draws
@@ -58,25 +59,14 @@ def _blend_with_grey_matrix(s: torch.Tensor) -> torch.Tensor:
     return m
 
 
-# the hue rotation in closed form: YIQ^-1 @ R(a) @ YIQ, with R turning the I-Q plane, is
-# _HUE[0] + cos(a) _HUE[1] + sin(a) _HUE[2]
-_HUE = torch.stack([_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ _YIQ
-                    for d in ((1.0, 0.0, 0.0), (0.0, 1.0, 1.0))]
-                   + [_YIQ_INV @ torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]],
-                                              dtype=torch.float64) @ _YIQ])
-
-
-def _hue_linear(h: torch.Tensor) -> torch.Tensor:
-    """[N, 3, 3]: the hue shift by h turns (the I-Q plane turned so that a positive shift
-    moves hues the way HSV's H + h does)."""
-    a = (2 * math.pi * h).view(-1, 1, 1)
-    return _HUE[0] + torch.cos(a) * _HUE[1] + torch.sin(a) * _HUE[2]
-
-
-def _hue_matrix(h: torch.Tensor) -> torch.Tensor:
-    m = torch.zeros(h.shape[0], 3, 4, dtype=torch.float64)
-    m[:, :, :3] = _hue_linear(h)
-    return m
+# the hue rotation in closed form: YIQ^-1 @ R(a) @ YIQ, with R turning the I-Q plane (so that a
+# positive shift moves hues the way HSV's H + h does), is _HUE[0] + cos(a) _HUE[1] + sin(a) _HUE[2]
+_HUE = np.stack([(_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ _YIQ).numpy()
+                 for d in ((1.0, 0.0, 0.0), (0.0, 1.0, 1.0))]
+                + [(_YIQ_INV @ torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]],
+                                            dtype=torch.float64) @ _YIQ).numpy()])
+_GREY_NP = GREY.numpy()
+_EYE = np.eye(3)
 
 
 def _factor_range(name: str, value: float | Sequence[float]) -> tuple[float, float] | None:
@@ -136,24 +126,31 @@ class ColorJitter(ColorOp):
         return factors
 
     def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
-        n = params["brightness"].shape[0]
-        eye = torch.eye(3, dtype=torch.float64)
-        b, c, s = (params[k].view(n, 1, 1) for k in ("brightness", "contrast", "saturation"))
+        # numpy: a few dozen small ops per batch on the planning thread (half torch's time)
+        b, c, s, h = (params[k].detach().cpu().numpy().astype(np.float64)
+                      for k in ("brightness", "contrast", "saturation", "hue"))
+        n = b.shape[0]
         # the linear parts of the four steps, [N, 4, 3, 3]; only contrast adds an offset,
         # (1 - c) * the grey level of the mean colour entering it
-        linear = torch.stack([eye * b, eye * c, (1 - s) * GREY.view(1, 1, 3) + s * eye,
-                              _hue_linear(params["hue"])], 1)
-        mean = means.to(torch.float64) if means is not None else torch.zeros(n, 3, dtype=torch.float64)
+        linear = np.empty((n, 4, 3, 3))
+        linear[:, 0] = _EYE * b[:, None, None]
+        linear[:, 1] = _EYE * c[:, None, None]
+        linear[:, 2] = (1 - s)[:, None, None] * _GREY_NP + s[:, None, None] * _EYE
+        a = (2 * math.pi * h)[:, None, None]
+        linear[:, 3] = _HUE[0] + np.cos(a) * _HUE[1] + np.sin(a) * _HUE[2]
         # [A | t | running mean]: every step maps the three the same way, x -> S x + offset
-        state = torch.cat([eye.expand(n, 3, 3), torch.zeros(n, 3, 1, dtype=torch.float64), mean.view(n, 3, 1)], 2)
-        rows = torch.arange(n)
-        keep = (1 - params["contrast"]).view(n, 1)
+        state = np.zeros((n, 3, 5))
+        state[:, :, :3] = _EYE
+        if means is not None:
+            state[:, :, 4] = means.detach().cpu().to(torch.float64).numpy()
+        rows, keep = np.arange(n), 1 - c
+        order = params["order"].detach().cpu().numpy()
         for pos in range(4):
-            which = params["order"][:, pos]
-            offset = torch.where((which == 1).view(n, 1), keep * (state[:, :, 4] @ GREY).view(n, 1), 0.0)
-            state = linear[rows, which] @ state
-            state[:, :, 3:] += offset.view(n, 1, 1)
-        return state[:, :, :4].contiguous()
+            which = order[:, pos]
+            offset = np.where(which == 1, keep * (state[:, :, 4] @ _GREY_NP), 0.0)
+            state = np.matmul(linear[rows, which], state)
+            state[:, :, 3:] += offset[:, None, None]
+        return torch.from_numpy(np.ascontiguousarray(state[:, :, :4]))
 
 
 class RandomGrayscale(ColorOp):
