@@ -8,17 +8,15 @@ Same as `pixelpipe bench --device cpu --data DIR --threads 2 --peers pillow`.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+
+from _common import arguments
 
 from pixelpipe.bench.runner import run_bench
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap = arguments(__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--passes", type=int, default=2)

@@ -12,18 +12,14 @@ the larger, planning bounds the rate, not the kernel. Needs CUDA and Triton.
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import torch
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+from _common import arguments, read_jpegs
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--calls", type=int, default=40)
     args = ap.parse_args()
@@ -33,9 +29,8 @@ def main() -> None:
     from pixelpipe.bench.gpu_peers import decode_head
     from pixelpipe.bench.pipelines import pipeline_ops
 
-    files = sorted(p for p in Path(args.data).iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))
     dev = torch.device("cuda")
-    images = decode_head([p.read_bytes() for p in files], 256, dev)
+    images = decode_head(read_jpegs(args.data, 256), 256, dev)
     idx = torch.arange(len(images))
     print(f"{len(images)} images, {torch.cuda.get_device_name()}")
     print(f"{'pipeline':9s} {'images/s':>9s} {'host ms/call':>13s} {'GPU ms/call':>12s} {'kernels ms/call':>16s}")

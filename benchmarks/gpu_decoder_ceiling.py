@@ -12,13 +12,11 @@ nvImageCodec 0.9 (the C API pixelpipe mirrors).
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import torch
+from _common import arguments, read_jpegs
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 BATCH = 256
 SETTINGS = [  # (label, executor threads, hardware share, extra options)
     ("8 threads (pixelpipe's bench setting)", 8, None, ""),
@@ -34,8 +32,7 @@ SETTINGS = [  # (label, executor threads, hardware share, extra options)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap = arguments(__doc__)
     ap.add_argument("--epochs", type=int, default=8)
     args = ap.parse_args()
     from pixelpipe import Compose
@@ -46,7 +43,7 @@ def main() -> None:
     api = nvimgcodec_c.load()
     if api is None or not torch.cuda.is_available():
         raise SystemExit("needs CUDA and nvImageCodec 0.9 (pip install 'pixelpipe[gpu]')")
-    blobs = [p.read_bytes() for p in sorted(Path(args.data).iterdir()) if p.suffix.lower() in (".jpeg", ".jpg")]
+    blobs = read_jpegs(args.data)
     src = EncodedSource(blobs)
     keep = [i for i, info in enumerate(src.infos) if info.orientation == 1 and info.channels in (1, 3)]
     blobs = [blobs[i] for i in keep]

@@ -12,19 +12,15 @@ thread, code that runs many small torch ops slows down the same way.)
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
-from pathlib import Path
 
 import torch
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+from _common import arguments, read_jpegs
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap = arguments(__doc__)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
@@ -33,8 +29,7 @@ def main() -> None:
     from pixelpipe.compose import EncodedSource
     from pixelpipe.decode.gpu import GpuDecoder
 
-    files = sorted(p for p in Path(args.data).iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))[: args.batch]
-    blobs = [p.read_bytes() for p in files]
+    blobs = read_jpegs(args.data, args.batch)
     src = EncodedSource(blobs)
     stage = Compose(pipeline_ops("rn50")).stages[0]
 

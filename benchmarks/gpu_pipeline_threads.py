@@ -11,16 +11,14 @@ whole epoch is the bottleneck. Needs CUDA, Triton and nvImageCodec.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from _common import arguments, epochs_rate, read_jpegs
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 EVENTS: list[tuple[str, str, float]] = []
 
 
@@ -35,8 +33,7 @@ def timed(name: str, fn: Any) -> Any:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA))
+    ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--epochs", type=int, default=8)
     args = ap.parse_args()
@@ -49,24 +46,16 @@ def main() -> None:
     pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)
     pp.Compose.finish = timed("launch the kernels (Compose.finish)", pp.Compose.finish)
     nvimgcodec_c.CDecoder._run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
-    blobs = [p.read_bytes() for p in sorted(Path(args.data).iterdir()) if p.is_file()]
+    blobs = read_jpegs(args.data)
     for name in args.pipelines.split(","):
         with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
                          device="cuda", num_threads=8, prefetch=2) as pipe:
-            for _ in pipe:  # warm-up epoch
-                pass
-            torch.cuda.synchronize()
-            EVENTS.clear()
-            t0, n = time.perf_counter(), 0
-            for _ in range(args.epochs):
-                for b in pipe:
-                    n += int(b["valid"].sum())
-            torch.cuda.synchronize()
-            epoch = (time.perf_counter() - t0) / args.epochs
+            rate = epochs_rate(pipe, args.epochs, on_start=EVENTS.clear)
+        epoch = len(blobs) / rate
         busy: dict[tuple[str, str], float] = collections.defaultdict(float)
         for step, thread, seconds in EVENTS:
             busy[(step, thread)] += seconds / args.epochs
-        print(f"{name}: {n / (epoch * args.epochs):,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
+        print(f"{name}: {rate:,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
         for (step, thread), seconds in sorted(busy.items(), key=lambda kv: -kv[1]):
             if seconds > 0.0005:
                 print(f"  {step:40s} {thread:28s} {seconds * 1e3:7.1f} ms/epoch ({seconds / epoch:4.0%})")

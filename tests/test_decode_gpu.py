@@ -554,3 +554,17 @@ def test_c_api_decodes_exactly_what_the_binding_decodes(photos: list[bytes], sma
     views.retire(torch.cuda.current_stream())
     c.close()
     py.close()
+
+
+def test_a_planned_batch_decodes_once(photos: list[bytes]) -> None:
+    """The C API's images and view rows are made when the batch is planned; decoding the same
+    plan a second time raises instead of reading buffers the first decode let go of."""
+    dec = GpuDecoder(CUDA, api="c")
+    planned = dec.plan(photos[:3])
+    views, fell, _ = dec.decode_views(photos[:3], planned=planned)
+    assert fell == [] and len(views) == 3
+    views.retire(torch.cuda.current_stream())
+    dec.plan(photos[:1])  # the next plan releases the decoded batch's handles
+    with pytest.raises(ValueError, match="decoded already"):
+        dec.decode_views(photos[:3], planned=planned)
+    dec.close()

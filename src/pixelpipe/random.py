@@ -29,8 +29,8 @@ def _mul32(x: Any, c: int) -> Any:
 
 
 def _mix(x: Any) -> Any:
-    """The 32-bit finalizer on a Python int, a numpy int64 array or an int64 tensor: the same
-    integer operations, so the same bits."""
+    """The 32-bit finalizer on a Python int or an int64 tensor: the same integer operations, so
+    the same bits (numpy arrays use _mix_u64)."""
     x = x ^ (x >> 16)
     x = _mul32(x, _M1)
     x = x ^ (x >> 15)
@@ -101,10 +101,14 @@ def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
     return _mix(h)
 
 
+def _unit(h: torch.Tensor) -> torch.Tensor:
+    """float32 in [0, 1) from a hash's top 24 bits: exact on every device."""
+    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+
 def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) -> torch.Tensor:
     """float32 [N] in [0, 1): 24 random bits per sample, exact on every device."""
-    h = hash32(seed, epoch, indices, op, draw)
-    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+    return _unit(hash32(seed, epoch, indices, op, draw))
 
 
 def prefix(seed: int, epoch: int, indices: torch.Tensor) -> Any:
@@ -161,19 +165,17 @@ class Draws:
 
     def uniform(self, draw: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N] uniform in [low, high)."""
-        u = (self._hash(draw) >> 8).to(torch.float32) * (1.0 / (1 << 24))
-        return low + (high - low) * u
+        return low + (high - low) * _unit(self._hash(draw))
 
     def uniforms(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N, D] uniform in [low, high): draws `draws` (a count D means 0..D-1) in one
         hash evaluation; column k equals uniform(draws[k])."""
         d = torch.as_tensor(list(range(draws)) if isinstance(draws, int) else list(draws), dtype=torch.int64)
-        h = self._hash(d.view(1, -1), column=True)
-        return low + (high - low) * ((h >> 8).to(torch.float32) * (1.0 / (1 << 24)))
+        return low + (high - low) * _unit(self._hash(d.view(1, -1), column=True))
 
     def bernoulli(self, draw: int, p: float) -> torch.Tensor:
         """bool [N], True with probability p."""
-        return (self._hash(draw) >> 8).to(torch.float32) * (1.0 / (1 << 24)) < p
+        return _unit(self._hash(draw)) < p
 
     def integers(self, draw: int, low: int, high: int) -> torch.Tensor:
         """int64 [N] uniform in [low, high)."""

@@ -167,15 +167,20 @@ def _short(text: str) -> str:
 
 # ----------------------------------------------------------------------------- pixelpipe
 def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
-                   device: torch.device) -> RunPass:
+                   device: torch.device, cache: bool = False) -> RunPass:
     """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled,
-    the last batch padded), prefetching and decoding the next batch while the kernels run."""
+    the last batch padded), prefetching and decoding the next batch while the kernels run.
+    With `cache`, the Pipeline's cache is on (cache="gpu" on CUDA, "device" elsewhere): the
+    warm-up pass is its first epoch, which decodes every image whole into the cache, and the
+    timed passes are later epochs, planning the next batch while this one's kernels run."""
     from ..compose import Compose
     from ..pipeline import Pipeline
     from ..readers import Memory
 
     t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
-    pipe = Pipeline(Memory(list(blobs)), t, batch, device=str(device), num_threads=threads, prefetch=2)
+    where = ("gpu" if device.type == "cuda" else "device") if cache else None
+    pipe = Pipeline(Memory(list(blobs)), t, batch, device=str(device), num_threads=threads, prefetch=2,
+                    cache=where)
 
     def run(epoch: int) -> Iterator[int]:
         for b in pipe:
@@ -223,27 +228,6 @@ def pixelpipe_cached(blobs: Sequence[bytes], pipeline: str, batch: int, threads:
             out = t(cache.batch(idx), seed=0, epoch=epoch, indices=torch.tensor(idx))
             yield out.shape[0]
 
-    return run
-
-
-def pixelpipe_cached_pipeline(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
-                              device: torch.device) -> RunPass:
-    """Later epochs of a Pipeline with its cache on (cache="gpu" on CUDA, "device" elsewhere):
-    the warm-up pass is the first epoch, which decodes every image whole into the cache; the
-    timed passes plan the next batch while the kernels of this one run, as training does."""
-    from ..compose import Compose
-    from ..pipeline import Pipeline
-    from ..readers import Memory
-
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
-    pipe = Pipeline(Memory(list(blobs)), t, batch, device=str(device), num_threads=threads, prefetch=2,
-                    cache="gpu" if device.type == "cuda" else "device")
-
-    def run(epoch: int) -> Iterator[int]:
-        for b in pipe:
-            yield int(b["valid"].sum())
-
-    run.close = pipe.close  # type: ignore[attr-defined]
     return run
 
 
@@ -296,8 +280,8 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
         else:
             rows.append(("pixelpipe (gpu cache)", lambda: pixelpipe_cached(
                 blobs, pipeline, batch, threads, device), "epochs 2+: DeviceCache, whole images"))
-            rows.append(("pixelpipe (cache, Pipeline)", lambda: pixelpipe_cached_pipeline(
-                blobs, pipeline, batch, threads, device), "epochs 2+: Pipeline(cache=...), overlapped"))
+            rows.append(("pixelpipe (cache, Pipeline)", lambda: pixelpipe_full(
+                blobs, pipeline, batch, threads, device, cache=True), "epochs 2+: Pipeline(cache=...), overlapped"))
     for peer in parse_peers(peers):
         rows += table[peer]
     return rows

@@ -385,19 +385,15 @@ class GpuDecoder(BindingPath):
         jobs = planned.decodable
         if not jobs:
             return {}
-        assert self._c is not None
-        results, _ = self._c.decode([planned.blobs[job.index] for job in jobs], [job.region for job in jobs],
-                                    [job.decoded_size for job in jobs], self._c_stream, planned.opened)
+        assert self._c is not None and planned.rows is not None  # plan() made the images and rows
+        results = self._c.run(planned.opened)  # raises for a planned batch decoded before
         stream.wait_stream(self._c_stream)  # the caller's stream sees the decoded pixels
-        rows = planned.rows or {}
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(jobs, results):
             if isinstance(res, str):
                 why[job.index] = res
-                continue
-            row = rows.get(job.index)
-            out[job.index] = (job, res, row if row is not None else
-                              view_row(job, res.__cuda_array_interface__, res.strides))
+            else:
+                out[job.index] = (job, res, planned.rows[job.index])
         return out
 
     def _start_cpu(self, planned: Planned, indices: list[int]) -> dict[int, Future[np.ndarray]]:

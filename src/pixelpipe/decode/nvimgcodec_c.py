@@ -119,7 +119,6 @@ class _Api:
     free: C.CDLL  # calls that release the GIL (decode, wait)
     held: C.PyDLL  # quick calls that keep it
     extensions: str
-    version: int
 
 
 _LOADED: list[_Api | None] = []
@@ -169,7 +168,7 @@ def _load() -> _Api | None:
     props = _make(_Properties, _ST_PROPERTIES)
     if held.nvimgcodecGetProperties(C.byref(props)) != 0 or not 900 <= props.version < 1000:
         return None
-    return _Api(free, held, os.path.join(base, "extensions"), int(props.version))
+    return _Api(free, held, os.path.join(base, "extensions"))
 
 
 class Slot:
@@ -380,10 +379,21 @@ class CDecoder:
                 raise ValueError("this batch's images were made for another stream")
             self._images(opened, sizes, stream)
         buffer = opened.buffer
+        assert buffer is not None
+        return self.run(opened), buffer
+
+    def run(self, opened: Opened) -> list[Slot | str]:
+        """Decode a batch `open` made the images of (given sizes and a stream): per blob its
+        Slot, or why it failed. The only call of a decode that a pipeline's decode thread makes;
+        the batch's handles are released by the next `open`. A batch decodes once."""
+        if not self._decoder:
+            raise RuntimeError("this decoder was closed")
+        if opened.released or opened.batch is None:
+            raise ValueError("this batch was decoded already, or open() made no images for it")
         try:
             out = list(opened.slots)
             if opened.ok:
-                streams, images = opened.batch  # type: ignore[misc]
+                streams, images = opened.batch
                 status = self._run(streams, images, len(opened.ok))
                 for j, k in enumerate(opened.ok):
                     if status[j] != _SUCCESS:
@@ -392,8 +402,7 @@ class CDecoder:
         finally:
             with self._open_lock:  # released by the next open(), on the planning thread
                 self._decoded.append(opened)
-        assert buffer is not None
-        return out, buffer
+        return out
 
     def _run(self, streams: Any, images: Any, n: int) -> list[int]:
         free, held = self._api.free, self._api.held

@@ -46,11 +46,11 @@ def color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torc
     for k in range(3):
         probes[k + 1, :, k] = 1.0
     folded = make_pointwise(probes)  # one evaluation of the chain at the four colours
-    c = folded.color if folded.color is not None else torch.zeros(4, n, 3, 4, dtype=torch.float64)
-    zero = dataclasses.replace(folded, color=c[0] if folded.color is not None else None)
-    base = c[0]
+    c = folded.color  # only colour ops need means: there is a chain
+    assert c is not None
     slopes = (c[1:, :, :, 3] - c[0, :, :, 3]).permute(1, 2, 0)  # [N, 3 out, 3 mean channels]
-    packed = to_device(torch.cat([base.reshape(n, 12), slopes.reshape(n, 9)], 1), means.device,
+    zero = dataclasses.replace(folded, color=c[0])
+    packed = to_device(torch.cat([c[0].reshape(n, 12), slopes.reshape(n, 9)], 1), means.device,
                        torch.float32)
     a = packed[:, :12].view(n, 3, 4)
     b = packed[:, 12:].view(n, 3, 3)

@@ -51,14 +51,6 @@ def apply_to_mean(m: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
     return (m[:, :, :3] @ means.unsqueeze(-1)).squeeze(-1) + m[:, :, 3]
 
 
-def _blend_with_grey_matrix(s: torch.Tensor) -> torch.Tensor:
-    """s * x + (1 - s) * grey(x)."""
-    n = s.shape[0]
-    m = torch.zeros(n, 3, 4, dtype=torch.float64)
-    m[:, :, :3] = (1 - s).view(n, 1, 1) * GREY.view(1, 1, 3) + s.view(n, 1, 1) * torch.eye(3, dtype=torch.float64)
-    return m
-
-
 # the hue rotation in closed form: YIQ^-1 @ R(a) @ YIQ, with R turning the I-Q plane (so that a
 # positive shift moves hues the way HSV's H + h does), is _HUE[0] + cos(a) _HUE[1] + sin(a) _HUE[2]
 _HUE = np.stack([(_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ _YIQ).numpy()
@@ -67,6 +59,11 @@ _HUE = np.stack([(_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ 
                                             dtype=torch.float64) @ _YIQ).numpy()])
 _GREY_NP = GREY.numpy()
 _EYE = np.eye(3)
+
+
+def _grey_blend(s: np.ndarray) -> np.ndarray:
+    """[N, 3, 3]: x -> s * x + (1 - s) * grey(x), per sample."""
+    return (1 - s)[:, None, None] * _GREY_NP + s[:, None, None] * _EYE
 
 
 def _factor_range(name: str, value: float | Sequence[float]) -> tuple[float, float] | None:
@@ -135,7 +132,7 @@ class ColorJitter(ColorOp):
         linear = np.empty((n, 4, 3, 3))
         linear[:, 0] = _EYE * b[:, None, None]
         linear[:, 1] = _EYE * c[:, None, None]
-        linear[:, 2] = (1 - s)[:, None, None] * _GREY_NP + s[:, None, None] * _EYE
+        linear[:, 2] = _grey_blend(s)
         a = (2 * math.pi * h)[:, None, None]
         linear[:, 3] = _HUE[0] + np.cos(a) * _HUE[1] + np.sin(a) * _HUE[2]
         # [A | t | running mean]: every step maps the three the same way, x -> S x + offset
@@ -163,9 +160,10 @@ class RandomGrayscale(ColorOp):
         return {"grey": draws.bernoulli(0, self.p)}
 
     def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
-        g = params["grey"]
-        s = torch.where(g, 0.0, 1.0).to(torch.float64)
-        return _blend_with_grey_matrix(s)
+        keep = np.where(params["grey"].detach().cpu().numpy(), 0.0, 1.0)
+        m = np.zeros((keep.shape[0], 3, 4))
+        m[:, :, :3] = _grey_blend(keep)
+        return torch.from_numpy(m)
 
 
 class Normalize(Op):

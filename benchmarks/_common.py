@@ -1,0 +1,47 @@
+"""What the benchmark scripts share: where the sample data is, their argument parser, reading
+the JPEGs of a folder, and the rate of a Pipeline's epochs."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """A parser described by the first line of the script's docstring, with --data."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    ap.add_argument("--data", default=str(DEFAULT_DATA), help="a folder of images (default: the ImageNet sample)")
+    return ap
+
+
+def read_jpegs(folder: str | Path, limit: int | None = None) -> list[bytes]:
+    """The bytes of the folder's .jpg/.jpeg files, in name order (the first `limit`)."""
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))
+    if not files:
+        raise SystemExit(f"no JPEGs in {folder}: pass --data")
+    return [p.read_bytes() for p in files[:limit]]
+
+
+def epochs_rate(pipe: Any, epochs: int, on_start: Any = None) -> float:
+    """Images/s of a Pipeline's valid samples over `epochs` timed epochs, after one untimed
+    epoch (then `on_start()`, if given); the GPU (if any) drained inside the clock."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    for _ in pipe:
+        pass
+    if cuda:
+        torch.cuda.synchronize()
+    if on_start is not None:
+        on_start()
+    t0, n = time.perf_counter(), 0
+    for _ in range(epochs):
+        for b in pipe:
+            n += int(b["valid"].sum())
+    if cuda:
+        torch.cuda.synchronize()
+    return n / (time.perf_counter() - t0)
