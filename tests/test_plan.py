@@ -10,6 +10,7 @@ from helpers import make_image, run, varied_images
 
 import pixelpipe as pp
 from pixelpipe import Compose
+from pixelpipe.ops import ColorOp
 from pixelpipe.plan import Stage
 
 
@@ -205,7 +206,8 @@ def test_min_decode_size_of_a_crop_follows_its_own_shrink():
 
 def test_color_matrix_at_stacked_means_equals_one_by_one():
     """The GPU path folds the colour chain at four mean colours per sample in one evaluation
-    (parameters tiled): each slice equals folding at that mean alone."""
+    (ColorJitter carries the K means through its chain at once): each slice equals folding at
+    that mean alone."""
     ops = [pp.RandomResizedCrop(32), pp.ColorJitter(0.4, 0.4, 0.4, 0.1), pp.RandomGrayscale(0.5)]
     sizes = torch.tensor([[60.0, 80.0], [90.0, 50.0], [40.0, 40.0], [70.0, 100.0], [64.0, 64.0]])
     plan = pp.Compose(ops).stages[0].sample(5, 2, torch.arange(5), sizes)
@@ -216,3 +218,64 @@ def test_color_matrix_at_stacked_means_equals_one_by_one():
         one = plan.color_matrix(means[k])
         assert torch.allclose(stacked[k], one, rtol=0, atol=1e-9), k
     assert not torch.allclose(stacked[0], stacked[1])  # the contrast term follows the mean
+
+
+class _MeanShift(ColorOp):
+    """A user colour op that needs the mean and does not take stacked means: x + (128 - mean) * p."""
+
+    needs_mean = True
+
+    def sample(self, draws, sizes):
+        return {"p": draws.uniform(0)}
+
+    def color(self, params, means):
+        assert means.dim() == 2  # never handed [K, N, 3]
+        m = torch.zeros(means.shape[0], 3, 4, dtype=torch.float64)
+        m[:, 0, 0] = m[:, 1, 1] = m[:, 2, 2] = 1.0
+        m[:, :, 3] = (128.0 - means) * params["p"].to(torch.float64).view(-1, 1)
+        return m
+
+
+def test_stacked_means_for_an_op_without_them_tile_its_parameters():
+    ops = [pp.Resize((8, 8)), _MeanShift(), pp.ColorJitter(contrast=0.5)]
+    sizes = torch.tensor([[20.0, 30.0], [16.0, 16.0], [9.0, 40.0]])
+    plan = pp.Compose(ops).stages[0].sample(1, 0, torch.arange(3), sizes)
+    means = torch.rand(4, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 255
+    stacked = plan.color_matrix(means)
+    for k in range(4):
+        assert torch.allclose(stacked[k], plan.color_matrix(means[k]), rtol=0, atol=1e-9), k
+    # the user op's shift follows the mean it was given
+    assert not torch.allclose(stacked[0, :, :, 3], stacked[1, :, :, 3])
+
+
+def test_stacked_means_without_mean_ops_repeat_one_fold():
+    plan = plan_of([pp.Resize((8, 8)), pp.ColorJitter(brightness=0.5, saturation=0.3), pp.RandomGrayscale(0.5)],
+                   [(20, 30), (16, 16)])
+    stacked = plan.color_matrix(torch.rand(3, 2, 3, dtype=torch.float64) * 255)
+    assert stacked.shape == (3, 2, 3, 4)
+    for k in range(3):
+        assert torch.equal(stacked[k], plan.color_matrix(None))
+
+
+@pytest.mark.parametrize("ops", [
+    [pp.RandomResizedCrop(24), pp.RandomFlip(0.5, 0.5)],
+    [pp.RandomAffine(30, translate=(0.1, 0.1), scale=(0.5, 2.0), shear=(-10, 10, -5, 5)), pp.Resize((16, 20))],
+    [pp.RandomPerspective(0.6, p=1.0), pp.RandomRotate(45), pp.Resize((16, 16))],
+])
+def test_inverse_and_max_scale_fast_forms_equal_the_general_ones(ops):
+    """Affine plans invert in closed form and take the antialiasing stretch from the linear
+    part; both must equal LAPACK's inverse and the 3x3-grid stretch of the general path."""
+    from pixelpipe.kernels.spec import WarpSpec
+
+    g = torch.Generator().manual_seed(2)
+    sizes = torch.randint(20, 400, (64, 2), generator=g).to(torch.float64)
+    plan = pp.Compose(ops).stages[0].sample(3, 1, torch.arange(64), sizes)
+    inv = plan.inverse()
+    assert torch.allclose(inv, torch.linalg.inv(plan.matrix), rtol=1e-12, atol=1e-12)
+    spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+    fast = spec.max_scale()
+    # the general path, forced by a last row that is not exactly (0, 0, 1) but as good as
+    nudged = inv.clone()
+    nudged[:, 2, 0] += 1e-300
+    general = WarpSpec(nudged, spec.image_size, spec.origin, spec.clip, spec.out_size).max_scale()
+    assert torch.allclose(fast, general, rtol=1e-12, atol=0)

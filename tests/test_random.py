@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -191,3 +192,30 @@ def test_draws_from_a_shared_prefix_equal_the_full_hash():
         assert torch.equal(full.integers(2, -4, 11), fast.integers(2, -4, 11))
         assert torch.equal(full.normal(6), fast.normal(6))
         assert torch.equal(fast.uniform(4), uniform(9, 2, idx, op, 4))
+
+
+def test_numpy_twins_equal_the_tensor_draws():
+    """The built-in ops draw through the numpy methods: the same numbers as the tensor API,
+    with a shared prefix and without, for draws inside and beyond the first block of 8."""
+    from pixelpipe.random import prefix
+
+    idx = torch.tensor([3, 0, 2**33 + 1, -7, 41])
+    for pre in (None, prefix(4, 1, idx)):
+        d = Draws(4, 1, idx, 2, pre)
+        for draw in (0, 5, 9, 17):
+            assert torch.equal(torch.from_numpy(d.uniform_np(draw, -1.5, 2.0)), Draws(4, 1, idx, 2).uniform(draw, -1.5, 2.0))
+            assert torch.equal(torch.from_numpy(d.bernoulli_np(draw, 0.4)), Draws(4, 1, idx, 2).bernoulli(draw, 0.4))
+        assert torch.equal(torch.from_numpy(d.uniforms_np(range(3, 14), 2.0, 5.0)), Draws(4, 1, idx, 2).uniforms(range(3, 14), 2.0, 5.0))
+        # and each column of uniforms is the single draw
+        cols = d.uniforms_np(12)
+        for k in range(12):
+            assert np.array_equal(cols[:, k], uniform(4, 1, idx, 2, k).numpy())
+
+
+def test_numpy_mixer_wraps_like_the_masked_int64_form():
+    """uint32 numpy products wrap modulo 2**32; the int64 form masks split products: the same
+    bits, for values across the whole 32-bit range."""
+    from pixelpipe.random import _mix, _mix_u32
+
+    x = np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1, 0x9E3779B9, 123456789], dtype=np.uint32)
+    assert _mix_u32(x.copy()).tolist() == [_mix(int(v)) for v in x]

@@ -30,7 +30,7 @@ def _mul32(x: Any, c: int) -> Any:
 
 def _mix(x: Any) -> Any:
     """The 32-bit finalizer on a Python int or an int64 tensor: the same integer operations, so
-    the same bits (numpy arrays use _mix_u64)."""
+    the same bits (numpy arrays use _mix_u32)."""
     x = x ^ (x >> 16)
     x = _mul32(x, _M1)
     x = x ^ (x >> 15)
@@ -51,38 +51,39 @@ def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
     return _hash32_torch(keys)
 
 
-def _mix_u64(x: np.ndarray) -> np.ndarray:
-    """_mix on a uint64 numpy array of 32-bit values, in place: a 32-bit value times a 32-bit
-    multiplier fits in 64 bits, so the product is exact before the mask (the int64 form
-    splits the multiplier instead; both give the same bits)."""
+def _mix_u32(x: np.ndarray) -> np.ndarray:
+    """_mix on a uint32 numpy array, in place: numpy's uint32 arithmetic wraps modulo 2**32,
+    which is exactly the masked products of the int64 form (both give the same bits)."""
     x ^= x >> 16
     x *= _M1
-    x &= _MASK32
     x ^= x >> 15
     x *= _M2
-    x &= _MASK32
     x ^= x >> 16
     return x
 
 
 def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor, ...]) -> Any:
-    """Fold keys into the state h (a Python int, or a uint64 numpy array once a tensor key
+    """Fold keys into the state h (a Python int, or a uint32 numpy array once a tensor key
     came in); h itself is left as it was."""
     for k in keys:
+        if isinstance(k, torch.Tensor) and k.dim() == 0:  # a number: numpy's scalars warn on wrapping
+            k = int(k)
         if isinstance(k, torch.Tensor):  # two's complement bits: the same words as int64's
             k = k.to(torch.int64).numpy().view(np.uint64)
-            for word in (k & _MASK32, (k >> 32) & _MASK32):
-                h = _mix_u64(((h + _GOLDEN) & _MASK32) ^ word)
+            for word in ((k & _MASK32).astype(np.uint32), (k >> 32).astype(np.uint32)):
+                h = _mix_u32((h + _GOLDEN if isinstance(h, np.ndarray) else np.uint32((h + _GOLDEN) & _MASK32)) ^ word)
         else:
             k = int(k)
             for word in (k & _MASK32, (k >> 32) & _MASK32):
-                x = ((h + _GOLDEN) & _MASK32) ^ word
-                h = _mix(x) if isinstance(x, int) else _mix_u64(x)
+                if isinstance(h, int):
+                    h = _mix(((h + _GOLDEN) & _MASK32) ^ word)
+                else:
+                    h = _mix_u32((h + _GOLDEN) ^ np.uint32(word))
     return h
 
 
 def _finish_numpy(h: Any) -> torch.Tensor:
-    h = _mix(h) if isinstance(h, int) else _mix_u64(h.copy())
+    h = _mix(h) if isinstance(h, int) else _mix_u32(h.copy())
     return torch.from_numpy(np.asarray(h).astype(np.int64))
 
 
@@ -104,6 +105,11 @@ def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
 def _unit(h: torch.Tensor) -> torch.Tensor:
     """float32 in [0, 1) from a hash's top 24 bits: exact on every device."""
     return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+
+def _unit_numpy(h: np.ndarray) -> np.ndarray:
+    """_unit on a numpy array of hashes (the same float32 numbers: 24 bits convert exactly)."""
+    return (h >> 8).astype(np.float32) * np.float32(1.0 / (1 << 24))
 
 
 def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) -> torch.Tensor:
@@ -131,7 +137,10 @@ class Draws:
         indices: int64 [N] global sample indices (which sample of the dataset each row is).
         op: the op's position in its Compose; two ops never share draws.
 
-    The same (seed, epoch, index, op, draw) always yields the same number.
+    The same (seed, epoch, index, op, draw) always yields the same number. Every method has a
+    numpy twin (`uniform_np`, ...) giving the same numbers as numpy arrays, which the built-in
+    ops use: the planner runs on the host once per batch, where torch's per-call overhead on
+    [N] tensors costs more than the arithmetic.
     """
 
     def __init__(self, seed: int, epoch: int, indices: torch.Tensor, op: int, prefix: Any = None) -> None:
@@ -140,46 +149,71 @@ class Draws:
         # the hash state after (seed, epoch, indices), which every op of a batch shares
         # (`prefix(seed, epoch, indices)`); None: hash all five keys each time
         self._prefix = prefix
-        self._blocks: dict[int, torch.Tensor] = {}  # draw // _BLOCK -> hashes [N, _BLOCK]
+        self._state: Any = None  # the prefix with this op folded in, made on the first draw
+        self._blocks: dict[int, np.ndarray] = {}  # draw // _BLOCK -> uint32 hashes [N, _BLOCK]
 
-    def _hash(self, draw: int | torch.Tensor, column: bool = False) -> torch.Tensor:
-        """hash32(seed, epoch, index, op, draw) per sample; column: indices as [N, 1] (to
-        broadcast against a [1, D] tensor of draws). With a prefix, single draws are hashed
-        _BLOCK at a time and kept (an op draws a handful of numbers, and a hash of [N, 8]
-        costs little more than one of [N]: the per-op overhead dominates)."""
-        if self._prefix is not None and isinstance(draw, int) and not column and draw >= 0:
+    def _hash_np(self, draw: int | np.ndarray) -> np.ndarray:
+        """hash32(seed, epoch, index, op, draw) per sample as uint32 numpy: [N] for an int draw,
+        [N, D] for a [D] array of draws. With a prefix, single draws are hashed _BLOCK at a time
+        and kept (an op draws a handful of numbers, and a hash of [N, 8] costs little more than
+        one of [N]: the per-call overhead dominates)."""
+        if self._prefix is None:
+            keys = (self.seed, self.epoch, self.indices.view(-1, 1) if isinstance(draw, np.ndarray) else self.indices,
+                    self.op, torch.from_numpy(np.asarray(draw, dtype=np.int64)).view(1, -1)
+                    if isinstance(draw, np.ndarray) else draw)
+            return hash32(*keys).cpu().numpy().astype(np.uint32)
+        if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
+            self._state = _fold_numpy(self._prefix, (self.op,))
+            if isinstance(self._state, int):
+                self._state = np.full(len(self), self._state, dtype=np.uint32)
+        if isinstance(draw, np.ndarray):
+            return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (torch.from_numpy(draw.reshape(1, -1)),)))
+        if draw >= 0:
             block = self._blocks.get(draw // _BLOCK)
             if block is None:
                 first = draw - draw % _BLOCK
-                block = self._hash(torch.arange(first, first + _BLOCK).view(1, -1), column=True)
+                block = self._hash_np(np.arange(first, first + _BLOCK))
                 self._blocks[draw // _BLOCK] = block
             return block[:, draw % _BLOCK]
-        if self._prefix is not None:
-            state = self._prefix.reshape(-1, 1) if column else self._prefix
-            return _finish_numpy(_fold_numpy(state, (self.op, draw)))
-        idx = self.indices.view(-1, 1) if column else self.indices
-        return hash32(self.seed, self.epoch, idx, self.op, draw)
+        return _mix_u32(_fold_numpy(self._state, (draw,)))
 
     def __len__(self) -> int:
         return int(self.indices.numel())
 
+    def uniform_np(self, draw: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+        """uniform() as a float32 numpy array."""
+        return np.float32(low) + np.float32(high - low) * _unit_numpy(self._hash_np(draw))
+
+    def uniforms_np(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> np.ndarray:
+        """uniforms() as a float32 numpy array [N, D]."""
+        d = np.arange(draws) if isinstance(draws, int) else np.asarray(list(draws), dtype=np.int64)
+        return np.float32(low) + np.float32(high - low) * _unit_numpy(self._hash_np(d))
+
+    def bernoulli_np(self, draw: int, p: float) -> np.ndarray:
+        """bernoulli() as a bool numpy array."""
+        return _unit_numpy(self._hash_np(draw)) < np.float32(p)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        """A numpy result as a tensor on the indices' device."""
+        t = torch.from_numpy(x)
+        return t if self.indices.device.type == "cpu" else t.to(self.indices.device)
+
     def uniform(self, draw: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N] uniform in [low, high)."""
-        return low + (high - low) * _unit(self._hash(draw))
+        return self._tensor(self.uniform_np(draw, low, high))
 
     def uniforms(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """float32 [N, D] uniform in [low, high): draws `draws` (a count D means 0..D-1) in one
         hash evaluation; column k equals uniform(draws[k])."""
-        d = torch.as_tensor(list(range(draws)) if isinstance(draws, int) else list(draws), dtype=torch.int64)
-        return low + (high - low) * _unit(self._hash(d.view(1, -1), column=True))
+        return self._tensor(self.uniforms_np(draws, low, high))
 
     def bernoulli(self, draw: int, p: float) -> torch.Tensor:
         """bool [N], True with probability p."""
-        return _unit(self._hash(draw)) < p
+        return self._tensor(self.bernoulli_np(draw, p))
 
     def integers(self, draw: int, low: int, high: int) -> torch.Tensor:
         """int64 [N] uniform in [low, high)."""
-        return low + self._hash(draw) % max(1, high - low)
+        return self._tensor(low + self._hash_np(draw).astype(np.int64) % max(1, high - low))
 
     def normal(self, draw: int) -> torch.Tensor:
         """float32 [N] standard normal (Box-Muller on draws `draw` and `draw + 1000003`)."""

@@ -62,6 +62,12 @@ class WarpSpec:
         # numpy, all nine points at once: this runs per batch on the planning thread, where
         # torch's per-op overhead on [N] tensors made it a millisecond
         inv = self.inverse.detach().cpu().to(torch.float64).numpy()
+        if (inv[:, 2, 0] == 0).all() and (inv[:, 2, 1] == 0).all() and (inv[:, 2, 2] == 1).all():
+            # affine: the Jacobian is the same everywhere, and the grid below reduces to this
+            # exactly (pz = 1, the u and v terms vanish)
+            best = torch.from_numpy(np.stack([np.hypot(inv[:, 1, 0], inv[:, 1, 1]), np.hypot(inv[:, 0, 0], inv[:, 0, 1])], 1))
+            self.__dict__["_max_scale"] = best.clamp(1.0, MAX_AA_SCALE)
+            return self.__dict__["_max_scale"]
         H, W = self.out_size
         f = np.array([0.0, 0.5, 1.0])
         x, y = np.tile(f * W, 3), np.repeat(f * H, 3)  # [9]: (x, y) over the 3x3 grid
@@ -84,15 +90,18 @@ class WarpSpec:
         if self.interpolation == "nearest":
             return torch.ones(len(self), 2, dtype=torch.int64)
         r = SUPPORT[self.interpolation]
-        return torch.ceil(2 * r * self.max_scale() - 1e-9).to(torch.int64).clamp_min(1)
+        taps = np.ceil(2 * r * self.max_scale().numpy() - 1e-9).astype(np.int64)
+        return torch.from_numpy(np.maximum(taps, 1))
 
     def packed(self) -> torch.Tensor:
         """float64 [N, 21]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1,
         max scale y, x, taps y, x. One row per sample for kernels."""
         n = len(self)
-        return torch.cat([self.inverse.reshape(n, 9), self.image_size.to(torch.float64),
-                          self.origin.to(torch.float64), self.clip.to(torch.float64),
-                          self.max_scale(), self.taps().to(torch.float64)], 1)
+        # numpy: once per batch on the planning thread (torch's cat and casts cost twice as much)
+        host = lambda t: t.detach().cpu().numpy().reshape(n, -1)
+        return torch.from_numpy(np.concatenate([host(self.inverse), host(self.image_size), host(self.origin),
+                                                host(self.clip), host(self.max_scale()), host(self.taps())],
+                                               1, dtype=np.float64))
 
 
 @dataclass

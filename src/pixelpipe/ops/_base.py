@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..random import Draws
@@ -69,6 +70,9 @@ class ColorOp(Op):
         raise NotImplementedError
 
     needs_mean: bool = False
+    # True: color() also takes means [K, N, 3] (K mean colours per sample) and returns
+    # [K, N, 3, 4]; otherwise the planner tiles the parameters K times and calls it on K * N rows
+    stacked_means: bool = False
 
 
 # ----------------------------------------------------------------------------- argument checks
@@ -148,6 +152,23 @@ def check_fill(fill: Any) -> tuple[float, ...] | None:
 
 
 # ----------------------------------------------------------------------------- matrix helpers
+def affine(n: int, a: Any = 1.0, b: Any = 0.0, tx: Any = 0.0, c: Any = 0.0, d: Any = 1.0,
+           ty: Any = 0.0) -> torch.Tensor:
+    """float64 [N, 3, 3] matrices [[a, b, tx], [c, d, ty], [0, 0, 1]] from per-sample numpy
+    arrays [N] or numbers: built in numpy (the planner makes a few per batch on the host,
+    where torch's per-call overhead costs more than the arithmetic)."""
+    m = np.zeros((n, 3, 3))
+    m[:, 0, 0], m[:, 0, 1], m[:, 0, 2] = a, b, tx
+    m[:, 1, 0], m[:, 1, 1], m[:, 1, 2] = c, d, ty
+    m[:, 2, 2] = 1.0
+    return torch.from_numpy(m)
+
+
+def host(t: torch.Tensor) -> np.ndarray:
+    """A per-sample tensor's values as a float64 numpy array (no copy for CPU float64)."""
+    return t.detach().cpu().to(torch.float64).numpy()
+
+
 def eye(n: int) -> torch.Tensor:
     return torch.eye(3, dtype=torch.float64).expand(n, 3, 3).clone()
 

@@ -33,22 +33,23 @@ _YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.
 _YIQ_INV = torch.linalg.inv(_YIQ)
 
 
-def identity(n: int) -> torch.Tensor:
-    m = torch.zeros(n, 3, 4, dtype=torch.float64)
+def identity(n: int) -> np.ndarray:
+    """[N, 3, 4] identity colour maps (numpy float64)."""
+    m = np.zeros((n, 3, 4))
     m[:, 0, 0] = m[:, 1, 1] = m[:, 2, 2] = 1.0
     return m
 
 
-def compose(second: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
-    """The affine map `second after first`, both [N, 3, 4]."""
-    a = second[:, :, :3] @ first[:, :, :3]
-    b = second[:, :, :3] @ first[:, :, 3:] + second[:, :, 3:]
-    return torch.cat([a, b], 2)
+def compose(second: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The affine maps `second after first`, [..., 3, 4] numpy (leading axes broadcast)."""
+    out = second[..., :3] @ first
+    out[..., 3] += second[..., 3]
+    return out
 
 
-def apply_to_mean(m: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
-    """Mean colour after an affine map (exact: the map is affine)."""
-    return (m[:, :, :3] @ means.unsqueeze(-1)).squeeze(-1) + m[:, :, 3]
+def apply_to_mean(m: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """Mean colours [..., 3] after affine maps [..., 3, 4] (exact: the maps are affine)."""
+    return (m[..., :3] @ means[..., None])[..., 0] + m[..., 3]
 
 
 # the hue rotation in closed form: YIQ^-1 @ R(a) @ YIQ, with R turning the I-Q plane (so that a
@@ -78,7 +79,8 @@ def _factor_range(name: str, value: float | Sequence[float]) -> tuple[float, flo
 
 
 class ColorJitter(ColorOp):
-    """Random brightness, contrast, saturation and hue, in a random order per sample.
+    """Random brightness, contrast, saturation and hue (the order of the four does not matter
+    with pixelpipe's one clamp after the chain; see color()).
 
     Args:
         brightness, contrast, saturation: f -> factor uniform in (max(0, 1 - f), 1 + f), or a
@@ -108,46 +110,45 @@ class ColorJitter(ColorOp):
         return {"brightness": self.brightness or 0, "contrast": self.contrast or 0,
                 "saturation": self.saturation or 0, "hue": self.hue or 0, "p": self.p}
 
+    stacked_means = True  # color() takes means [K, N, 3] too: the chain at K mean colours at once
+
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
         n = len(draws)
-        on = draws.bernoulli(0, self.p)
+        on = draws.bernoulli_np(0, self.p)
         factors = {}
         for k, name in enumerate(("brightness", "contrast", "saturation", "hue")):
             rng = getattr(self, name)
             base = 0.0 if name == "hue" else 1.0
-            f = torch.full((n,), base, dtype=torch.float64) if rng is None else draws.uniform(1 + k, *rng).to(torch.float64)
-            factors[name] = torch.where(on, f, torch.full_like(f, base))
-        # a random order per sample: sort 4 uniform keys
-        keys = draws.uniforms(range(5, 9))
-        factors["order"] = keys.argsort(1)
+            f = draws.uniform_np(1 + k, *rng).astype(np.float64) if rng is not None else np.full(n, base)
+            factors[name] = torch.from_numpy(np.where(on, f, base))
         return factors
 
     def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
-        # numpy: a few dozen small ops per batch on the planning thread (half torch's time)
+        """[N, 3, 4], or [K, N, 3, 4] for means [K, N, 3].
+
+        With one clamp after the whole chain the four steps commute, so no order is drawn:
+        brightness and contrast scale by b and c; saturation and the hue rotation act on the
+        I-Q plane of YIQ only (they keep Y, the grey level, and map the grey axis onto
+        itself), where they commute; contrast's offset (1 - c) * grey(mean entering it) lies
+        on the grey axis, which saturation and hue keep, and is scaled by b whether
+        brightness comes before contrast (through the mean) or after. So the chain is
+        x -> b c S(s) H(h) x + b (1 - c) grey(mean) (1, 1, 1), whatever the order.
+        """
+        # numpy, closed form: a dozen small ops per batch on the planning thread
         b, c, s, h = (params[k].detach().cpu().numpy().astype(np.float64)
                       for k in ("brightness", "contrast", "saturation", "hue"))
         n = b.shape[0]
-        # the linear parts of the four steps, [N, 4, 3, 3]; only contrast adds an offset,
-        # (1 - c) * the grey level of the mean colour entering it
-        linear = np.empty((n, 4, 3, 3))
-        linear[:, 0] = _EYE * b[:, None, None]
-        linear[:, 1] = _EYE * c[:, None, None]
-        linear[:, 2] = _grey_blend(s)
-        a = (2 * math.pi * h)[:, None, None]
-        linear[:, 3] = _HUE[0] + np.cos(a) * _HUE[1] + np.sin(a) * _HUE[2]
-        # [A | t | running mean]: every step maps the three the same way, x -> S x + offset
-        state = np.zeros((n, 3, 5))
-        state[:, :, :3] = _EYE
-        if means is not None:
-            state[:, :, 4] = means.detach().cpu().to(torch.float64).numpy()
-        rows, keep = np.arange(n), 1 - c
-        order = params["order"].detach().cpu().numpy()
-        for pos in range(4):
-            which = order[:, pos]
-            offset = np.where(which == 1, keep * (state[:, :, 4] @ _GREY_NP), 0.0)
-            state = np.matmul(linear[rows, which], state)
-            state[:, :, 3:] += offset[:, None, None]
-        return torch.from_numpy(np.ascontiguousarray(state[:, :, :4]))
+        stacked = means is not None and means.dim() == 3
+        mu = np.zeros((1, n, 3)) if means is None else means.detach().cpu().to(torch.float64).numpy()
+        mu = mu if stacked else mu.reshape(1, n, 3)
+        a = 2 * math.pi * h
+        # S(s) H(h) = YIQ^-1 diag(1, s, s) R(a) YIQ, and b c scales it
+        scale = (b * c)[:, None, None]
+        linear = scale * (_HUE[0] + (s * np.cos(a))[:, None, None] * _HUE[1] + (s * np.sin(a))[:, None, None] * _HUE[2])
+        out = np.empty((mu.shape[0], n, 3, 4))
+        out[..., :3] = linear
+        out[..., 3] = (b * (1 - c) * (mu @ _GREY_NP))[..., None]
+        return torch.from_numpy(out if stacked else out[0])
 
 
 class RandomGrayscale(ColorOp):
@@ -157,7 +158,7 @@ class RandomGrayscale(ColorOp):
         self.p = check_prob("p", p)
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        return {"grey": draws.bernoulli(0, self.p)}
+        return {"grey": torch.from_numpy(draws.bernoulli_np(0, self.p))}
 
     def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
         keep = np.where(params["grey"].detach().cpu().numpy(), 0.0, 1.0)

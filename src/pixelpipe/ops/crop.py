@@ -14,10 +14,12 @@ from ._base import (
     INTERPOLATIONS,
     GeometryOp,
     Params,
+    affine,
     check_choice,
     check_fill,
     check_range,
     check_size,
+    host,
     scale,
     translate,
 )
@@ -190,7 +192,7 @@ class RandomResizedCrop(GeometryOp):
         # some forty small ops per batch on the planning thread
         H, W = sizes[:, 0].detach().cpu().to(torch.float64).numpy(), sizes[:, 1].detach().cpu().to(torch.float64).numpy()
         area = (H * W)[:, None]
-        u = draws.uniforms(2 * self.TRIES + 2).to(torch.float64).numpy()
+        u = draws.uniforms_np(2 * self.TRIES + 2).astype(np.float64)
         u_area, u_ratio = u[:, 0 : 2 * self.TRIES : 2], u[:, 1 : 2 * self.TRIES : 2]
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u_area)
         lo, hi = math.log(self.ratio[0]), math.log(self.ratio[1])
@@ -219,10 +221,9 @@ class RandomResizedCrop(GeometryOp):
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = sizes.shape[0]
-        out_h = torch.full((n,), float(self.size[0]), dtype=torch.float64)
-        out_w = torch.full((n,), float(self.size[1]), dtype=torch.float64)
-        m = _window(params["top"], params["left"], params["height"], params["width"], out_h, out_w)
-        return m, torch.stack([out_h, out_w], 1)
+        sy, sx = self.size[0] / host(params["height"]), self.size[1] / host(params["width"])
+        m = affine(n, a=sx, tx=sx * -host(params["left"]), d=sy, ty=sy * -host(params["top"]))
+        return m, torch.tensor([float(self.size[0]), float(self.size[1])], dtype=torch.float64).repeat(n, 1)
 
 
 class Pad(GeometryOp):

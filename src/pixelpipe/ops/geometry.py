@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..random import Draws
@@ -14,13 +15,13 @@ from ._base import (
     INTERPOLATIONS,
     GeometryOp,
     Params,
+    affine,
     check_choice,
     check_fill,
     check_prob,
     check_range,
     check_size,
-    eye,
-    translate,
+    host,
 )
 
 __all__ = ["RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp"]
@@ -33,25 +34,26 @@ class _Warping(GeometryOp):
         self.fill = check_fill(fill)
 
 
-def _about_centre(linear: torch.Tensor, sizes: torch.Tensor, out_sizes: torch.Tensor | None = None,
-                  shift: torch.Tensor | None = None) -> torch.Tensor:
-    """Apply a 2x2 linear map about the image centre; the centre lands on the output centre."""
-    out_sizes = sizes if out_sizes is None else out_sizes
-    n = sizes.shape[0]
-    m = eye(n)
-    m[:, :2, :2] = linear
-    cy, cx = sizes[:, 0] / 2, sizes[:, 1] / 2
-    oy, ox = out_sizes[:, 0] / 2, out_sizes[:, 1] / 2
+def _about_centre(linear: np.ndarray, sizes: torch.Tensor, out_sizes: torch.Tensor | None = None,
+                  shift: np.ndarray | None = None) -> torch.Tensor:
+    """Apply 2x2 linear maps ([N, 2, 2] numpy) about the image centre; the centre lands on the
+    output centre (plus `shift`, [N, 2] (x, y), when given)."""
+    hw = host(sizes)
+    ohw = hw if out_sizes is None else host(out_sizes)
+    cy, cx = hw[:, 0] / 2, hw[:, 1] / 2
+    oy, ox = ohw[:, 0] / 2, ohw[:, 1] / 2
     if shift is not None:
         ox, oy = ox + shift[:, 0], oy + shift[:, 1]
-    return translate(ox, oy) @ m @ translate(-cx, -cy)
+    a, b, c, d = linear[:, 0, 0], linear[:, 0, 1], linear[:, 1, 0], linear[:, 1, 1]
+    # translate(o) @ linear @ translate(-centre)
+    return affine(len(a), a, b, ox - (a * cx + b * cy), c, d, oy - (c * cx + d * cy))
 
 
-def _rotation(deg: torch.Tensor) -> torch.Tensor:
-    """Counter-clockwise on screen (y points down)."""
-    a = torch.deg2rad(deg.to(torch.float64))
-    c, s = torch.cos(a), torch.sin(a)
-    return torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
+def _rotation(deg: np.ndarray) -> np.ndarray:
+    """[N, 2, 2] numpy rotations by `deg` degrees, counter-clockwise on screen (y points down)."""
+    a = np.deg2rad(deg)
+    c, s = np.cos(a), np.sin(a)
+    return np.stack([np.stack([c, s], -1), np.stack([-s, c], -1)], -2)
 
 
 class RandomFlip(GeometryOp):
@@ -62,15 +64,14 @@ class RandomFlip(GeometryOp):
         self.vertical = check_prob("vertical", vertical)
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        return {"horizontal": draws.bernoulli(0, self.horizontal), "vertical": draws.bernoulli(1, self.vertical)}
+        return {"horizontal": torch.from_numpy(draws.bernoulli_np(0, self.horizontal)),
+                "vertical": torch.from_numpy(draws.bernoulli_np(1, self.vertical))}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        m = eye(sizes.shape[0])
-        h, v = params["horizontal"], params["vertical"]
-        m[:, 0, 0] = torch.where(h, -1.0, 1.0)
-        m[:, 0, 2] = torch.where(h, sizes[:, 1], 0.0)
-        m[:, 1, 1] = torch.where(v, -1.0, 1.0)
-        m[:, 1, 2] = torch.where(v, sizes[:, 0], 0.0)
+        h, v = params["horizontal"].cpu().numpy(), params["vertical"].cpu().numpy()
+        hw = host(sizes)
+        m = affine(len(h), a=np.where(h, -1.0, 1.0), tx=np.where(h, hw[:, 1], 0.0),
+                   d=np.where(v, -1.0, 1.0), ty=np.where(v, hw[:, 0], 0.0))
         return m, sizes
 
 
@@ -91,16 +92,17 @@ class RandomRotate(_Warping):
         self._common(interpolation, border, fill)
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        angle = draws.uniform(0, *self.degrees).to(torch.float64)
-        return {"angle": torch.where(draws.bernoulli(1, self.p), angle, 0.0)}
+        angle = draws.uniform_np(0, *self.degrees).astype(np.float64)
+        return {"angle": torch.from_numpy(np.where(draws.bernoulli_np(1, self.p), angle, 0.0))}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rot = _rotation(params["angle"])
+        rot = _rotation(host(params["angle"]))
         out = sizes
         if self.expand:
-            c, s = rot[:, 0, 0].abs(), rot[:, 0, 1].abs()
-            h, w = sizes[:, 0], sizes[:, 1]
-            out = torch.stack([torch.ceil(w * s + h * c - 1e-6), torch.ceil(w * c + h * s - 1e-6)], 1)
+            c, s = np.abs(rot[:, 0, 0]), np.abs(rot[:, 0, 1])
+            hw = host(sizes)
+            h, w = hw[:, 0], hw[:, 1]
+            out = torch.from_numpy(np.stack([np.ceil(w * s + h * c - 1e-6), np.ceil(w * c + h * s - 1e-6)], 1))
         return _about_centre(rot, sizes, out), out
 
 
@@ -151,30 +153,32 @@ class RandomAffine(_Warping):
         raise ValueError(f"shear must be a number, 2 or 4 numbers (degrees), got {shear!r}")
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        f64 = torch.float64
-        on = draws.bernoulli(0, self.p)
-        angle = draws.uniform(1, *self.degrees).to(f64)
-        zero = torch.zeros_like(angle)
+        f64 = np.float64
+        on = draws.bernoulli_np(0, self.p)
+        angle = draws.uniform_np(1, *self.degrees).astype(f64)
+        zero = np.zeros_like(angle)
         tx = ty = zero
         if self.translate is not None:
-            tx = torch.round(draws.uniform(2, -1.0, 1.0).to(f64) * self.translate[0] * sizes[:, 1])
-            ty = torch.round(draws.uniform(3, -1.0, 1.0).to(f64) * self.translate[1] * sizes[:, 0])
-        zoom = torch.ones_like(angle) if self.scale is None else draws.uniform(4, *self.scale).to(f64)
+            hw = host(sizes)
+            tx = np.round(draws.uniform_np(2, -1.0, 1.0).astype(f64) * self.translate[0] * hw[:, 1])
+            ty = np.round(draws.uniform_np(3, -1.0, 1.0).astype(f64) * self.translate[1] * hw[:, 0])
+        zoom = np.ones_like(angle) if self.scale is None else draws.uniform_np(4, *self.scale).astype(f64)
         shx = shy = zero
         if self.shear is not None:
-            shx = draws.uniform(5, self.shear[0], self.shear[1]).to(f64)
-            shy = draws.uniform(6, self.shear[2], self.shear[3]).to(f64)
-        keep = lambda v, base: torch.where(on, v, base)
+            shx = draws.uniform_np(5, self.shear[0], self.shear[1]).astype(f64)
+            shy = draws.uniform_np(6, self.shear[2], self.shear[3]).astype(f64)
+        keep = lambda v, base: torch.from_numpy(np.where(on, v, base))
         return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
-                "scale": keep(zoom, torch.ones_like(zoom)), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
+                "scale": keep(zoom, np.ones_like(zoom)), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = sizes.shape[0]
-        shear = eye(n)[:, :2, :2]
-        shear[:, 0, 1] = torch.tan(torch.deg2rad(params["shear_x"]))
-        shear[:, 1, 0] = torch.tan(torch.deg2rad(params["shear_y"]))
-        linear = _rotation(params["angle"]) @ shear * params["scale"].view(-1, 1, 1)
-        shift = torch.stack([params["tx"], params["ty"]], 1)
+        shear = np.empty((n, 2, 2))
+        shear[:, 0, 0] = shear[:, 1, 1] = 1.0
+        shear[:, 0, 1] = np.tan(np.deg2rad(host(params["shear_x"])))
+        shear[:, 1, 0] = np.tan(np.deg2rad(host(params["shear_y"])))
+        linear = _rotation(host(params["angle"])) @ shear * host(params["scale"])[:, None, None]
+        shift = np.stack([host(params["tx"]), host(params["ty"])], 1)
         return _about_centre(linear, sizes, shift=shift), sizes
 
 
@@ -208,10 +212,9 @@ class RandomPerspective(_Warping):
         self._common(interpolation, border, fill)
 
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        on = draws.bernoulli(0, self.p)
-        moves = draws.uniforms(range(1, 9)).to(torch.float64)
-        moves = moves * on.view(-1, 1) * self.distortion
-        return {"moves": moves.view(-1, 4, 2)}
+        on = draws.bernoulli_np(0, self.p)
+        moves = draws.uniforms_np(range(1, 9)).astype(np.float64) * on[:, None] * self.distortion
+        return {"moves": torch.from_numpy(moves.reshape(-1, 4, 2))}
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h, w = sizes[:, 0], sizes[:, 1]
