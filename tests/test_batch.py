@@ -118,7 +118,18 @@ def test_to_same_device_returns_self():
     assert b.to("cpu") is b
     assert b.to(torch.device("cpu")) is b
     assert b.device == torch.device("cpu")
-    assert b.device_table() is b.device_table()  # cached
+    assert b.kernel_table() is b.kernel_table()  # cached
+
+
+def test_kernel_table_has_the_contiguous_strides():
+    b = ImageBatch.from_list(images())
+    k = b.kernel_table()
+    assert torch.equal(k[:, :4], b.table)
+    # row stride w * c and column stride c: pixel (y, x) of sample i starts at o + y*rs + x*cs
+    for i, img in enumerate(b.tolist()):
+        o, h, w, c, rs, cs = k[i].tolist()
+        y, x = h - 1, w // 2
+        assert torch.equal(b.data[o + y * rs + x * cs : o + y * rs + x * cs + c], img[y, x])
 
 
 def test_constructor_validates_the_table():
@@ -139,8 +150,10 @@ def test_cuda_round_trip():
     imgs = images()
     b = ImageBatch.from_list(imgs, device="cuda")
     assert b.data.is_cuda and b.device.type == "cuda"
-    assert not b.table.is_cuda and b.device_table().is_cuda
-    assert torch.equal(b.device_table().cpu(), b.table)
+    assert not b.table.is_cuda and b.kernel_table().is_cuda
+    assert torch.equal(b.kernel_table().cpu()[:, :4], b.table)
+    assert b.to("cuda") is b  # "cuda" is the current device: the same batch, its table kept
+    assert b.kernel_table() is b.kernel_table()
     back = b.to("cpu")
     assert not back.data.is_cuda
     for got, want in zip(back.tolist(), ImageBatch.from_list(imgs).tolist()):

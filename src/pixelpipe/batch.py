@@ -25,7 +25,7 @@ class ImageBatch:
         data: 1-D uint8 tensor holding every image back to back, HWC, row-major.
         table: int64 tensor [N, 4] of (offset, height, width, channels), on the CPU.
 
-    The table always lives on the CPU (the planner reads sizes on the host); `device_table()`
+    The table always lives on the CPU (the planner reads sizes on the host); `kernel_table()`
     gives a copy on the data's device for kernels.
 
     Example:
@@ -107,15 +107,26 @@ class ImageBatch:
 
     def to(self, device: str | torch.device, non_blocking: bool = False) -> ImageBatch:
         device = torch.device(device)
+        if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+            device = torch.device("cuda", torch.cuda.current_device())  # what "cuda" means for tensors
         if device == self.data.device:
-            return self
+            return self  # the same batch: what it cached (its kernel table) stays
         return ImageBatch(self.data.to(device, non_blocking=non_blocking), self.table)
 
-    def device_table(self) -> torch.Tensor:
-        """The table on the data's device (cached), for kernels."""
-        if self._device_table is None or self._device_table.device != self.data.device:
-            self._device_table = self.table.to(self.data.device)
-        return self._device_table
+    def kernel_table(self) -> torch.Tensor:
+        """int64 [N, 6] (offset, height, width, channels, row stride, column stride) on the
+        data's device: the table the warp kernel reads. Made and uploaded once per batch and
+        CUDA stream (a batch augmented every epoch, as a decoded dataset is, skips the upload)."""
+        stream = torch.cuda.current_stream(self.data.device).cuda_stream if self.data.is_cuda else None
+        cached = self._device_table
+        if cached is not None and self.__dict__.get("_table_stream") == stream:
+            return cached
+        t = self.table
+        strided = torch.cat([t, t[:, WIDTH:WIDTH + 1] * t[:, CHANNELS:], t[:, CHANNELS:]], 1)
+        if self.data.is_cuda:  # pinned, so that the copy does not wait for the stream
+            strided = strided.pin_memory().to(self.data.device, non_blocking=True)
+        self._device_table, self.__dict__["_table_stream"] = strided, stream
+        return strided
 
     def __repr__(self) -> str:
         shapes = [tuple(r[1:]) for r in self.table.tolist()[:4]]

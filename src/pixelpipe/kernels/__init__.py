@@ -73,6 +73,8 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
         return run_cpu_stage(source, spec, make_pointwise, needs_means, map_fn)
     data, table = source.data, source.table
     if data.is_cuda and gpu_kernels_available():
+        if not isinstance(source, DeviceViews):
+            table = source.kernel_table()  # uploaded once per batch
         from .warp_triton import device_inputs, warp_means_gpu, warp_pointwise_gpu
 
         if not needs_means:

@@ -262,7 +262,7 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.
            else device_constant((0.0,) * 12, dev))
     fill = device_constant(tuple(spec.fill), dev)
     post_d = device_constant(post, dev)
-    sums_d = sums if sums is not None else torch.zeros(1, dtype=torch.float32, device=dev)
+    sums_d = sums if sums is not None else device_constant((0.0,), dev)  # not read without SUMS
     grid = (triton.cdiv(H * W, block), n)
     _warp_kernel[grid](
         data, tab, geom, col, post_d, fill, out, sums_d, H, W, *strides,
