@@ -134,18 +134,27 @@ class StagePlan:
         # overhead cost more than the arithmetic
         inv = self.inverse().detach().cpu().numpy()
         h, w = self.out_sizes[:, 0].detach().numpy(), self.out_sizes[:, 1].detach().numpy()
-        zero = np.zeros_like(h)
-        xs = np.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
-        ys = np.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
-        u, v = (inv[:, r, 0:1] * xs + inv[:, r, 1:2] * ys + inv[:, r, 2:3] for r in range(2))
-        if not _affine(inv):  # perspective division
+        if _affine(inv):
+            # the extremes of a x + b y + c over the corners: each term at its own extreme
+            # (the same sums as at the extreme corner, so the same bits)
+            ext = []
+            for r in range(2):
+                ax, by = inv[:, r, 0] * w, inv[:, r, 1] * h
+                ext.append((np.minimum(ax, 0.0) + np.minimum(by, 0.0) + inv[:, r, 2],
+                            np.maximum(ax, 0.0) + np.maximum(by, 0.0) + inv[:, r, 2]))
+            (umin, umax), (vmin, vmax) = ext
+        else:
+            zero = np.zeros_like(h)
+            xs = np.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
+            ys = np.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
             pz = inv[:, 2, 0:1] * xs + inv[:, 2, 1:2] * ys + inv[:, 2, 2:3]
-            u, v = u / pz, v / pz
+            u, v = ((inv[:, r, 0:1] * xs + inv[:, r, 1:2] * ys + inv[:, r, 2:3]) / pz for r in range(2))
+            umin, umax, vmin, vmax = u.min(1), u.max(1), v.min(1), v.max(1)
         H, W = self.in_sizes[:, 0].detach().numpy(), self.in_sizes[:, 1].detach().numpy()
-        y0 = np.floor(v.min(1) + _EPS)
-        y1 = np.ceil(v.max(1) - _EPS)
-        x0 = np.floor(u.min(1) + _EPS)
-        x1 = np.ceil(u.max(1) - _EPS)
+        y0 = np.floor(vmin + _EPS)
+        y1 = np.ceil(vmax - _EPS)
+        x0 = np.floor(umin + _EPS)
+        x1 = np.ceil(umax - _EPS)
         if self.stage.border in ("reflect", "wrap"):
             outy = (y0 < 0) | (y1 > H)
             outx = (x0 < 0) | (x1 > W)
