@@ -201,9 +201,8 @@ class RandomResizedCrop(GeometryOp):
         h = np.round(np.sqrt(target / aspect))
         ok = (w > 0) & (h > 0) & (w <= W[:, None]) & (h <= H[:, None])
         fallback = ~ok.any(1)
-        pick = ok.argmax(1)[:, None]  # the first try that fits
-        h = np.take_along_axis(h, pick, 1)[:, 0]
-        w = np.take_along_axis(w, pick, 1)[:, 0]
+        rows, pick = np.arange(len(H)), ok.argmax(1)  # the first try that fits
+        h, w = h[rows, pick], w[rows, pick]
         # fallback: centred crop with the aspect ratio clamped into `ratio`
         in_ratio = W / H
         fb_w = np.where(in_ratio < self.ratio[0], W, np.where(in_ratio > self.ratio[1], np.round(H * self.ratio[1]), W))
