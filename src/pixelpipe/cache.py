@@ -12,6 +12,10 @@ the cache.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -42,7 +46,8 @@ class DeviceCache:
         self.budget = budget
         self.max_side = max_side
         self.buffer: torch.Tensor | None = None
-        self.rows: dict[int, tuple[int, int, int, int]] = {}
+        self.rows: dict[int, int] = {}  # sample index -> its row of _table
+        self._table = np.zeros((0, 4), dtype=np.int64)  # (offset, h, w, c) per cached image
         self.used = 0
 
     def __contains__(self, index: int) -> bool:
@@ -88,17 +93,45 @@ class DeviceCache:
                 "Raise cache_budget, set cache_max_side (e.g. 320) to cache shrunk images, or turn the cache off."
             )
         self.buffer[self.used : self.used + size].copy_(image.reshape(-1), non_blocking=True)
-        self.rows[index] = (self.used, h, w, c)
+        row = len(self.rows)
+        if row == len(self._table):  # grow by doubling: amortised O(1) per image
+            self._table = np.concatenate([self._table, np.zeros((max(64, row), 4), dtype=np.int64)])
+        self._table[row] = (self.used, h, w, c)
+        self.rows[index] = row
         self.used += size
 
     def batch(self, indices: list[int]) -> ImageBatch:
         """The cached samples as an ImageBatch sharing the cache's buffer."""
         assert self.buffer is not None
-        table = torch.tensor([self.rows[i] for i in indices], dtype=torch.int64).view(-1, 4)
-        return ImageBatch(self.buffer, table)
+        rows = np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices))
+        return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
+
+    def batch_for(self, items: Sequence[Any], map_fn: Callable[..., Iterable[Any]], max_pixels: int) -> ImageBatch:
+        """A Pipeline's batch from the cache: items (with .index and .data, encoded bytes or
+        an image array) missing from the cache are decoded whole (through map_fn, e.g. a
+        thread pool's map) and stored first. A sample that cannot be decoded raises
+        SampleError naming its place in the batch."""
+        from .batch import to_storable
+        from .compose import SampleError
+        from .decode import decode_region
+
+        def load(pair: tuple[int, Any]) -> tuple[Any, torch.Tensor]:
+            k, it = pair
+            try:
+                if isinstance(it.data, (bytes, bytearray, memoryview)):
+                    return it, torch.from_numpy(decode_region(it.data, rgb=False, max_pixels=max_pixels)[0])
+                return it, to_storable(torch.as_tensor(it.data), k)
+            except ValueError as e:
+                raise SampleError(k, str(e)) from e
+
+        for it, image in map_fn(load, [(k, it) for k, it in enumerate(items) if it.index not in self]):
+            if it.index not in self:  # a repeated sample in one batch is stored once
+                self.put(it.index, image)
+        return self.batch([it.index for it in items])
 
     def clear(self) -> None:
         """Forget every image and give the memory back."""
         self.buffer = None
         self.rows.clear()
+        self._table = np.zeros((0, 4), dtype=np.int64)
         self.used = 0

@@ -14,14 +14,14 @@ import atexit
 import threading
 import weakref
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ._collate import labels_tensor as _labels
+from ._collate import collate
 from ._collate import shard_of as _shard
 from ._prefetch import STOPPED, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from ._threads import one_torch_thread
@@ -253,8 +253,22 @@ class Pipeline:
         side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         yield from produce(lambda e, s, m: self._open(e, s, m, stop),
                            lambda run, redo: self._next_batch(run, side, redo),
-                           lambda made: self._finisher_pool().submit(self._finish_on, side, made.work),
+                           lambda made: self._finish(side, made.work),
                            epoch, start, made, stop)
+
+    def _finish(self, side: Any, work: Any) -> Future:
+        """A batch's second half: on the finisher thread, where it may wait for a GPU decode
+        or run CPU warps while the next batch is planned; inline for a GPU cache, whose
+        kernels only need launching (a hand-off to another thread costs a GIL round trip
+        per batch, more than the launch)."""
+        if self._cache is None or side is None:
+            return self._finisher_pool().submit(self._finish_on, side, work)
+        done: Future = Future()
+        try:
+            done.set_result(self._finish_on(side, work))
+        except BaseException as e:  # the same path as a failed finish on the finisher thread
+            done.set_exception(e)
+        return done
 
     def _open(self, epoch: int, start: int, made: int, stop: threading.Event) -> Run:
         slots = self._slots(epoch, stop)
@@ -433,37 +447,12 @@ class Pipeline:
         return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
 
     def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
-        labels = _labels([it.label for it in items])
-        return {
-            "image": images,
-            "label": labels.to(self.device, non_blocking=True),
-            "index": torch.tensor([it.index for it in items], dtype=torch.int64).to(self.device, non_blocking=True),
-            "valid": torch.tensor([it.valid for it in items], dtype=torch.bool).to(self.device, non_blocking=True),
-        }
+        return collate(images, items, self.device)
 
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""
-        from .batch import to_storable
-        from .decode import decode_region
-
-        cache = self._cache
-        assert cache is not None
-        missing = [(k, it) for k, it in enumerate(items) if it.index not in cache]
-
-        def load(pair: tuple[int, _Item]) -> tuple[int, _Item, torch.Tensor]:
-            k, it = pair
-            try:
-                if isinstance(it.data, (bytes, bytearray, memoryview)):
-                    arr, _ = decode_region(it.data, rgb=False, max_pixels=self.transforms.max_pixels)
-                    return k, it, torch.from_numpy(arr)
-                return k, it, to_storable(torch.as_tensor(it.data), k)
-            except ValueError as e:
-                raise SampleError(k, str(e)) from e
-
-        for k, it, image in self.transforms._executor().map(load, missing):
-            if it.index not in cache:  # a repeated sample in one batch is stored once
-                cache.put(it.index, image)
-        return cache.batch([it.index for it in items])
+        assert self._cache is not None
+        return self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

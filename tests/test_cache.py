@@ -1,0 +1,127 @@
+"""pixelpipe.cache.DeviceCache and Pipeline(cache=...): decoded images kept for later epochs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from corpus import images
+
+import pixelpipe as pp
+from pixelpipe.cache import CacheFullError, DeviceCache
+from pixelpipe.decode import decode_region
+from pixelpipe.readers import Memory
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def pictures(n: int = 5) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    shapes = [(30, 40, 3), (17, 9, 1), (64, 20, 3), (8, 8, 3), (25, 31, 1)]
+    return [torch.randint(0, 256, shapes[i % 5], generator=g, dtype=torch.uint8) for i in range(n)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batches_are_the_stored_images_in_the_order_asked(device):
+    cache = DeviceCache(device)
+    imgs = pictures()
+    for i, img in enumerate(imgs):
+        cache.put(100 + i, img)
+    assert len(cache) == 5 and 102 in cache and 7 not in cache
+    order = [104, 100, 102, 102, 103]  # any order, repeats included
+    batch = cache.batch(order)
+    assert batch.data.data_ptr() == cache.buffer.data_ptr()  # a view of the cache: no copy
+    for got, i in zip(batch.tolist(), order):
+        assert torch.equal(got.cpu(), imgs[i - 100])
+
+
+def test_the_table_grows_past_its_first_block():
+    cache = DeviceCache("cpu", budget=1 << 20)
+    imgs = [torch.full((2, 3, 1), i % 251, dtype=torch.uint8) for i in range(300)]
+    for i, img in enumerate(imgs):
+        cache.put(i, img)
+    batch = cache.batch(list(range(299, -1, -7)))
+    assert [int(x[0, 0, 0]) for x in batch.tolist()] == [i % 251 for i in range(299, -1, -7)]
+
+
+def test_a_full_budget_raises_naming_the_numbers():
+    cache = DeviceCache("cpu", budget=5000)
+    cache.put(0, torch.zeros(40, 40, 3, dtype=torch.uint8))  # 4800 bytes
+    with pytest.raises(CacheFullError, match=r"1 images use .* MiB .*sample 7 needs"):
+        cache.put(7, torch.zeros(10, 10, 3, dtype=torch.uint8))
+    assert 7 not in cache and len(cache) == 1  # nothing half-stored
+
+
+@pytest.mark.parametrize("kwargs, match", [({"budget": 0}, "budget"), ({"max_side": 4}, "cache_max_side")])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DeviceCache("cpu", **kwargs)
+
+
+def test_max_side_shrinks_like_an_antialiased_resize():
+    cache = DeviceCache("cpu", max_side=32)
+    img = torch.from_numpy(np.asarray(decode_region(images(1)[0])[0])).contiguous()
+    cache.put(0, img)
+    got = cache.batch([0])[0]
+    h, w, _ = img.shape
+    s = 32 / max(h, w)
+    assert max(got.shape[:2]) == 32 and got.shape[:2] == (round(h * s), round(w * s))
+    want = F.interpolate(img.permute(2, 0, 1)[None].float(), size=got.shape[:2], mode="bilinear", antialias=True)
+    diff = (got.permute(2, 0, 1).float() - want[0]).abs()
+    assert float(diff.max()) <= 1.0 + 1e-4  # the same resize, rounded to uint8 (ties either way)
+
+
+def test_clear_forgets_everything():
+    cache = DeviceCache("cpu")
+    cache.put(3, pictures(1)[0])
+    cache.clear()
+    assert len(cache) == 0 and 3 not in cache and cache.buffer is None
+    cache.put(4, pictures(1)[0])  # usable again
+    assert torch.equal(cache.batch([4])[0], pictures(1)[0])
+
+
+def test_pipeline_cache_arguments_are_checked():
+    with pytest.raises(ValueError, match="cache must be"):
+        pp.Pipeline(Memory(images(2)), [pp.Resize((8, 8))], 2, cache="disk")
+    with pytest.raises(ValueError, match="needs device='cuda'"):
+        pp.Pipeline(Memory(images(2)), [pp.Resize((8, 8))], 2, cache="gpu")
+
+
+def _epochs(pipe, n):
+    out = []
+    for _ in range(n):
+        out.append({int(i): img for b in pipe for i, img, ok in zip(b["index"], b["image"], b["valid"]) if ok})
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cached_epochs_equal_compose_on_the_whole_decoded_images(device):
+    """Epochs 0 and 1 of a cached pipeline augment the whole decoded images: each sample's
+    output equals Compose on that image with the pipeline's seed, epoch and index."""
+    blobs = images(9)
+    ops = [pp.RandomResizedCrop(24), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
+    where = "gpu" if device == "cuda" else "device"
+    with pp.Pipeline(Memory(blobs), ops, 4, device=device, seed=5, num_threads=2, cache=where) as pipe:
+        first, second = _epochs(pipe, 2)
+    assert sorted(first) == sorted(second) == list(range(9))
+    whole = [torch.from_numpy(decode_region(b, rgb=False)[0]) for b in blobs]
+    t = pp.Compose(ops, device=device)
+    for epoch, outs in ((0, first), (1, second)):
+        want = t(whole, seed=5, epoch=epoch, indices=torch.arange(9))
+        for i, got in outs.items():
+            torch.testing.assert_close(got, want[i], atol=2e-5, rtol=0, msg=f"epoch {epoch} sample {i}")
+    assert not torch.equal(first[0], second[0])  # a new epoch, new draws
+
+
+def test_a_sample_that_cannot_be_cached_follows_the_error_policy():
+    blobs = images(6)
+    blobs[3] = blobs[3][:40]  # truncated inside the header: not decodable
+    ops = [pp.Resize((8, 8))]
+    with pp.Pipeline(Memory(blobs), ops, 3, num_threads=2, cache="device", on_error="skip") as pipe:
+        seen = [int(i) for b in pipe for i, ok in zip(b["index"], b["valid"]) if ok]
+    assert sorted(seen) == [0, 1, 2, 4, 5]
+    assert [e[0] for e in pipe.errors] == [3]
+    with pp.Pipeline(Memory(blobs), ops, 3, num_threads=2, cache="device") as pipe:
+        with pytest.raises(pp.SampleError, match="sample 3"):
+            list(pipe)
