@@ -23,7 +23,6 @@ import torch
 
 from ._collate import collate
 from ._collate import shard_of as _shard
-from ._cuda_sync import EventRing, record
 from ._prefetch import STOPPED, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from ._threads import one_torch_thread
 from .compose import Compose, SampleError
@@ -138,7 +137,6 @@ class Pipeline:
         self.decode_thread = decode_thread
         self._decoder: ThreadPoolExecutor | None = None  # CUDA: runs each batch's GPU decode
         self._decode_stream: Any = None  # ... on a stream of its own
-        self._decode_events: Any = None  # the events its batches are ready at (an EventRing)
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         counts = self._stream_counts()
@@ -343,11 +341,10 @@ class Pipeline:
         batch again in one piece."""
         if self._decode_stream is None:
             self._decode_stream = torch.cuda.Stream(self.device)
-            self._decode_events = EventRing(4 * self.prefetch + 8, self._decode_stream)
         with torch.cuda.stream(self._decode_stream):
             self.transforms.decode(prepared)
-            done = self._decode_events.take()
-            record(done, self._decode_stream)  # keeps the GIL (see _cuda_sync)
+            done = torch.cuda.Event()
+            done.record(self._decode_stream)
         return done
 
     def _finish_decoded(self, decoded: Any, prepared: Any, items: list[_Item]) -> dict[str, Any]:

@@ -80,7 +80,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._cuda_sync import record, wait
 from .._threads import one_torch_thread
 from ..batch import ImageBatch
 from ..views import DeviceViews
@@ -231,7 +230,6 @@ class GpuDecoder(BindingPath):
         # the C API decodes in this stream's order (its images are made at planning time, when
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
         self._c_stream = torch.cuda.Stream(device) if self._c is not None else None
-        self._c_event: torch.cuda.Event | None = None  # orders the caller's stream after a decode
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._free: list[Any] = []  # decoded images to decode into again (see _take_free)
@@ -389,11 +387,7 @@ class GpuDecoder(BindingPath):
             return {}
         assert self._c is not None and planned.rows is not None  # plan() made the images and rows
         results = self._c.run(planned.opened)  # raises for a planned batch decoded before
-        if self._c_event is None:
-            self._c_event = torch.cuda.Event()
-            self._c_event.record(self._c_stream)  # made once; later records keep the GIL
-        record(self._c_event, self._c_stream)  # the caller's stream sees the decoded pixels
-        wait(stream, self._c_event)
+        stream.wait_stream(self._c_stream)  # the caller's stream sees the decoded pixels
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(jobs, results):
             if isinstance(res, str):
