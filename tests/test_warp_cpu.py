@@ -3,6 +3,8 @@
 - resize_window (torch's antialiased bilinear kernel writing into a channels-last tensor, read
   from a strided window view) against F.interpolate on a contiguous copy of the window: equal,
   every byte, colour and grey, shrinking and enlarging, windows at any offset in a larger buffer.
+- classify (numpy, once per batch) against the same tests in torch ops: equal kinds on batches
+  mixing all three paths.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import pixelpipe as pp
 from pixelpipe.kernels.spec import WarpSpec
-from pixelpipe.kernels.warp_cpu import SampleRows, resize_window
+from pixelpipe.kernels.warp_cpu import REFERENCE, SEPARABLE, WINDOW, SampleRows, classify, resize_window
 
 
 def _spec(out_size: tuple[int, int]) -> WarpSpec:
@@ -40,3 +43,53 @@ def test_resize_window_equals_interpolate_on_a_copy(channels, window, out_size):
     assert got.shape == (channels, *out_size) and got.dtype == torch.uint8
     assert got.permute(1, 2, 0).is_contiguous()  # HWC bytes, as the fused pointwise pass reads them
     assert torch.equal(got, want)
+
+
+def _classify_torch(spec: WarpSpec) -> torch.Tensor:
+    """The twin of classify: the same tests, in torch ops on [N] tensors (its former form)."""
+    n = len(spec)
+    kind = torch.full((n,), REFERENCE, dtype=torch.int64)
+    if n == 0 or spec.interpolation == "nearest" or not spec.antialias:
+        return kind
+    inv = spec.inverse
+    H, W = spec.out_size
+    tol = 1e-6
+    aligned = (inv[:, 0, 1].abs() < tol) & (inv[:, 1, 0].abs() < tol) & (inv[:, 2, 0].abs() < tol) \
+        & (inv[:, 2, 1].abs() < tol) & ((inv[:, 2, 2] - 1).abs() < tol)
+    u0, u1 = inv[:, 0, 2], inv[:, 0, 0] * W + inv[:, 0, 2]
+    v0, v1 = inv[:, 1, 2], inv[:, 1, 1] * H + inv[:, 1, 2]
+    lo_u, hi_u = torch.minimum(u0, u1), torch.maximum(u0, u1)
+    lo_v, hi_v = torch.minimum(v0, v1), torch.maximum(v0, v1)
+    clip = spec.clip.to(torch.float64)
+    img = spec.image_size.to(torch.float64)
+    exact = ((lo_u - clip[:, 1]).abs() < 1e-4) & ((hi_u - clip[:, 3]).abs() < 1e-4) \
+        & ((lo_v - clip[:, 0]).abs() < 1e-4) & ((hi_v - clip[:, 2]).abs() < 1e-4)
+    inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)
+    kind[aligned & inside] = SEPARABLE
+    if spec.interpolation == "bilinear":
+        kind[aligned & exact] = WINDOW
+    return kind
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+def test_classify_equals_its_torch_twin(interpolation):
+    """Planned batches mixing all three kinds (crops at whole and fractional pixels, DCT-style
+    scales, flips, rotations of some samples), plus hand-made edge cases."""
+    ops = [pp.RandomResizedCrop((20, 24), interpolation=interpolation), pp.RandomFlip(0.5, 0.5),
+           pp.RandomRotate(30, p=0.3)]
+    sizes = torch.tensor([[37.0 + 5 * (i % 7), 41.0 + 9 * (i % 5)] for i in range(48)], dtype=torch.float64)
+    seen = set()
+    for seed in range(4):
+        plan = pp.Compose(ops).stages[0].sample(seed, 0, torch.arange(48), sizes)
+        regions = plan.regions()
+        scale = torch.tensor([1.0, 0.5, 0.25] * 16, dtype=torch.float64)
+        for spec in (plan.warp_spec(plan.uniform_size(), regions, origin=regions[:, :2]),
+                     plan.warp_spec(plan.uniform_size(), regions, origin=regions[:, :2], scale=scale)):
+            got = classify(spec)
+            assert got.dtype == torch.int64 and torch.equal(got, _classify_torch(spec))
+            seen.update(got.tolist())
+    assert seen == ({REFERENCE} if interpolation == "nearest" else
+                    {REFERENCE, WINDOW, SEPARABLE} if interpolation == "bilinear" else {REFERENCE, SEPARABLE})
+    empty = _spec((4, 4))
+    empty = WarpSpec(empty.inverse[:0], empty.image_size[:0], empty.origin[:0], empty.clip[:0], (4, 4))
+    assert classify(empty).shape == (0,)

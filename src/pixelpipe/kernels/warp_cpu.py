@@ -45,30 +45,36 @@ _RESIZE_INTO = getattr(torch._C._nn, "_upsample_bilinear2d_aa", None)
 
 
 def classify(spec: WarpSpec) -> torch.Tensor:
-    """int64 [N]: which implementation each sample takes (REFERENCE, WINDOW or SEPARABLE)."""
+    """int64 [N]: which implementation each sample takes (REFERENCE, WINDOW or SEPARABLE).
+
+    In numpy: it runs once per batch on the thread that starts the workers, while the planning
+    thread holds the GIL for most of its time; torch's ~20 ops on [N] tensors each let go of the
+    GIL and waited to get it back (~2 ms per batch of 64 on 2 cores, with both workers idle),
+    numpy's run in one go (~30 us). The same float64 operations as the torch form it replaced
+    (tests/test_warp_cpu.py keeps that form and checks the two agree)."""
     n = len(spec)
-    kind = torch.full((n,), REFERENCE, dtype=torch.int64)
+    kind = np.full(n, REFERENCE, dtype=np.int64)
     if n == 0 or spec.interpolation == "nearest" or not spec.antialias:
-        return kind
-    inv = spec.inverse
+        return torch.from_numpy(kind)
+    inv = spec.inverse.detach().cpu().to(torch.float64).numpy()
     H, W = spec.out_size
-    aligned = (inv[:, 0, 1].abs() < _TOL) & (inv[:, 1, 0].abs() < _TOL) & (inv[:, 2, 0].abs() < _TOL) \
-        & (inv[:, 2, 1].abs() < _TOL) & ((inv[:, 2, 2] - 1).abs() < _TOL)
+    aligned = (np.abs(inv[:, 0, 1]) < _TOL) & (np.abs(inv[:, 1, 0]) < _TOL) & (np.abs(inv[:, 2, 0]) < _TOL) \
+        & (np.abs(inv[:, 2, 1]) < _TOL) & (np.abs(inv[:, 2, 2] - 1) < _TOL)
     u0, u1 = inv[:, 0, 2], inv[:, 0, 0] * W + inv[:, 0, 2]
     v0, v1 = inv[:, 1, 2], inv[:, 1, 1] * H + inv[:, 1, 2]
-    lo_u, hi_u = torch.minimum(u0, u1), torch.maximum(u0, u1)
-    lo_v, hi_v = torch.minimum(v0, v1), torch.maximum(v0, v1)
-    clip = spec.clip.to(torch.float64)
-    img = spec.image_size.to(torch.float64)
-    exact = ((lo_u - clip[:, 1]).abs() < 1e-4) & ((hi_u - clip[:, 3]).abs() < 1e-4) \
-        & ((lo_v - clip[:, 0]).abs() < 1e-4) & ((hi_v - clip[:, 2]).abs() < 1e-4)
+    lo_u, hi_u = np.minimum(u0, u1), np.maximum(u0, u1)
+    lo_v, hi_v = np.minimum(v0, v1), np.maximum(v0, v1)
+    clip = spec.clip.cpu().numpy().astype(np.float64)
+    img = spec.image_size.cpu().numpy().astype(np.float64)
+    exact = (np.abs(lo_u - clip[:, 1]) < 1e-4) & (np.abs(hi_u - clip[:, 3]) < 1e-4) \
+        & (np.abs(lo_v - clip[:, 0]) < 1e-4) & (np.abs(hi_v - clip[:, 2]) < 1e-4)
     inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)
     kind[aligned & inside] = SEPARABLE
     if spec.interpolation == "bilinear":
         # torch's uint8 bicubic clamps its overshoot between the two passes (up to 20 grey
         # levels off on hard edges), so bicubic takes the float separable path instead
         kind[aligned & exact] = WINDOW
-    return kind
+    return torch.from_numpy(kind)
 
 
 @dataclass
@@ -88,7 +94,7 @@ class SampleRows:
 
 def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
     """The SampleRows of a batch; kind: its classify()."""
-    inv = spec.inverse
+    inv = spec.inverse.detach().cpu().numpy()  # numpy: no GIL handover per op (see classify)
     return SampleRows(kind.tolist(), spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
                       (inv[:, 1, 1] < 0).tolist())
 
