@@ -5,6 +5,8 @@
   every byte, colour and grey, shrinking and enlarging, windows at any offset in a larger buffer.
 - classify (numpy, once per batch) against the same tests in torch ops: equal kinds on batches
   mixing all three paths.
+- band_weights (numpy) against warp_torch.axis_weights: equal to 1 float32 ulp (the row sums
+  may add in another order), every filter, border and antialias setting.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ import torch.nn.functional as F
 
 import pixelpipe as pp
 from pixelpipe.kernels.spec import WarpSpec
-from pixelpipe.kernels.warp_cpu import REFERENCE, SEPARABLE, WINDOW, SampleRows, classify, resize_window
+from pixelpipe.kernels.warp_cpu import (
+    REFERENCE,
+    SEPARABLE,
+    WINDOW,
+    SampleRows,
+    band_weights,
+    classify,
+    resize_window,
+)
+from pixelpipe.kernels.warp_torch import axis_weights
 
 
 def _spec(out_size: tuple[int, int]) -> WarpSpec:
@@ -93,3 +104,29 @@ def test_classify_equals_its_torch_twin(interpolation):
     empty = _spec((4, 4))
     empty = WarpSpec(empty.inverse[:0], empty.image_size[:0], empty.origin[:0], empty.clip[:0], (4, 4))
     assert classify(empty).shape == (0,)
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("border", ["constant", "replicate", "reflect", "wrap"])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_band_weights_equal_axis_weights(interpolation, border, antialias):
+    """The numpy weights of the separable path against warp_torch.axis_weights, their twin:
+    shrinking and enlarging maps, clip ranges at and away from the image's edges."""
+    spec = WarpSpec(torch.eye(3, dtype=torch.float64)[None], torch.zeros(1, 2, dtype=torch.int64),
+                    torch.zeros(1, 2, dtype=torch.int64), torch.zeros(1, 4, dtype=torch.int64), (8, 8),
+                    interpolation, border, (0.0,) * 3, antialias)
+    rng = np.random.default_rng(hash((interpolation, border, antialias)) % 2**32)
+    for _ in range(40):
+        size = int(rng.integers(5, 400))
+        lo = int(rng.integers(0, size)) if rng.random() < 0.6 else 0
+        hi = int(rng.integers(lo + 1, size + 1)) if rng.random() < 0.6 else size
+        n_out = int(rng.integers(1, 300))
+        a = (hi - lo) / n_out * float(rng.choice([1.0, -1.0]))  # mirrored maps have a < 0
+        b = lo if a > 0 else hi
+        b += float(rng.uniform(-0.3, 0.3)) * abs(a)  # fractional windows
+        limit = float(rng.uniform(1.0, 16.0))
+        got = band_weights(a, b, n_out, limit, lo, hi, size, spec)
+        want = axis_weights(a, b, n_out, limit, lo, hi, size, spec).numpy()
+        assert got.dtype == np.float32 and got.shape == (n_out, hi - lo)
+        np.testing.assert_array_max_ulp(got, want, maxulp=1)
+
