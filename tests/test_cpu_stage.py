@@ -10,7 +10,8 @@
   samples the workers decode before the batch's set-up is known): equal to each sample through
   its own path, on a pool and on the builtin (lazy) map; errors in loading or in the set-up
   reach the caller.
-- for_each: every item once, on any map; the lowest failing item's error.
+- for_each: every item once, on any map; the first failing item's error (in the list's order).
+- longest_first: the batch's order, largest estimated decode first.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
-from pixelpipe.kernels.cpu_stage import _post, finish_sample, finish_uint8, for_each, output_tensor, run_cpu_stage
+from pixelpipe.kernels.cpu_stage import (
+    _post,
+    finish_sample,
+    finish_uint8,
+    for_each,
+    longest_first,
+    output_tensor,
+    run_cpu_stage,
+)
 from pixelpipe.kernels.pointwise_torch import pointwise_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 from pixelpipe.kernels.warp_cpu import REFERENCE, WINDOW, classify, sample_rows, warp_sample
@@ -194,9 +203,10 @@ def test_stage_errors_reach_the_caller():
     def bad_pointwise(means):
         raise RuntimeError("no pointwise spec")
 
+    first = next(i for i in longest_first(spec) if i in (4, 9))  # the order the workers take
     with ThreadPoolExecutor(2) as pool:
         for map_fn in (pool.map, map):
-            with pytest.raises(ValueError, match="sample 4"):
+            with pytest.raises(ValueError, match=f"sample {first}"):
                 run_cpu_stage(bad_load, spec, lambda means: pspec, False, map_fn)
             with pytest.raises(RuntimeError, match="no pointwise spec"):
                 run_cpu_stage(b.__getitem__, spec, bad_pointwise, False, map_fn)
@@ -233,3 +243,17 @@ def test_for_each_raises_the_lowest_failing_item():
             for_each(fn, list(range(40)), pool.map)
     with pytest.raises(ValueError, match="item 7"):
         for_each(fn, list(range(40)), map)
+    for _ in range(20):  # unsorted: the first failing item in the list's order
+        with ThreadPoolExecutor(3) as pool, pytest.raises(ValueError, match="item 31"):
+            for_each(fn, [40, 31, 2, 13, 7, 5], pool.map)
+
+
+def test_longest_first_puts_the_largest_decodes_first():
+    """A permutation of the batch; the region reaching lowest in the widest image first, small
+    regions near the top last, equal estimates in index order."""
+    regions = [(0, 0, 10, 10), (50, 0, 300, 200), (0, 0, 40, 40), (0, 0, 10, 10), (200, 100, 400, 400)]
+    sizes = [(100, 100), (300, 200), (400, 400), (100, 100), (400, 500)]
+    n = len(regions)
+    spec = WarpSpec(torch.eye(3, dtype=torch.float64).repeat(n, 1, 1), torch.tensor(sizes),
+                    torch.zeros(n, 2, dtype=torch.int64), torch.tensor(regions), (8, 8))
+    assert longest_first(spec) == [4, 1, 2, 0, 3]

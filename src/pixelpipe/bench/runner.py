@@ -7,6 +7,7 @@ printed as a table with each peer's ratio to pixelpipe (and as JSON with --json)
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -54,9 +55,15 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
               quiet: bool, note: str = "") -> Result:
-    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes."""
+    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes.
+
+    A full garbage collection runs before the clock starts, for every contender: a collection
+    of the oldest generation holds the GIL for ~0.1 s with torch imported (measured, 2-core
+    machine), which stalls every thread of whichever contender it falls on; started clean, a
+    timed run of a few seconds rarely meets one."""
     for _ in run_pass(0):
         pass
+    gc.collect()
     images = 0
     with Progress(total * passes, f"{name:<18}", quiet=quiet) as bar:
         t0 = time.perf_counter()

@@ -7,6 +7,7 @@ reference, batched. When a colour op needs the warped image's mean (contrast), t
 pointwise pass are two phases. Otherwise the workers start decoding as soon as the batch
 arrives: the batch's set-up (which path each sample takes, the output tensor) is made by the
 calling thread meanwhile, and the reference samples' regions are kept for the batched warp.
+The workers take the samples longest first (longest_first), so that a batch ends on short ones.
 
 Where the time goes (rn50 training pipeline on the ImageNet sample, 224x224 float16 NCHW, per
 image, one thread of a 2-core machine): TurboJPEG region decode ~0.95 ms (mostly Huffman
@@ -114,8 +115,9 @@ def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tens
 
 def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
              meanwhile: Callable[[], None] | None = None) -> None:
-    """fn(i) for every item, on the threads behind map_fn, raising the error of the lowest
-    failing item (as iterating map_fn(fn, items) would). meanwhile(), if given, runs on the
+    """fn(i) for every item, on the threads behind map_fn, raising the error of the first
+    failing item in `items` (as iterating map_fn(fn, items) would; for a sorted list, the
+    lowest failing one). meanwhile(), if given, runs on the
     caller's thread once the tasks are handed out (before the first item with a lazy map such
     as the builtin one); it must not raise.
 
@@ -128,20 +130,20 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
         if meanwhile is not None:
             meanwhile()
         return
-    it = iter(items)  # next() on a list iterator is atomic under the GIL: each item goes once
+    it = enumerate(items)  # next() on it is atomic under the GIL: each item goes once
     failed: list[tuple[int, BaseException]] = []
 
     def work(_: int) -> None:
-        # every item taken is run, and none is taken after a failure: all items below the
-        # lowest failing one were taken before it, so it is found
+        # every item taken is run, and none is taken after a failure: all items before the
+        # first failing one were taken before it, so it is found
         while not failed:
-            i = next(it, None)
-            if i is None:
+            k, i = next(it, (None, None))
+            if k is None:
                 return
             try:
                 fn(i)
             except BaseException as e:  # re-raised below, in the caller's thread
-                failed.append((i, e))
+                failed.append((k, e))
 
     tasks = map_fn(work, range(min(len(items), _TASKS)))  # a pool's map submits them here
     if meanwhile is not None:
@@ -214,7 +216,7 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
         else:
             finish_sample(warp_sample(img, spec, s.rows, i), s.pspec, i, s.out[i], s.post)
 
-    for_each(one, list(range(n)), map_fn, meanwhile=setup.prime)
+    for_each(one, longest_first(spec), map_fn, meanwhile=setup.prime)
     s = setup()
     if kept:
         rest = torch.tensor(sorted(kept), dtype=torch.int64)
@@ -223,6 +225,19 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
                             pspec.dtype, pspec.layout, pspec.channels)
         s.out[rest] = pointwise_reference(_reference(kept.__getitem__, spec, rest, map), sub)
     return s.out
+
+
+def longest_first(spec: WarpSpec) -> list[int]:
+    """The samples in decreasing order of an estimate of their decode + warp time (ties in
+    index order), so that a batch ends on short items: with items of 0.3 to 3 ms, the worker
+    that finished first waited ~2 ms per batch of 64 for the other (2 cores) in index order.
+    The estimate, from the spec alone: the entropy decoding of every row down to the region's
+    last (its image's width times the region's bottom) plus the region's area (IDCT, colour
+    conversion, resize), in decoded pixels."""
+    clip = spec.clip.cpu().numpy()
+    width = spec.image_size.cpu().numpy()[:, 1]
+    cost = clip[:, 2] * width + (clip[:, 2] - clip[:, 0]) * (clip[:, 3] - clip[:, 1])
+    return np.argsort(-cost, kind="stable").tolist()
 
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
