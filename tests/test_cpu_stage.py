@@ -6,7 +6,12 @@
 - run_cpu_stage's fused "window" path (resize unmirrored, then mirror + pointwise in one pass)
   against warp_sample (mirrored by copies) + the general pointwise branch: equal, on decoded
   batches and on JPEG regions decoded by the workers.
-- for_each: every item once, on any map; the lowest failing item's error.
+- run_cpu_stage on batches mixing the per-sample paths and the batched reference (whose
+  samples the workers decode before the batch's set-up is known): equal to each sample through
+  its own path, on a pool and on the builtin (lazy) map; errors in loading or in the set-up
+  reach the caller.
+- for_each: every item once, on any map; the first failing item's error (in the list's order).
+- longest_first: the batch's order, largest estimated decode first.
 """
 
 from __future__ import annotations
@@ -24,9 +29,19 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
-from pixelpipe.kernels.cpu_stage import _post, finish_sample, finish_uint8, for_each, output_tensor, run_cpu_stage
+from pixelpipe.kernels.cpu_stage import (
+    _post,
+    finish_sample,
+    finish_uint8,
+    for_each,
+    longest_first,
+    output_tensor,
+    run_cpu_stage,
+)
+from pixelpipe.kernels.pointwise_torch import pointwise_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 from pixelpipe.kernels.warp_cpu import REFERENCE, WINDOW, classify, sample_rows, warp_sample
+from pixelpipe.kernels.warp_torch import warp_reference
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -131,6 +146,72 @@ def test_fused_path_on_decoded_jpeg_regions_equals_its_twin():
     t.close()
 
 
+def _mixed_twin(b: ImageBatch, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:
+    """Per-sample paths one by one; the reference samples through warp_reference, batched."""
+    rows = sample_rows(spec, classify(spec))
+    out = output_tensor(len(spec), spec.out_size, pspec)
+    rest = [i for i in range(len(spec)) if rows.kinds[i] == REFERENCE]
+    for i in range(len(spec)):
+        if i not in rest:
+            finish_sample(warp_sample(b[i], spec, rows, i).to(torch.float32), pspec, i, out[i], _post(pspec))
+    sub = ImageBatch.from_list([b[i] for i in rest])
+    r = torch.tensor(rest)
+    sub_spec = WarpSpec(spec.inverse[r], spec.image_size[r], spec.origin[r], spec.clip[r], spec.out_size,
+                        spec.interpolation, spec.border, spec.fill, spec.antialias)
+    out[r] = pointwise_reference(warp_reference(sub.data, sub.table, sub_spec), pspec)
+    return out
+
+
+MIXED = [pp.RandomResizedCrop((20, 24)), pp.RandomFlip(0.5, 0.5), pp.RandomRotate(25, p=0.4)]
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_mixed_batch_equals_each_path(threads):
+    b = ImageBatch.from_list(varied_images(20, 30, 90, seed=5))
+    pspec = _spec(torch.float16, "NCHW")
+    pool = ThreadPoolExecutor(threads) if threads else None
+    kinds, loads = set(), []
+
+    def load(i: int) -> torch.Tensor:
+        loads.append(i)
+        return b[i]
+
+    for seed in range(3):
+        plan = Compose(MIXED).stages[0].sample(seed, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+        spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+        kinds.update(classify(spec).tolist())
+        loads.clear()
+        got = run_cpu_stage(load, spec, lambda means: pspec, False, pool.map if pool else map)
+        assert sorted(loads) == list(range(len(b)))  # each sample decoded once, reference ones too
+        assert torch.equal(got, _mixed_twin(b, spec, pspec))
+    assert REFERENCE in kinds and WINDOW in kinds
+    if pool:
+        pool.shutdown()
+
+
+def test_stage_errors_reach_the_caller():
+    b = ImageBatch.from_list(varied_images(12, 30, 60, seed=2))
+    plan = Compose(MIXED).stages[0].sample(0, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+    spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+    pspec = _spec(torch.float16, "NCHW")
+
+    def bad_load(i: int) -> torch.Tensor:
+        if i in (9, 4):
+            raise ValueError(f"sample {i}")
+        return b[i]
+
+    def bad_pointwise(means):
+        raise RuntimeError("no pointwise spec")
+
+    first = next(i for i in longest_first(spec) if i in (4, 9))  # the order the workers take
+    with ThreadPoolExecutor(2) as pool:
+        for map_fn in (pool.map, map):
+            with pytest.raises(ValueError, match=f"sample {first}"):
+                run_cpu_stage(bad_load, spec, lambda means: pspec, False, map_fn)
+            with pytest.raises(RuntimeError, match="no pointwise spec"):
+                run_cpu_stage(b.__getitem__, spec, bad_pointwise, False, map_fn)
+
+
 @pytest.mark.parametrize("threads", [0, 1, 3])
 def test_for_each_runs_every_item_once(threads):
     seen, lock = [], threading.Lock()
@@ -147,6 +228,9 @@ def test_for_each_runs_every_item_once(threads):
         for_each(fn, items, map)
     assert sorted(seen) == items
     for_each(fn, [], map)  # nothing to do
+    ran = []
+    for_each(fn, [], map, meanwhile=lambda: ran.append(1))
+    assert ran == [1]  # meanwhile runs even when there is nothing else to do
 
 
 def test_for_each_raises_the_lowest_failing_item():
@@ -159,3 +243,17 @@ def test_for_each_raises_the_lowest_failing_item():
             for_each(fn, list(range(40)), pool.map)
     with pytest.raises(ValueError, match="item 7"):
         for_each(fn, list(range(40)), map)
+    for _ in range(20):  # unsorted: the first failing item in the list's order
+        with ThreadPoolExecutor(3) as pool, pytest.raises(ValueError, match="item 31"):
+            for_each(fn, [40, 31, 2, 13, 7, 5], pool.map)
+
+
+def test_longest_first_puts_the_largest_decodes_first():
+    """A permutation of the batch; the region reaching lowest in the widest image first, small
+    regions near the top last, equal estimates in index order."""
+    regions = [(0, 0, 10, 10), (50, 0, 300, 200), (0, 0, 40, 40), (0, 0, 10, 10), (200, 100, 400, 400)]
+    sizes = [(100, 100), (300, 200), (400, 400), (100, 100), (400, 500)]
+    n = len(regions)
+    spec = WarpSpec(torch.eye(3, dtype=torch.float64).repeat(n, 1, 1), torch.tensor(sizes),
+                    torch.zeros(n, 2, dtype=torch.int64), torch.tensor(regions), (8, 8))
+    assert longest_first(spec) == [4, 1, 2, 0, 3]

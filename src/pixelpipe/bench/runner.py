@@ -7,6 +7,7 @@ printed as a table with each peer's ratio to pixelpipe (and as JSON with --json)
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -54,9 +55,15 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
               quiet: bool, note: str = "") -> Result:
-    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes."""
+    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes.
+
+    A full garbage collection runs before the clock starts, for every contender: a collection
+    of the oldest generation holds the GIL for ~0.1 s with torch imported (measured, 2-core
+    machine), which stalls every thread of whichever contender it falls on; started clean, a
+    timed run of a few seconds rarely meets one."""
     for _ in run_pass(0):
         pass
+    gc.collect()
     images = 0
     with Progress(total * passes, f"{name:<18}", quiet=quiet) as bar:
         t0 = time.perf_counter()
@@ -116,7 +123,7 @@ def print_table(results: list[Result], header: str) -> None:
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
               peers: Sequence[str], passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
-              cache: bool = False) -> list[Result]:
+              cache: bool = False, rounds: int = 1) -> list[Result]:
     blobs, what = load_images(data, n)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -128,21 +135,51 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              augment_only=augment_only, cache=cache)
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
+    if rounds < 1:
+        raise SystemExit(f"pixelpipe bench: rounds must be >= 1, got {rounds}")
     batch = batch or 64
     torch.set_num_threads(1)  # per-sample work runs on the pool threads; OpenMP on top oversubscribes
-    with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
-        results = [time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads")]
     for peer in peers:
         if peer not in CPU_PEERS:
             print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}")
-            continue
-        results.append(time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
-                                 len(blobs), quiet, f"{threads} threads"))
+    peers = [p for p in peers if p in CPU_PEERS]
+
+    def ours() -> Result:
+        with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
+            return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads")
+
+    def theirs(peer: str) -> Result:
+        return time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
+                         len(blobs), quiet, f"{threads} threads")
+
+    # Rounds: every contender once per round, the order reversed every other round, so that
+    # the machine's drift (20% and more over tens of seconds on a shared 2-core VM) falls on
+    # all of them alike; each contender's median round is reported.
+    per_round: list[list[Result]] = []
+    for r in range(rounds):
+        jobs = [ours] + [lambda p=p: theirs(p) for p in peers]
+        order = range(len(jobs)) if r % 2 == 0 else reversed(range(len(jobs)))
+        got: dict[int, Result] = {k: jobs[k]() for k in order}
+        per_round.append([got[k] for k in range(len(jobs))])
+    results = [_median_result([row[k] for row in per_round]) for k in range(len(per_round[0]))]
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
-              f"passes={passes} data={what}\n{platform.processor() or platform.machine()}, "
+              f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
     if as_json:
-        print(json.dumps({"header": header, "results": [asdict(r) | {"images_per_s": r.rate} for r in results]}, indent=2))
+        print(json.dumps({"header": header, "results": [asdict(r) | {"images_per_s": r.rate} for r in results],
+                          "rounds": [[asdict(r) | {"images_per_s": r.rate} for r in row] for row in per_round]},
+                         indent=2))
     else:
         print_table(results, header)
+        if rounds > 1 and peers:
+            ratios = ", ".join(f"{row[0].rate / row[1].rate:.2f}" for row in per_round if row[1].rate)
+            print(f"per round, pixelpipe / {per_round[0][1].name}: {ratios}")
     return results
+
+
+def _median_result(runs: list[Result]) -> Result:
+    """The run with the median rate (the lower middle one for an even count)."""
+    ranked = sorted(runs, key=lambda r: r.rate)
+    pick = ranked[(len(ranked) - 1) // 2]
+    note = pick.note + (f"; median of {len(runs)} rounds" if len(runs) > 1 else "")
+    return Result(pick.name, pick.images, pick.seconds, note)
