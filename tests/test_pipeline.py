@@ -337,3 +337,14 @@ def test_len_of_tar_shards_is_the_next_epochs_batch_count(tmp_path: Path) -> Non
         for _ in range(3):
             announced = len(pipe)  # what tqdm(pipe) or an LR schedule reads first
             assert len(list(pipe)) == announced
+
+
+def test_batch_tensors_sit_in_aligned_memory():
+    """Zero-copy exports (DLPack to JAX) need 64-byte aligned buffers; label, index and valid
+    are collated through numpy, whose buffers may not be."""
+    data = [(it.data, it.label) for it in samples(6)]
+    for _ in range(3):  # several batches: an alignment that holds by chance once would not here
+        with Pipeline(Memory(data), [Resize((8, 8))], 3, num_threads=1) as pipe:
+            for b in pipe:
+                for k in ("label", "index", "valid"):
+                    assert b[k].data_ptr() % 64 == 0, k

@@ -19,10 +19,19 @@ def collate(images: torch.Tensor, items: list[Any], device: torch.device) -> dic
     valid = torch.from_numpy(np.fromiter((it.valid for it in items), dtype=np.bool_, count=n))
     return {
         "image": images,
-        "label": labels_tensor([it.label for it in items]).to(device, non_blocking=True),
-        "index": index.to(device, non_blocking=True),
-        "valid": valid.to(device, non_blocking=True),
+        "label": _placed(labels_tensor([it.label for it in items]), device),
+        "index": _placed(index, device),
+        "valid": _placed(valid, device),
     }
+
+
+def _placed(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """t on `device`; on the CPU in memory from torch's allocator (64-byte aligned, which
+    zero-copy exports such as DLPack to JAX need; numpy's buffers may be 16- or 32-byte
+    aligned, and JAX then copies)."""
+    if device.type == "cpu":
+        return t.clone()
+    return t.to(device, non_blocking=True)
 
 
 def labels_tensor(labels: list[Any]) -> torch.Tensor:
