@@ -3,7 +3,7 @@ with the same number of threads, side by side in one process, printed as a table
 
     python benchmarks/cpu_pipeline.py [--data DIR] [--threads 2] [--batch 64] [--passes 2] [--rounds 3]
 
-Same as `pixelpipe bench --device cpu --data DIR --threads 2 --peers pillow`, in `--rounds`
+Same as `pixelpipe bench --device cpu --data DIR --threads 2 --peers pillow --rounds 3`: in
 rounds: both contenders once per round, the order reversed every other round, each one's median
 round reported, and the ratio of every round. One round of two passes times ~1 s of pixelpipe:
 its ratio to Pillow moved by 25% between runs on the shared 2-core machine (1.78 to 2.29 in 8

@@ -34,3 +34,16 @@ def test_rounds_run_every_contender_and_report_medians(capsys):
 def test_rounds_must_be_positive():
     with pytest.raises(SystemExit, match="rounds"):
         run_bench(None, "rn50", "cpu", 8, 1, [], 1, 4, True, True, rounds=0)
+
+
+def test_the_cli_passes_rounds_and_refuses_them_on_cuda(capsys):
+    from pixelpipe.cli import main
+
+    assert main(["bench", "--device", "cpu", "-n", "6", "--batch", "3", "--threads", "1", "--passes", "1",
+                 "--rounds", "2", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rounds"]) == 2 and "rounds=2" in out["header"]
+    for bad in (["--rounds", "0"], ["--device", "cuda", "--rounds", "3"]):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", *bad])
+        assert e.value.code == 2

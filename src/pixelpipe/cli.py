@@ -69,6 +69,9 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--peers", default=None,
                    help="comma-separated peers: pillow (cpu); dali, torchvision, kornia (cuda)")
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="(cpu) time every contender once per round, the order reversed every other round, "
+                        "and report each one's median round (default 1)")
     p.add_argument("-n", type=int, default=256, help="synthetic images when --data is not given")
     p.add_argument("--augment-only", action="store_true", help="(cuda) time the transforms on decoded batches")
     p.add_argument("--cache", action="store_true", help="(cuda) also time epochs from the GPU cache")
@@ -123,11 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench":
         from .bench.runner import run_bench
 
-        if args.passes < 1 or (args.batch is not None and args.batch < 1) or args.n < 1:
-            parser.error("--passes, --batch and -n must be >= 1")
+        if args.passes < 1 or (args.batch is not None and args.batch < 1) or args.n < 1 or args.rounds < 1:
+            parser.error("--passes, --rounds, --batch and -n must be >= 1")
+        if args.rounds > 1 and args.device.startswith("cuda"):
+            parser.error("--rounds is for the CPU benchmark; on CUDA use --passes")
         peers = args.peers.split(",") if args.peers else (["pillow"] if args.device == "cpu" else [])
         run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, [p for p in peers if p],
-                  args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache)
+                  args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
+                  rounds=args.rounds)
         return 0
     if args.command == "show":
         return _run_show(args, show_parser)
