@@ -185,8 +185,3 @@ def scale(sx: torch.Tensor, sy: torch.Tensor) -> torch.Tensor:
     m[:, 0, 0] = sx
     m[:, 1, 1] = sy
     return m
-
-
-def where_mask(mask: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Identity where mask is False: probability as a mask, not a code path."""
-    return torch.where(mask.view(-1, 1, 1), m, eye(m.shape[0]))

@@ -27,12 +27,6 @@ from ._base import (
 __all__ = ["Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad"]
 
 
-def _window(top: torch.Tensor, left: torch.Tensor, h: torch.Tensor, w: torch.Tensor,
-            out_h: torch.Tensor, out_w: torch.Tensor) -> torch.Tensor:
-    """Matrix taking the window (top, left, h, w) of the input onto an out_h x out_w output."""
-    return scale(out_w / w, out_h / h) @ translate(-left, -top)
-
-
 class Resize(GeometryOp):
     """Resize each image.
 
