@@ -279,3 +279,21 @@ def test_inverse_and_max_scale_fast_forms_equal_the_general_ones(ops):
     nudged[:, 2, 0] += 1e-300
     general = WarpSpec(nudged, spec.image_size, spec.origin, spec.clip, spec.out_size).max_scale()
     assert torch.allclose(fast, general, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("perspective", [False, True])
+def test_a_singular_warp_is_named(perspective):
+    """A Warp whose matrix has no inverse fails with the sample's place in the batch, not
+    with NaNs in the output or a LAPACK message."""
+    def collapse_sample_2(sizes, draws):
+        m = torch.eye(3, dtype=torch.float64).repeat(len(sizes), 1, 1)
+        if perspective:
+            m[:, 2, 0] = 0.001
+        m[2, 1, 1] = 0.0  # sample 2: every row maps to y = 0
+        return m
+
+    plan = plan_of([pp.Warp(collapse_sample_2, size=(8, 8))], [(10, 10)] * 4)
+    with pytest.raises(ValueError, match="sample 2 .*no inverse"):
+        plan.inverse()
+    with pytest.raises(ValueError, match="sample 2"):
+        pp.Compose([pp.Warp(collapse_sample_2, size=(8, 8))])([torch.zeros(10, 10, 3, dtype=torch.uint8)] * 4)

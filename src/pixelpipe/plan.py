@@ -110,12 +110,24 @@ class StagePlan:
                 a, b, tx, c, d, ty = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2], m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
                 det = a * d - b * c
                 inv = np.zeros_like(m)
-                inv[:, 0, 0], inv[:, 0, 1], inv[:, 0, 2] = d / det, -b / det, (b * ty - d * tx) / det
-                inv[:, 1, 0], inv[:, 1, 1], inv[:, 1, 2] = -c / det, a / det, (c * tx - a * ty) / det
+                with np.errstate(divide="ignore", invalid="ignore"):  # singular ones are named below
+                    inv[:, 0, 0], inv[:, 0, 1], inv[:, 0, 2] = d / det, -b / det, (b * ty - d * tx) / det
+                    inv[:, 1, 0], inv[:, 1, 1], inv[:, 1, 2] = -c / det, a / det, (c * tx - a * ty) / det
                 inv[:, 2, 2] = 1.0
-                cached = torch.from_numpy(inv)
+            elif len(m):
+                try:
+                    inv = torch.linalg.inv(self.matrix.detach().cpu()).numpy()
+                except RuntimeError:  # a singular matrix: name the one nearest to it
+                    inv = np.zeros_like(m)
+                    inv[int(np.argmin(np.abs(np.linalg.det(m))))] = np.nan
             else:
-                cached = torch.linalg.inv(self.matrix) if self.matrix.shape[0] else self.matrix
+                inv = m.copy()
+            bad = ~np.isfinite(inv.reshape(len(m), 9)).all(1)
+            if bad.any():
+                raise ValueError(f"the geometric ops map sample {int(bad.argmax())} (its place in the batch) onto "
+                                 "a line or a point: its matrix has no inverse (a zero scale, or a Warp's "
+                                 "singular matrix)")
+            cached = torch.from_numpy(inv)
             self.__dict__["_inverse"] = cached
         return cached
 
