@@ -19,16 +19,16 @@ def collate(images: torch.Tensor, items: list[Any], device: torch.device) -> dic
     valid = torch.from_numpy(np.fromiter((it.valid for it in items), dtype=np.bool_, count=n))
     return {
         "image": images,
-        "label": _placed(labels_tensor([it.label for it in items]), device),
+        "label": labels_tensor([it.label for it in items]).to(device, non_blocking=True),
         "index": _placed(index, device),
         "valid": _placed(valid, device),
     }
 
 
 def _placed(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """t on `device`; on the CPU in memory from torch's allocator (64-byte aligned, which
-    zero-copy exports such as DLPack to JAX need; numpy's buffers may be 16- or 32-byte
-    aligned, and JAX then copies)."""
+    """t (numpy-backed) on `device`; on the CPU copied into memory from torch's allocator
+    (64-byte aligned, which zero-copy exports such as DLPack to JAX need; numpy's buffers may be
+    16- or 32-byte aligned, and JAX then copies)."""
     if device.type == "cpu":
         return t.clone()
     return t.to(device, non_blocking=True)
@@ -38,8 +38,6 @@ def labels_tensor(labels: list[Any]) -> torch.Tensor:
     if all(lab is None for lab in labels):
         return torch.full((len(labels),), -1, dtype=torch.int64)
     rows = [(-1 if lab is None else lab) for lab in labels]
-    if all(type(r) is int for r in rows):  # the common case, without torch's list conversion
-        return torch.from_numpy(np.array(rows, dtype=np.int64))
     if any(isinstance(r, torch.Tensor) for r in rows):
         return torch.stack([torch.as_tensor(r, dtype=torch.int64) for r in rows])
     return torch.tensor(rows, dtype=torch.int64)

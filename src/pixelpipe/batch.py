@@ -121,8 +121,7 @@ class ImageBatch:
         cached = self._device_table
         if cached is not None and self.__dict__.get("_table_stream") == stream:
             return cached
-        t = self.table
-        strided = torch.cat([t, t[:, WIDTH:WIDTH + 1] * t[:, CHANNELS:], t[:, CHANNELS:]], 1)
+        strided = strided_table(self.table)
         if self.data.is_cuda:  # pinned, so that the copy does not wait for the stream
             strided = strided.pin_memory().to(self.data.device, non_blocking=True)
         self._device_table, self.__dict__["_table_stream"] = strided, stream
@@ -132,6 +131,14 @@ class ImageBatch:
         shapes = [tuple(r[1:]) for r in self.table.tolist()[:4]]
         more = ", ..." if len(self) > 4 else ""
         return f"ImageBatch(n={len(self)}, device={self.device}, shapes={shapes}{more})"
+
+
+def strided_table(table: torch.Tensor) -> torch.Tensor:
+    """The kernels' [N, 6] table: an ImageBatch table [N, 4] with its contiguous strides
+    (row w * c, column c) appended; a table that has them already (a DeviceViews') as it is."""
+    if table.shape[1] == 6:
+        return table
+    return torch.cat([table, table[:, WIDTH:WIDTH + 1] * table[:, CHANNELS:], table[:, CHANNELS:]], 1)
 
 
 def to_storable(img: torch.Tensor | np.ndarray, index: int = 0) -> torch.Tensor:

@@ -72,11 +72,11 @@ from .ops._base import (
     GeometryOp,
     Op,
     Params,
+    affine,
     check_choice,
     check_range,
     check_size,
-    scale,
-    translate,
+    host,
 )
 
 __all__ = ["CenterResizedCrop", "eval_form", "preprocess"]
@@ -126,7 +126,8 @@ class CenterResizedCrop(GeometryOp):
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         top, left, h, w = self.window(sizes)
         out = torch.tensor(self.size, dtype=torch.float64).expand(sizes.shape[0], 2).clone()
-        return scale(out[:, 1] / w, out[:, 0] / h) @ translate(-left, -top), out
+        sx, sy = host(out[:, 1] / w), host(out[:, 0] / h)
+        return affine(len(sx), a=sx, tx=sx * -host(left), d=sy, ty=sy * -host(top)), out
 
 
 def eval_form(compose: Compose, style: str = "center") -> Compose:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .kernels.spec import WarpSpec
+from .kernels.spec import WarpSpec, is_affine
 from .ops._base import ColorOp, GeometryOp, Op, Params
 from .ops.color import Normalize, apply_to_mean, compose, identity
 from .ops.tensor import Lambda
@@ -53,9 +53,8 @@ class Stage:
     def sample(self, seed: int, epoch: int, indices: torch.Tensor, sizes: torch.Tensor) -> StagePlan:
         """Draw every op's parameters and fold them. sizes: float64 [N, 2] input (h, w)."""
         n = sizes.shape[0]
-        matrix = np.broadcast_to(np.eye(3), (n, 3, 3))  # numpy: cheaper per product than torch
+        matrix = np.tile(np.eye(3), (n, 1, 1))  # numpy: cheaper per product than torch
         cur = sizes.to(torch.float64)
-        geo_params: list[Params] = []
         shared = prefix(seed, epoch, indices)
         color_params: list[tuple[ColorOp, Params]] = []
         for pos, op in self.ops:
@@ -65,17 +64,9 @@ class Stage:
                 m, out = op.transform(params, cur)
                 matrix = m.detach().cpu().to(torch.float64).numpy() @ matrix
                 cur = out
-                geo_params.append(params)
             elif isinstance(op, ColorOp):
                 color_params.append((op, op.sample(draws, cur)))
-        matrix = np.array(matrix) if not matrix.flags.writeable else np.ascontiguousarray(matrix)  # no geometry: the eye
-        return StagePlan(self, torch.from_numpy(matrix), sizes.to(torch.float64), cur,
-                         color_params)
-
-
-def _affine(m: np.ndarray) -> bool:
-    """True when every matrix of m [N, 3, 3] has the last row (0, 0, 1)."""
-    return bool((m[:, 2, 0] == 0).all() and (m[:, 2, 1] == 0).all() and (m[:, 2, 2] == 1).all())
+        return StagePlan(self, torch.from_numpy(matrix), sizes.to(torch.float64), cur, color_params)
 
 
 @dataclass
@@ -106,7 +97,7 @@ class StagePlan:
         cached = self.__dict__.get("_inverse")
         if cached is None:
             m = self.matrix.detach().cpu().numpy()
-            if _affine(m):  # in closed form: a quarter of LAPACK's time for [N, 3, 3]
+            if is_affine(m):  # in closed form: a quarter of LAPACK's time for [N, 3, 3]
                 a, b, tx, c, d, ty = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2], m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
                 det = a * d - b * c
                 inv = np.zeros_like(m)
@@ -146,7 +137,7 @@ class StagePlan:
         # overhead cost more than the arithmetic
         inv = self.inverse().detach().cpu().numpy()
         h, w = self.out_sizes[:, 0].detach().numpy(), self.out_sizes[:, 1].detach().numpy()
-        if _affine(inv):
+        if is_affine(inv):
             # the extremes of a x + b y + c over the corners: each term at its own extreme
             # (the same sums as at the extreme corner, so the same bits)
             ext = []
@@ -248,7 +239,7 @@ def _color_of(op: ColorOp, params: Params, mean: np.ndarray | None, n: int) -> n
     `stacked_means` see their parameters tiled K times)."""
     if not op.needs_mean:
         mean = None
-    if mean is not None and mean.ndim == 3 and not getattr(op, "stacked_means", False):
+    if mean is not None and mean.ndim == 3 and not op.stacked_means:
         k = mean.shape[0]
         tiled = {name: _tile(v, k, n) for name, v in params.items()}
         m = op.color(tiled, torch.from_numpy(mean.reshape(k * n, 3))).reshape(k, n, 3, 4)

@@ -117,16 +117,15 @@ def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) ->
     return _unit(hash32(seed, epoch, indices, op, draw))
 
 
-def prefix(seed: int, epoch: int, indices: torch.Tensor) -> Any:
-    """The hash state after (seed, epoch, indices) for `Draws(prefix=...)`: folded once per
-    batch instead of once per draw. None for indices on a GPU (those hash with torch)."""
-    indices = torch.as_tensor(indices, dtype=torch.int64)
-    if indices.device.type != "cpu":
-        return None
+def prefix(seed: int, epoch: int, indices: torch.Tensor) -> np.ndarray:
+    """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
+    once per batch instead of once per op. Computed on the host whatever the indices' device
+    (the same bits as on it)."""
+    indices = torch.as_tensor(indices, dtype=torch.int64).cpu().reshape(-1)
     return _fold_numpy(0x5EED1234, (int(seed), int(epoch), indices))
 
 
-_BLOCK = 8  # single draws hashed together (see Draws._hash)
+_BLOCK = 8  # single draws hashed together (see Draws._hash_np)
 
 
 class Draws:
@@ -147,25 +146,19 @@ class Draws:
         self.seed, self.epoch, self.op = int(seed), int(epoch), int(op)
         self.indices = torch.as_tensor(indices, dtype=torch.int64)
         # the hash state after (seed, epoch, indices), which every op of a batch shares
-        # (`prefix(seed, epoch, indices)`); None: hash all five keys each time
+        # (`prefix(seed, epoch, indices)`); None: folded here on the first draw
         self._prefix = prefix
-        self._state: Any = None  # the prefix with this op folded in, made on the first draw
+        self._state: np.ndarray | None = None  # the prefix with this op folded in
         self._blocks: dict[int, np.ndarray] = {}  # draw // _BLOCK -> uint32 hashes [N, _BLOCK]
 
     def _hash_np(self, draw: int | np.ndarray) -> np.ndarray:
         """hash32(seed, epoch, index, op, draw) per sample as uint32 numpy: [N] for an int draw,
-        [N, D] for a [D] array of draws. With a prefix, single draws are hashed _BLOCK at a time
-        and kept (an op draws a handful of numbers, and a hash of [N, 8] costs little more than
-        one of [N]: the per-call overhead dominates)."""
-        if self._prefix is None:
-            keys = (self.seed, self.epoch, self.indices.view(-1, 1) if isinstance(draw, np.ndarray) else self.indices,
-                    self.op, torch.from_numpy(np.asarray(draw, dtype=np.int64)).view(1, -1)
-                    if isinstance(draw, np.ndarray) else draw)
-            return hash32(*keys).cpu().numpy().astype(np.uint32)
+        [N, D] for a [D] array of draws. Single draws are hashed _BLOCK at a time and kept (an
+        op draws a handful of numbers, and a hash of [N, 8] costs little more than one of [N]:
+        the per-call overhead dominates)."""
         if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
-            self._state = _fold_numpy(self._prefix, (self.op,))
-            if isinstance(self._state, int):
-                self._state = np.full(len(self), self._state, dtype=np.uint32)
+            pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self.indices)
+            self._state = _fold_numpy(pre, (self.op,))
         if isinstance(draw, np.ndarray):
             return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (torch.from_numpy(draw.reshape(1, -1)),)))
         if draw >= 0:

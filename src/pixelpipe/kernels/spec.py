@@ -9,6 +9,11 @@ import numpy as np
 import torch
 
 
+def is_affine(m: np.ndarray) -> bool:
+    """True when every matrix of m [N, 3, 3] has the last row (0, 0, 1): no perspective."""
+    return bool((m[:, 2, 0] == 0).all() and (m[:, 2, 1] == 0).all() and (m[:, 2, 2] == 1).all())
+
+
 @dataclass
 class WarpSpec:
     """Per-sample geometry of one resampling pass.
@@ -62,7 +67,7 @@ class WarpSpec:
         # numpy, all nine points at once: this runs per batch on the planning thread, where
         # torch's per-op overhead on [N] tensors made it a millisecond
         inv = self.inverse.detach().cpu().to(torch.float64).numpy()
-        if (inv[:, 2, 0] == 0).all() and (inv[:, 2, 1] == 0).all() and (inv[:, 2, 2] == 1).all():
+        if is_affine(inv):
             # affine: the Jacobian is the same everywhere, and the grid below reduces to this
             # exactly (pz = 1, the u and v terms vanish)
             best = torch.from_numpy(np.stack([np.hypot(inv[:, 1, 0], inv[:, 1, 1]), np.hypot(inv[:, 0, 0], inv[:, 0, 1])], 1))

@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..batch import strided_table
 from ._device import device_constant, to_device
 from .filters import BORDER_CODE, INTERP_CODE
 from .spec import PointwiseSpec, WarpSpec
@@ -231,14 +232,6 @@ def _warp_kernel(
         tl.store(dst, r.to(ty_out), mask=mask)
         tl.store(dst + s_c, gg.to(ty_out), mask=mask)
         tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
-
-
-def strided_table(table: torch.Tensor) -> torch.Tensor:
-    """The kernel's [N, 6] table: an ImageBatch table [N, 4] gets its contiguous strides (row
-    w * c, column c); a DeviceViews table [N, 6] is already one."""
-    if table.shape[1] == 6:
-        return table
-    return torch.cat([table, table[:, 2:3] * table[:, 3:4], table[:, 3:4]], 1)
 
 
 def _post(spec: PointwiseSpec) -> tuple[float, ...]:

@@ -167,21 +167,3 @@ def affine(n: int, a: Any = 1.0, b: Any = 0.0, tx: Any = 0.0, c: Any = 0.0, d: A
 def host(t: torch.Tensor) -> np.ndarray:
     """A per-sample tensor's values as a float64 numpy array (no copy for CPU float64)."""
     return t.detach().cpu().to(torch.float64).numpy()
-
-
-def eye(n: int) -> torch.Tensor:
-    return torch.eye(3, dtype=torch.float64).expand(n, 3, 3).clone()
-
-
-def translate(tx: torch.Tensor, ty: torch.Tensor) -> torch.Tensor:
-    m = eye(tx.shape[0])
-    m[:, 0, 2] = tx
-    m[:, 1, 2] = ty
-    return m
-
-
-def scale(sx: torch.Tensor, sy: torch.Tensor) -> torch.Tensor:
-    m = eye(sx.shape[0])
-    m[:, 0, 0] = sx
-    m[:, 1, 1] = sy
-    return m

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..random import Draws
-from ._base import ColorOp, Op, Params, check_prob, check_range
+from ._base import ColorOp, Op, Params, check_prob, check_range, host
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]
 
@@ -135,11 +135,10 @@ class ColorJitter(ColorOp):
         x -> b c S(s) H(h) x + b (1 - c) grey(mean) (1, 1, 1), whatever the order.
         """
         # numpy, closed form: a dozen small ops per batch on the planning thread
-        b, c, s, h = (params[k].detach().cpu().numpy().astype(np.float64)
-                      for k in ("brightness", "contrast", "saturation", "hue"))
+        b, c, s, h = (host(params[k]) for k in ("brightness", "contrast", "saturation", "hue"))
         n = b.shape[0]
         stacked = means is not None and means.dim() == 3
-        mu = np.zeros((1, n, 3)) if means is None else means.detach().cpu().to(torch.float64).numpy()
+        mu = np.zeros((1, n, 3)) if means is None else host(means)
         mu = mu if stacked else mu.reshape(1, n, 3)
         a = 2 * math.pi * h
         # S(s) H(h) = YIQ^-1 diag(1, s, s) R(a) YIQ, and b c scales it

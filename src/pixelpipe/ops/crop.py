@@ -20,8 +20,6 @@ from ._base import (
     check_range,
     check_size,
     host,
-    scale,
-    translate,
 )
 
 __all__ = ["Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad"]
@@ -77,7 +75,7 @@ class Resize(GeometryOp):
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = self.output_size(sizes)
-        return scale(out[:, 1] / sizes[:, 1], out[:, 0] / sizes[:, 0]), out
+        return affine(len(out), a=host(out[:, 1] / sizes[:, 1]), d=host(out[:, 0] / sizes[:, 0])), out
 
 
 def _anchor(value: Any) -> tuple[tuple[float, float], bool]:
@@ -141,7 +139,7 @@ class Crop(GeometryOp):
 
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         top, left, h, w = self._box(sizes)
-        return translate(-left, -top), torch.stack([h, w], 1)
+        return affine(len(top), tx=-host(left), ty=-host(top)), torch.stack([h, w], 1)
 
 
 class CenterCrop(Crop):
@@ -184,7 +182,8 @@ class RandomResizedCrop(GeometryOp):
     def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
         # numpy (torch only for exp, so that the numbers stay those of the torch version):
         # some forty small ops per batch on the planning thread
-        H, W = sizes[:, 0].detach().cpu().to(torch.float64).numpy(), sizes[:, 1].detach().cpu().to(torch.float64).numpy()
+        hw = host(sizes)
+        H, W = hw[:, 0], hw[:, 1]
         area = (H * W)[:, None]
         u = draws.uniforms_np(2 * self.TRIES + 2).astype(np.float64)
         u_area, u_ratio = u[:, 0 : 2 * self.TRIES : 2], u[:, 1 : 2 * self.TRIES : 2]
@@ -245,5 +244,5 @@ class Pad(GeometryOp):
     def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         l, t, r, b = (float(p) for p in self.padding)
         n = sizes.shape[0]
-        m = translate(torch.full((n,), l, dtype=torch.float64), torch.full((n,), t, dtype=torch.float64))
+        m = affine(n, tx=l, ty=t)
         return m, sizes + torch.tensor([t + b, l + r], dtype=torch.float64)
