@@ -20,7 +20,7 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe.bench.pipelines import pipeline_ops
-from pixelpipe.kernels import color_from_means
+from pixelpipe.kernels import color_slopes
 
 
 def main() -> None:
@@ -43,9 +43,9 @@ def main() -> None:
             p = stage.sample(0, epoch, idx, sizes)
             regions = p.regions()
             spec = p.warp_spec(p.uniform_size(), regions, origin=regions[:, :2])
-            spec.packed()
+            spec.packed_np()
             if p.needs_means:  # the GPU path folds the colours at four mean colours at once
-                color_from_means(n, torch.full((n, 3), 120.0), lambda m: t._pointwise_spec(stage, p, m, True))
+                color_slopes(n, lambda m: t._pointwise_spec(stage, p, m, True))
             else:
                 t._pointwise_spec(stage, p, None, True)
 

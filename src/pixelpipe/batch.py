@@ -123,7 +123,9 @@ class ImageBatch:
             return cached
         strided = strided_table(self.table)
         if self.data.is_cuda:  # pinned, so that the copy does not wait for the stream
-            strided = strided.pin_memory().to(self.data.device, non_blocking=True)
+            from .kernels._device import to_device
+
+            strided = to_device(strided, self.data.device)
         self._device_table, self.__dict__["_table_stream"] = strided, stream
         return strided
 
@@ -138,7 +140,8 @@ def strided_table(table: torch.Tensor) -> torch.Tensor:
     (row w * c, column c) appended; a table that has them already (a DeviceViews') as it is."""
     if table.shape[1] == 6:
         return table
-    return torch.cat([table, table[:, WIDTH:WIDTH + 1] * table[:, CHANNELS:], table[:, CHANNELS:]], 1)
+    t = table.numpy()  # numpy: no torch CPU op on the caller's thread (see kernels/_device)
+    return torch.from_numpy(np.concatenate([t, t[:, WIDTH:WIDTH + 1] * t[:, CHANNELS:], t[:, CHANNELS:]], 1))
 
 
 def to_storable(img: torch.Tensor | np.ndarray, index: int = 0) -> torch.Tensor:

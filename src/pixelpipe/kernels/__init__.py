@@ -12,17 +12,17 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..batch import ImageBatch
 from ..views import DeviceViews
-from ._device import to_device
 from .cpu_stage import run_cpu_stage
 from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means",
+__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means", "color_slopes",
            "warp_reference", "pointwise_reference"]
 
 
@@ -37,25 +37,22 @@ def gpu_kernels_available() -> bool:
     return True
 
 
-def color_from_means(n: int, means: torch.Tensor, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
-                      ) -> tuple[PointwiseSpec, torch.Tensor]:
-    """(the pointwise spec at mean 0, the colour matrices [N, 3, 4] float32 on the means' device
-    for the given means): the chain is affine in the mean colour mu, out = A x + b0 + B mu, with
-    A, b0, B from evaluating it on the host at mu = 0 and at the three unit colours."""
-    probes = torch.zeros(4, n, 3, dtype=torch.float64)  # mu = 0, then the three unit colours
+def color_slopes(n: int, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
+                 ) -> tuple[PointwiseSpec, np.ndarray]:
+    """(the pointwise spec with the colour matrices at mean colour 0, the slopes float64
+    [N, 3, 3]) of a chain that depends on the warped images' mean colour mu: the chain is
+    affine in mu, out = A x + b0 + B mu, so evaluating it on the host at mu = 0 and at the
+    three unit colours (one evaluation of four) gives A, b0 and B = slopes. The GPU kernel
+    completes b0 + B mu from the sums of its first launch."""
+    probes = np.zeros((4, n, 3))  # mu = 0, then the three unit colours
     for k in range(3):
         probes[k + 1, :, k] = 1.0
-    folded = make_pointwise(probes)  # one evaluation of the chain at the four colours
+    folded = make_pointwise(torch.from_numpy(probes))
     c = folded.color  # only colour ops need means: there is a chain
     assert c is not None
-    slopes = (c[1:, :, :, 3] - c[0, :, :, 3]).permute(1, 2, 0)  # [N, 3 out, 3 mean channels]
-    zero = dataclasses.replace(folded, color=c[0])
-    packed = to_device(torch.cat([c[0].reshape(n, 12), slopes.reshape(n, 9)], 1), means.device,
-                       torch.float32)
-    a = packed[:, :12].view(n, 3, 4)
-    b = packed[:, 12:].view(n, 3, 3)
-    offset = a[:, :, 3] + (b @ means.to(torch.float32).unsqueeze(-1)).squeeze(-1)
-    return zero, torch.cat([a[:, :, :3], offset.unsqueeze(-1)], 2)
+    c = c.detach().cpu().numpy()
+    slopes = (c[1:, :, :, 3] - c[0, :, :, 3]).transpose(1, 2, 0)  # [N, 3 out, 3 mean channels]
+    return dataclasses.replace(folded, color=torch.from_numpy(c[0])), np.ascontiguousarray(slopes)
 
 
 def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], spec: WarpSpec,
@@ -75,16 +72,14 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
     if data.is_cuda and gpu_kernels_available():
         if not isinstance(source, DeviceViews):
             table = source.kernel_table()  # uploaded once per batch
-        from .warp_triton import device_inputs, warp_means_gpu, warp_pointwise_gpu
+        from .warp_triton import warp_pointwise_gpu
 
         if not needs_means:
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
-        # two launches, no intermediate image: the means, then warp + colour (from the means,
-        # on the device: no host synchronisation) + normalise + cast in one; the table and the
-        # geometry go up once for both
-        table, geom = device_inputs(table, spec, data.device)
-        zero, color = color_from_means(len(spec), warp_means_gpu(data, table, spec, geom), make_pointwise)
-        return warp_pointwise_gpu(data, table, spec, dataclasses.replace(zero, color=color), geom=geom)
+        # two launches, no intermediate image and no host synchronisation: the sums, then warp
+        # + colour (its offsets completed from the sums in the kernel) + normalise + cast
+        zero, slopes = color_slopes(len(spec), make_pointwise)
+        return warp_pointwise_gpu(data, table, spec, zero, slopes=slopes)
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))

@@ -1,15 +1,23 @@
-"""Host-to-device copies that do not stall the stream.
+"""Host-to-device copies that do not stall the stream, and that run no torch CPU op.
 
 A tensor made from host data in pageable memory (`torch.tensor(..., device="cuda")`, or
 `.to("cuda")` of an ordinary CPU tensor) synchronises with the stream before copying; done per
 batch it serialises the pipeline's threads. Small constants are therefore made once per device,
 and per-batch tables go through pinned memory.
+
+The copy into pinned memory is numpy's, not torch's: torch's CPU copy (and every other CPU op
+big enough) runs on an OpenMP team as large as the machine, and on the caller's thread (the
+user's, for a direct Compose call) waking that team costs more than the copy. On a 16-core H100
+host, one `torch.exp` over a batch's 2,560 draws took about 1 ms that way (session 6 notes in
+docs/benchmarks.md). The pinned block comes from torch's caching host allocator, which keeps it
+from reuse until the asynchronous copy out of it has finished.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 _CONSTANTS: dict[tuple[Any, ...], torch.Tensor] = {}
@@ -23,9 +31,20 @@ def device_constant(values: tuple[float, ...], device: torch.device) -> torch.Te
     return _CONSTANTS[key]
 
 
-def to_device(t: torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """An asynchronous copy of a CPU tensor to `device` (through pinned memory on CUDA)."""
-    t = t if dtype is None else t.to(dtype)
-    if device.type != "cuda" or t.device.type != "cpu":
-        return t.to(device)
-    return t.contiguous().pin_memory().to(device, non_blocking=True)
+def to_device(t: torch.Tensor | np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """An asynchronous copy of host data (a CPU tensor or a numpy array) to `device`: on CUDA
+    through pinned memory filled by numpy; a tensor already on the device stays (cast to
+    `dtype` if given)."""
+    if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+        return t.to(device) if dtype is None else t.to(device, dtype)
+    if isinstance(t, torch.Tensor):
+        if t.dtype == torch.bfloat16 or t.requires_grad:  # no numpy twin: torch's copy
+            t = t if dtype is None else t.to(dtype)
+            return t.to(device) if device.type != "cuda" else t.contiguous().pin_memory().to(device, non_blocking=True)
+        t = t.numpy()
+    arr = t if dtype is None else t.astype(torch.empty(0, dtype=dtype).numpy().dtype, copy=False)
+    if device.type != "cuda":
+        return torch.from_numpy(np.ascontiguousarray(arr)).to(device)
+    pinned = torch.empty(arr.shape, dtype=torch.from_numpy(arr[:0].reshape(-1)).dtype, pin_memory=True)
+    np.copyto(pinned.numpy(), arr, casting="no")
+    return pinned.to(device, non_blocking=True)

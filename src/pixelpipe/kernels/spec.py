@@ -70,8 +70,8 @@ class WarpSpec:
         if is_affine(inv):
             # affine: the Jacobian is the same everywhere, and the grid below reduces to this
             # exactly (pz = 1, the u and v terms vanish)
-            best = torch.from_numpy(np.stack([np.hypot(inv[:, 1, 0], inv[:, 1, 1]), np.hypot(inv[:, 0, 0], inv[:, 0, 1])], 1))
-            self.__dict__["_max_scale"] = best.clamp(1.0, MAX_AA_SCALE)
+            best = np.stack([np.hypot(inv[:, 1, 0], inv[:, 1, 1]), np.hypot(inv[:, 0, 0], inv[:, 0, 1])], 1)
+            self.__dict__["_max_scale"] = torch.from_numpy(np.clip(best, 1.0, MAX_AA_SCALE))
             return self.__dict__["_max_scale"]
         H, W = self.out_size
         f = np.array([0.0, 0.5, 1.0])
@@ -82,8 +82,7 @@ class WarpSpec:
         v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
         sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).max(1)
         sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).max(1)
-        best = torch.from_numpy(np.stack([sy, sx], 1))
-        self.__dict__["_max_scale"] = best.clamp(1.0, MAX_AA_SCALE)
+        self.__dict__["_max_scale"] = torch.from_numpy(np.clip(np.stack([sy, sx], 1), 1.0, MAX_AA_SCALE))
         return self.__dict__["_max_scale"]
 
     def taps(self) -> torch.Tensor:
@@ -101,12 +100,15 @@ class WarpSpec:
     def packed(self) -> torch.Tensor:
         """float64 [N, 21]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1,
         max scale y, x, taps y, x. One row per sample for kernels."""
+        return torch.from_numpy(self.packed_np())
+
+    def packed_np(self) -> np.ndarray:
+        """`packed` as numpy (what the kernel's upload takes: no torch CPU op on the way)."""
         n = len(self)
         # numpy: once per batch on the planning thread (torch's cat and casts cost twice as much)
         host = lambda t: t.detach().cpu().numpy().reshape(n, -1)
-        return torch.from_numpy(np.concatenate([host(self.inverse), host(self.image_size), host(self.origin),
-                                                host(self.clip), host(self.max_scale()), host(self.taps())],
-                                               1, dtype=np.float64))
+        return np.concatenate([host(self.inverse), host(self.image_size), host(self.origin),
+                               host(self.clip), host(self.max_scale()), host(self.taps())], 1, dtype=np.float64)
 
 
 @dataclass

@@ -7,13 +7,22 @@ normalisation, cast and layout. Twin: warp_torch.warp_reference + pointwise_torc
 pointwise_reference (tests/test_gpu_kernels.py checks they agree).
 
 Sources: an ImageBatch (one buffer, contiguous HWC samples) or a DeviceViews (samples left in
-the decoder's buffers; per-sample row and column strides, possibly negative). Memory traffic: each output element is written once; source pixels are read through L1/L2 by
-the neighbouring output pixels that share them (a 224x224 output of a 300x300 window reads each
-source byte from DRAM about once). Per sample, 21 float64 geometry values and 12 colour values.
+the decoder's buffers; per-sample row and column strides, possibly negative). Memory traffic:
+each output element is written once; source pixels are read through L1/L2 by the neighbouring
+output pixels that share them (a 224x224 output of a 300x300 window reads each source byte from
+DRAM about once).
+
+Per sample one float64 row of parameters, uploaded in one copy per call (`pack_params`): 21
+geometry values, then with a colour transform its 3x4 matrix, then, when the matrix depends on
+the warped image's mean colour, 9 slopes. The mean-dependent case takes two launches: the first
+only sums each sample's warped channels (atomics into [N, 3]); the second reads those sums and
+completes the colour matrix itself, out = A x + b0 + B mu, so no host round trip and no extra
+launch sits between the two.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -24,6 +33,8 @@ from .filters import BORDER_CODE, INTERP_CODE
 from .spec import PointwiseSpec, WarpSpec
 
 GEOM_COLS = 21  # see WarpSpec.packed
+COLOR_COLS = 12  # the colour matrix, row-major 3x4, after the geometry
+SLOPE_COLS = 9  # d(offset)/d(mean colour), row-major 3x3, after the colour matrix
 
 
 @triton.jit
@@ -81,18 +92,19 @@ def _tap(k, d, inv, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.const
 def _warp_kernel(
     src_ptr,  # uint8 or float32 flat buffer: every sample HWC, back to back
     table_ptr,  # int64 [N, 6]: offset, height, width, channels, row and column strides (bytes)
-    geom_ptr,  # float64 [N, GEOM_COLS]: WarpSpec.packed()
-    color_ptr,  # float32 [N, 12]: colour matrix rows (3x4), read when COLOR
+    params_ptr,  # float64 [N, P]: geometry (WarpSpec.packed), colour matrix, slopes (pack_params)
+    P,  # the parameter rows' length
     post_ptr,  # float32 [6]: per-channel scale and bias applied after the clamp
     fill_ptr,  # float32 [3]: border colour (0..255)
     out_ptr,  # output tensor (any of uint8, float16, bfloat16, float32)
-    sums_ptr,  # float32 [N, 3]: per-sample channel sums of the warp, written when SUMS
+    sums_ptr,  # float32 [N, 3]: per-sample channel sums of the warp, written when SUMS, read when MEANS
     H, W,  # output height and width
     s_n, s_c, s_y, s_x,  # output element strides (NCHW or NHWC)
     INTERP: tl.constexpr,  # 0 nearest, 1 bilinear, 2 bicubic
     BORDER: tl.constexpr,  # 0 constant, 1 reflect, 2 replicate, 3 wrap
     ANTIALIAS: tl.constexpr,  # stretch the filter when shrinking
     COLOR: tl.constexpr,  # apply the colour matrix
+    MEANS: tl.constexpr,  # complete its offsets from the slopes and the sums (mean = sum / (H W))
     FINISH: tl.constexpr,  # clamp + post scale/bias + cast; else raw warp values
     SUMS: tl.constexpr,  # accumulate per-sample channel sums
     GREY_OUT: tl.constexpr,  # write one grey channel
@@ -107,7 +119,7 @@ def _warp_kernel(
     oj = pix % W
     x = oj.to(tl.float64) + 0.5
     y = oi.to(tl.float64) + 0.5
-    g = geom_ptr + n * 21
+    g = params_ptr + n * P
     m0 = tl.load(g + 0)
     m1 = tl.load(g + 1)
     m2 = tl.load(g + 2)
@@ -117,23 +129,25 @@ def _warp_kernel(
     m6 = tl.load(g + 6)
     m7 = tl.load(g + 7)
     m8 = tl.load(g + 8)
-    img_h = tl.load(g + 9).to(tl.int64)
-    img_w = tl.load(g + 10).to(tl.int64)
-    org_y = tl.load(g + 11).to(tl.int64)
-    org_x = tl.load(g + 12).to(tl.int64)
-    cy0 = tl.load(g + 13).to(tl.int64)
-    cx0 = tl.load(g + 14).to(tl.int64)
-    cy1 = tl.load(g + 15).to(tl.int64)
-    cx1 = tl.load(g + 16).to(tl.int64)
+    # int32 within a sample (an image holds under 2^31 bytes: max_pixels); int64 only for the
+    # sample's offset in the buffer, added to the base pointer once
+    img_h = tl.load(g + 9).to(tl.int32)
+    img_w = tl.load(g + 10).to(tl.int32)
+    org_y = tl.load(g + 11).to(tl.int32)
+    org_x = tl.load(g + 12).to(tl.int32)
+    cy0 = tl.load(g + 13).to(tl.int32)
+    cx0 = tl.load(g + 14).to(tl.int32)
+    cy1 = tl.load(g + 15).to(tl.int32)
+    cx1 = tl.load(g + 16).to(tl.int32)
     lim_y = tl.load(g + 17)
     lim_x = tl.load(g + 18)
     taps_y = tl.load(g + 19).to(tl.int32)
     taps_x = tl.load(g + 20).to(tl.int32)
     t = table_ptr + n * 6
-    off = tl.load(t + 0)
-    ch = tl.load(t + 3)
-    rs = tl.load(t + 4)
-    cs = tl.load(t + 5)
+    src = src_ptr + tl.load(t + 0)
+    ch = tl.load(t + 3).to(tl.int32)
+    rs = tl.load(t + 4).to(tl.int32)
+    cs = tl.load(t + 5).to(tl.int32)
 
     pz = m6 * x + m7 * y + m8
     u = (m0 * x + m1 * y + m2) / pz
@@ -149,15 +163,20 @@ def _warp_kernel(
         sx = tl.full([BLOCK], 1.0, tl.float64)
         sy = tl.full([BLOCK], 1.0, tl.float64)
     inside = (u >= 0) & (u < img_w.to(tl.float64)) & (v >= 0) & (v < img_h.to(tl.float64))
+    # source points beyond 2^30 pixels (a perspective's far side) are held there, so that the
+    # int32 tap indices cannot overflow; every border rule reads the same there as further out
+    # except reflect and wrap, whose period then no longer matches the far-away point
+    u = tl.minimum(tl.maximum(u, -1073741824.0), 1073741824.0)
+    v = tl.minimum(tl.maximum(v, -1073741824.0), 1073741824.0)
     if INTERP == 0:
-        first_x = tl.floor(u).to(tl.int64)
-        first_y = tl.floor(v).to(tl.int64)
+        first_x = tl.floor(u).to(tl.int32)
+        first_y = tl.floor(v).to(tl.int32)
     elif INTERP == 1:
-        first_x = tl.floor(u - 0.5 - sx).to(tl.int64) + 1
-        first_y = tl.floor(v - 0.5 - sy).to(tl.int64) + 1
+        first_x = tl.floor(u - 0.5 - sx).to(tl.int32) + 1
+        first_y = tl.floor(v - 0.5 - sy).to(tl.int32) + 1
     else:
-        first_x = tl.floor(u - 0.5 - 2.0 * sx).to(tl.int64) + 1
-        first_y = tl.floor(v - 0.5 - 2.0 * sy).to(tl.int64) + 1
+        first_x = tl.floor(u - 0.5 - 2.0 * sx).to(tl.int32) + 1
+        first_y = tl.floor(v - 0.5 - 2.0 * sy).to(tl.int32) + 1
     # per-tap filter arguments in float32: the distance of the first tap from the source point
     # (a few pixels, exact enough in float32) plus the tap number, times 1 / stretch
     dx0 = (first_x.to(tl.float64) + 0.5 - u).to(tl.float32)
@@ -175,16 +194,16 @@ def _warp_kernel(
     wsum = tl.zeros([BLOCK], tl.float32)
     for ty in range(0, taps_y):
         kyb, fill_y, wy = _tap(first_y + ty, dy0 + ty, isy, img_h, cy0, cy1, inside, INTERP, BORDER)
-        row = off + (kyb - org_y) * rs
+        row = (kyb - org_y) * rs
         for tx in range(0, taps_x):
             kxb, fill_x, wx = _tap(first_x + tx, dx0 + tx, isx, img_w, cx0, cx1, inside, INTERP, BORDER)
             w = wy * wx
             is_fill = fill_y | fill_x
             read = mask & (w != 0.0) & ~is_fill
             base = row + (kxb - org_x) * cs
-            p0 = tl.load(src_ptr + base, mask=read, other=0).to(tl.float32)
-            p1 = tl.load(src_ptr + base + c1, mask=read, other=0).to(tl.float32)
-            p2 = tl.load(src_ptr + base + c2, mask=read, other=0).to(tl.float32)
+            p0 = tl.load(src + base, mask=read, other=0).to(tl.float32)
+            p1 = tl.load(src + base + c1, mask=read, other=0).to(tl.float32)
+            p2 = tl.load(src + base + c2, mask=read, other=0).to(tl.float32)
             acc0 += w * tl.where(is_fill, f0, p0)
             acc1 += w * tl.where(is_fill, f1, p1)
             acc2 += w * tl.where(is_fill, f2, p2)
@@ -198,10 +217,28 @@ def _warp_kernel(
         tl.atomic_add(sums_ptr + n * 3 + 1, tl.sum(tl.where(mask, gg, 0.0), axis=0))
         tl.atomic_add(sums_ptr + n * 3 + 2, tl.sum(tl.where(mask, b, 0.0), axis=0))
     if COLOR:
-        cp = color_ptr + n * 12
-        r2 = tl.load(cp + 0) * r + tl.load(cp + 1) * gg + tl.load(cp + 2) * b + tl.load(cp + 3)
-        g2 = tl.load(cp + 4) * r + tl.load(cp + 5) * gg + tl.load(cp + 6) * b + tl.load(cp + 7)
-        b2 = tl.load(cp + 8) * r + tl.load(cp + 9) * gg + tl.load(cp + 10) * b + tl.load(cp + 11)
+        cp = g + 21
+        o0 = tl.load(cp + 3).to(tl.float32)
+        o1 = tl.load(cp + 7).to(tl.float32)
+        o2 = tl.load(cp + 11).to(tl.float32)
+        if MEANS:
+            inv_hw = 1.0 / (H * W * 1.0)
+            mu0 = tl.load(sums_ptr + n * 3 + 0) * inv_hw
+            mu1 = tl.load(sums_ptr + n * 3 + 1) * inv_hw
+            mu2 = tl.load(sums_ptr + n * 3 + 2) * inv_hw
+            sp = g + 33
+            o0 += (tl.load(sp + 0).to(tl.float32) * mu0 + tl.load(sp + 1).to(tl.float32) * mu1
+                   + tl.load(sp + 2).to(tl.float32) * mu2)
+            o1 += (tl.load(sp + 3).to(tl.float32) * mu0 + tl.load(sp + 4).to(tl.float32) * mu1
+                   + tl.load(sp + 5).to(tl.float32) * mu2)
+            o2 += (tl.load(sp + 6).to(tl.float32) * mu0 + tl.load(sp + 7).to(tl.float32) * mu1
+                   + tl.load(sp + 8).to(tl.float32) * mu2)
+        r2 = (tl.load(cp + 0).to(tl.float32) * r + tl.load(cp + 1).to(tl.float32) * gg
+              + tl.load(cp + 2).to(tl.float32) * b + o0)
+        g2 = (tl.load(cp + 4).to(tl.float32) * r + tl.load(cp + 5).to(tl.float32) * gg
+              + tl.load(cp + 6).to(tl.float32) * b + o1)
+        b2 = (tl.load(cp + 8).to(tl.float32) * r + tl.load(cp + 9).to(tl.float32) * gg
+              + tl.load(cp + 10).to(tl.float32) * b + o2)
         r, gg, b = r2, g2, b2
     dst = out_ptr + n * s_n + oi * s_y + oj * s_x
     ty_out = out_ptr.dtype.element_ty
@@ -240,37 +277,47 @@ def _post(spec: PointwiseSpec) -> tuple[float, ...]:
     return (k * 3)[:3] + (b * 3)[:3]
 
 
-def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, out: torch.Tensor, strides: tuple[int, ...],
-            color: torch.Tensor | None, post: tuple[float, ...], finish: bool, sums: torch.Tensor | None,
-            grey: bool, rounding: bool, block: int = 256, num_warps: int = 4, store: bool = True,
-            geom: torch.Tensor | None = None) -> None:
+def pack_params(spec: WarpSpec, color: torch.Tensor | np.ndarray | None = None,
+                slopes: np.ndarray | None = None) -> np.ndarray:
+    """float64 [N, 21 (+ 12 (+ 9))]: the kernel's per-sample row (see the module docstring).
+    color: [N, 3, 4] (the whole matrix, or with slopes its value at mean colour 0); slopes:
+    [N, 3, 3], d(offset of output channel)/d(mean of input channel)."""
+    parts = [spec.packed_np()]
+    n = len(spec)
+    if color is not None:
+        c = color.detach().cpu().numpy() if isinstance(color, torch.Tensor) else color
+        parts.append(c.reshape(n, COLOR_COLS))
+        if slopes is not None:
+            parts.append(slopes.reshape(n, SLOPE_COLS))
+    return np.concatenate(parts, 1, dtype=np.float64) if len(parts) > 1 else parts[0]
+
+
+def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, params: torch.Tensor, out: torch.Tensor,
+            strides: tuple[int, ...], color: bool, means: bool, post: tuple[float, ...], finish: bool,
+            sums: torch.Tensor | None, grey: bool, rounding: bool, block: int = 256, num_warps: int = 4,
+            store: bool = True) -> None:
     n = len(spec)
     H, W = spec.out_size
     if n == 0 or H * W == 0:
         return
     dev = data.device
-    geom = to_device(spec.packed(), dev) if geom is None else geom
-    tab = to_device(strided_table(table), dev)  # a device table (see device_inputs) stays as it is
-    col = (to_device(color.reshape(n, 12), dev, torch.float32) if color is not None
-           else device_constant((0.0,) * 12, dev))
     fill = device_constant(tuple(spec.fill), dev)
     post_d = device_constant(post, dev)
-    sums_d = sums if sums is not None else device_constant((0.0,), dev)  # not read without SUMS
+    sums_d = sums if sums is not None else device_constant((0.0,), dev)  # not read without SUMS or MEANS
     grid = (triton.cdiv(H * W, block), n)
     _warp_kernel[grid](
-        data, tab, geom, col, post_d, fill, out, sums_d, H, W, *strides,
+        data, table, params, params.shape[1], post_d, fill, out, sums_d, H, W, *strides,
         INTERP=INTERP_CODE[spec.interpolation], BORDER=BORDER_CODE[spec.border],
-        ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color is not None,
-        FINISH=finish, SUMS=sums is not None, GREY_OUT=grey, ROUND=rounding, STORE=store, BLOCK=block,
-        num_warps=num_warps,
+        ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color, MEANS=means,
+        FINISH=finish, SUMS=sums is not None and not means, GREY_OUT=grey, ROUND=rounding, STORE=store,
+        BLOCK=block, num_warps=num_warps,
     )
 
 
-def device_inputs(table: torch.Tensor, spec: WarpSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's per-sample table [N, 6] and geometry [N, 21] on `device`, for callers that
-    launch more than once on the same batch (the means, then the fused pass): made and uploaded
-    once instead of per launch."""
-    return to_device(strided_table(table), device), to_device(spec.packed(), device)
+def _inputs(data: torch.Tensor, table: torch.Tensor, params: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The table and the parameter rows on the data's device (one copy each at most; a device
+    table, as an ImageBatch's kernel_table() or a DeviceViews', stays as it is)."""
+    return to_device(strided_table(table), data.device), to_device(params, data.device)
 
 
 def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -279,26 +326,30 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     H, W = spec.out_size
     out = torch.empty(n, H, W, 3, dtype=torch.float32, device=data.device)
     acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device) if sums else None
-    _launch(data, table, spec, out, (H * W * 3, 1, W * 3, 3), None, (0.0,) * 6, False, acc, False, False)
+    tab, params = _inputs(data, table, pack_params(spec))
+    _launch(data, tab, spec, params, out, (H * W * 3, 1, W * 3, 3), False, False, (0.0,) * 6, False, acc,
+            False, False)
     means = acc / float(max(H * W, 1)) if acc is not None else None
     return out, means
 
 
-def warp_means_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
-                   geom: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-sample channel means [N, 3] (float32, on the device) of the warped images, without
-    writing them: the first of the two launches a mean-dependent colour transform takes."""
-    n = len(spec)
-    H, W = spec.out_size
-    acc = torch.zeros(n, 3, dtype=torch.float32, device=data.device)
-    _launch(data, table, spec, acc, (0, 0, 0, 0), None, (0.0,) * 6, False, acc, False, False, store=False,
-            geom=geom)
-    return acc / float(max(H * W, 1))
+def warp_sums_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, params: torch.Tensor) -> torch.Tensor:
+    """Per-sample channel sums [N, 3] (float32, on the device) of the warped images, without
+    writing them: the first of the two launches a mean-dependent colour transform takes.
+    table and params: on the device already (see warp_pointwise_gpu)."""
+    acc = torch.zeros(len(spec), 3, dtype=torch.float32, device=data.device)
+    _launch(data, table, spec, params, acc, (0, 0, 0, 0), False, False, (0.0,) * 6, False, acc, False, False,
+            store=False)
+    return acc
 
 
 def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
-                       block: int = 256, num_warps: int = 4, geom: torch.Tensor | None = None) -> torch.Tensor:
-    """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor."""
+                       block: int = 256, num_warps: int = 4, slopes: np.ndarray | None = None) -> torch.Tensor:
+    """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor.
+
+    slopes: [N, 3, 3] when pspec.color holds the colour matrices at mean colour 0 of a chain
+    that depends on the warped images' means (out = A x + b0 + B mu, B the slopes): a first
+    launch sums the warped images, the second completes the offsets from the sums."""
     n = len(spec)
     H, W = spec.out_size
     c = pspec.channels
@@ -308,6 +359,11 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
     else:
         out = torch.empty(n, H, W, c, dtype=pspec.dtype, device=data.device)
         strides = (H * W * c, 1, W * c, c)
-    _launch(data, table, spec, out, strides, pspec.color, _post(pspec), True, None, c == 1,
-            pspec.dtype == torch.uint8, block, num_warps, geom=geom)
+    color = pspec.color is not None
+    if slopes is not None and not color:
+        raise ValueError("slopes need the colour matrices they complete (pspec.color)")
+    tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes))
+    sums = warp_sums_gpu(data, tab, spec, params) if slopes is not None else None
+    _launch(data, tab, spec, params, out, strides, color, slopes is not None, _post(pspec), True, sums, c == 1,
+            pspec.dtype == torch.uint8, block, num_warps)
     return out

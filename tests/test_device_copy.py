@@ -1,0 +1,42 @@
+"""kernels/_device.to_device: host data (numpy or a CPU tensor) to a device with the same
+values, shape and dtype, whatever its layout; on CUDA through pinned memory (checked when a
+GPU is present)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pixelpipe.kernels._device import to_device
+
+DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_numpy_and_tensors_arrive_equal(device):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(7, 21))
+    got = to_device(a, device)
+    assert got.device.type == device.type and got.dtype == torch.float64
+    assert np.array_equal(got.cpu().numpy(), a)
+    strided = a[::2, 3:17:3]  # not contiguous
+    assert np.array_equal(to_device(strided, device).cpu().numpy(), strided)
+    t = torch.arange(24, dtype=torch.int64).view(4, 6).t()  # a transposed tensor
+    got = to_device(t, device)
+    assert got.dtype == torch.int64 and torch.equal(got.cpu(), t)
+    cast = to_device(a, device, torch.float32)
+    assert cast.dtype == torch.float32 and torch.equal(cast.cpu(), torch.from_numpy(a).float())
+    bf = torch.linspace(0, 1, 9, dtype=torch.bfloat16)  # no numpy twin: torch's own copy
+    assert torch.equal(to_device(bf, device).cpu(), bf)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_copy_survives_reuse_of_the_host_array():
+    """The copy is asynchronous: overwriting the caller's array at once must not change what
+    arrives (the data went to pinned memory first)."""
+    a = np.full((256, 42), 3.0)
+    got = to_device(a, torch.device("cuda"))
+    a[:] = -1.0
+    torch.cuda.synchronize()
+    assert bool((got == 3.0).all())
