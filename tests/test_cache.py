@@ -125,3 +125,28 @@ def test_a_sample_that_cannot_be_cached_follows_the_error_policy():
     with pp.Pipeline(Memory(blobs), ops, 3, num_threads=2, cache="device") as pipe:
         with pytest.raises(pp.SampleError, match="sample 3"):
             list(pipe)
+
+
+class _CountingMemory(Memory):
+    """Memory that counts reads per sample."""
+
+    def __init__(self, samples):
+        super().__init__(samples)
+        self.reads = {}
+
+    def read(self, i):
+        self.reads[i] = self.reads.get(i, 0) + 1
+        return super().read(i)
+
+
+def test_cached_samples_are_not_read_again_and_keep_their_labels():
+    """Later epochs take the pixels from the cache and the label from the first read: the
+    reader is asked for each sample once (a folder's files are not opened again), and every
+    epoch delivers the same labels."""
+    blobs = images(7)
+    reader = _CountingMemory([(b, 10 + i) for i, b in enumerate(blobs)])
+    with pp.Pipeline(reader, [pp.Resize((8, 8))], 3, num_threads=2, cache="device") as pipe:
+        epochs = [{int(i): int(lab) for b in pipe for i, lab, ok in zip(b["index"], b["label"], b["valid"]) if ok}
+                  for _ in range(3)]
+    assert epochs[0] == epochs[1] == epochs[2] == {i: 10 + i for i in range(7)}
+    assert reader.reads == {i: 1 for i in range(7)}

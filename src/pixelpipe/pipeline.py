@@ -158,6 +158,9 @@ class Pipeline:
             from .cache import DeviceCache
 
             self._cache = DeviceCache(self.device, cache_budget, cache_max_side)
+        # per cached sample, its (label, source): later epochs take the pixels from the cache
+        # and these from here, without reading the sample again (no file read, no copy)
+        self._cached: dict[int, tuple[Any, str]] = {}
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -391,6 +394,9 @@ class Pipeline:
         if isinstance(slot, Entry):
             if slot.index in run.failed:
                 return self._substitute(run, slot.index, slot.valid, attempt)
+            known = self._cached.get(slot.index)
+            if known is not None:  # in the cache: nothing to read
+                return _Item(None, known[0], slot.index, known[1], slot.valid, attempt)
             try:
                 s = self.reader.read(slot.index)
             except (OSError, ValueError) as e:
@@ -452,7 +458,12 @@ class Pipeline:
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""
         assert self._cache is not None
-        return self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
+        batch = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
+        if self.reader.indexable:  # an index names the same sample every epoch (not so for streams)
+            for it in items:
+                if it.data is not None:
+                    self._cached[it.index] = (it.label, it.source)
+        return batch
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -493,6 +504,7 @@ class Pipeline:
         self.transforms.close()
         if self._cache is not None:
             self._cache.clear()
+            self._cached.clear()
 
     def __enter__(self) -> Pipeline:
         return self
