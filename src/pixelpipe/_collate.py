@@ -19,19 +19,23 @@ def collate(images: torch.Tensor, items: list[Any], device: torch.device) -> dic
     valid = torch.from_numpy(np.fromiter((it.valid for it in items), dtype=np.bool_, count=n))
     return {
         "image": images,
-        "label": labels_tensor([it.label for it in items]).to(device, non_blocking=True),
+        "label": _placed(labels_tensor([it.label for it in items]), device),
         "index": _placed(index, device),
         "valid": _placed(valid, device),
     }
 
 
 def _placed(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """t (numpy-backed) on `device`; on the CPU copied into memory from torch's allocator
+    """t (a small host tensor) on `device`. On the CPU copied into memory from torch's allocator
     (64-byte aligned, which zero-copy exports such as DLPack to JAX need; numpy's buffers may be
-    16- or 32-byte aligned, and JAX then copies)."""
+    16- or 32-byte aligned, and JAX then copies). On CUDA through pinned memory: a copy from
+    pageable memory may first wait for the stream, where this batch's kernels were just
+    launched, and the producer thread would idle until they end (see kernels/_device)."""
     if device.type == "cpu":
         return t.clone()
-    return t.to(device, non_blocking=True)
+    from .kernels._device import to_device
+
+    return to_device(t, device)
 
 
 def labels_tensor(labels: list[Any]) -> torch.Tensor:
