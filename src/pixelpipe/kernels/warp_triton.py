@@ -14,10 +14,12 @@ DRAM about once).
 
 Per sample one float64 row of parameters, uploaded in one copy per call (`pack_params`): 21
 geometry values, then with a colour transform its 3x4 matrix, then, when the matrix depends on
-the warped image's mean colour, 9 slopes. The mean-dependent case takes two launches: the first
-only sums each sample's warped channels (atomics into [N, 3]); the second reads those sums and
-completes the colour matrix itself, out = A x + b0 + B mu, so no host round trip and no extra
-launch sits between the two.
+the warped image's mean colour, 9 slopes. The mean-dependent case takes two launches: the warp
+writes a float32 intermediate and sums each sample's channels (atomics into [N, 3]); a pointwise
+launch reads those sums, completes the colour matrix itself (out = A x + b0 + B mu) and
+finishes from the intermediate, so no host round trip sits between the two and the warp runs
+once (warping twice, once for the sums and once fused, took 1.33 ms per batch of the rich
+pipeline on an H100 against 0.63 ms for one warp).
 """
 
 from __future__ import annotations
@@ -86,6 +88,91 @@ def _tap(k, d, inv, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.const
     else:
         w = tl.where(keep, _filter(d * inv, INTERP), 0.0)
     return kb, fill, w
+
+
+@triton.jit
+def _colour(g, sums_ptr, n, H, W, r, gg, b, MEANS: tl.constexpr):
+    """The sample's colour matrix (parameter row g, columns 21..32) applied to (r, gg, b); with
+    MEANS its offsets first completed from the slopes (columns 33..41) and the mean colour
+    (the sums at sums_ptr over H W pixels)."""
+    cp = g + 21
+    o0 = tl.load(cp + 3).to(tl.float32)
+    o1 = tl.load(cp + 7).to(tl.float32)
+    o2 = tl.load(cp + 11).to(tl.float32)
+    if MEANS:
+        inv_hw = 1.0 / (H * W * 1.0)
+        mu0 = tl.load(sums_ptr + n * 3 + 0) * inv_hw
+        mu1 = tl.load(sums_ptr + n * 3 + 1) * inv_hw
+        mu2 = tl.load(sums_ptr + n * 3 + 2) * inv_hw
+        sp = g + 33
+        o0 += (tl.load(sp + 0).to(tl.float32) * mu0 + tl.load(sp + 1).to(tl.float32) * mu1
+               + tl.load(sp + 2).to(tl.float32) * mu2)
+        o1 += (tl.load(sp + 3).to(tl.float32) * mu0 + tl.load(sp + 4).to(tl.float32) * mu1
+               + tl.load(sp + 5).to(tl.float32) * mu2)
+        o2 += (tl.load(sp + 6).to(tl.float32) * mu0 + tl.load(sp + 7).to(tl.float32) * mu1
+               + tl.load(sp + 8).to(tl.float32) * mu2)
+    r2 = (tl.load(cp + 0).to(tl.float32) * r + tl.load(cp + 1).to(tl.float32) * gg
+          + tl.load(cp + 2).to(tl.float32) * b + o0)
+    g2 = (tl.load(cp + 4).to(tl.float32) * r + tl.load(cp + 5).to(tl.float32) * gg
+          + tl.load(cp + 6).to(tl.float32) * b + o1)
+    b2 = (tl.load(cp + 8).to(tl.float32) * r + tl.load(cp + 9).to(tl.float32) * gg
+          + tl.load(cp + 10).to(tl.float32) * b + o2)
+    return r2, g2, b2
+
+
+@triton.jit
+def _finish_store(dst, s_c, r, gg, b, post_ptr, mask, ty_out: tl.constexpr, GREY_OUT: tl.constexpr,
+                  ROUND: tl.constexpr):
+    """Clamp to 0..255, the per-channel scale and bias, rounding for uint8, cast, store."""
+    r = tl.minimum(tl.maximum(r, 0.0), 255.0)
+    gg = tl.minimum(tl.maximum(gg, 0.0), 255.0)
+    b = tl.minimum(tl.maximum(b, 0.0), 255.0)
+    if GREY_OUT:
+        grey = 0.299 * r + 0.587 * gg + 0.114 * b
+        grey = grey * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
+        if ROUND:
+            grey = tl.floor(grey + 0.5)
+        tl.store(dst, grey.to(ty_out), mask=mask)
+    else:
+        r = r * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
+        gg = gg * tl.load(post_ptr + 1) + tl.load(post_ptr + 4)
+        b = b * tl.load(post_ptr + 2) + tl.load(post_ptr + 5)
+        if ROUND:
+            r = tl.floor(r + 0.5)
+            gg = tl.floor(gg + 0.5)
+            b = tl.floor(b + 0.5)
+        tl.store(dst, r.to(ty_out), mask=mask)
+        tl.store(dst + s_c, gg.to(ty_out), mask=mask)
+        tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
+
+
+@triton.jit
+def _pointwise_kernel(
+    src_ptr,  # float32 [N, H, W, 3]: the warped images (pixel units)
+    params_ptr,  # float64 [N, P]: as the warp kernel's (the colour columns are read)
+    P,
+    sums_ptr,  # float32 [N, 3]: the warped images' channel sums
+    post_ptr,  # float32 [6]
+    out_ptr,
+    H, W,
+    s_n, s_c, s_y, s_x,
+    MEANS: tl.constexpr,
+    GREY_OUT: tl.constexpr,
+    ROUND: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """The second pass of a mean-dependent colour chain: colour (offsets from the means),
+    clamp, normalise, cast and layout of the images the first pass warped."""
+    n = tl.program_id(1)
+    pix = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = pix < H * W
+    src = src_ptr + n.to(tl.int64) * (H * W * 3) + pix * 3
+    r = tl.load(src, mask=mask, other=0.0)
+    gg = tl.load(src + 1, mask=mask, other=0.0)
+    b = tl.load(src + 2, mask=mask, other=0.0)
+    r, gg, b = _colour(params_ptr + n * P, sums_ptr, n, H, W, r, gg, b, MEANS)
+    dst = out_ptr + n * s_n + (pix // W) * s_y + (pix % W) * s_x
+    _finish_store(dst, s_c, r, gg, b, post_ptr, mask, out_ptr.dtype.element_ty, GREY_OUT, ROUND)
 
 
 @triton.jit
@@ -217,54 +304,13 @@ def _warp_kernel(
         tl.atomic_add(sums_ptr + n * 3 + 1, tl.sum(tl.where(mask, gg, 0.0), axis=0))
         tl.atomic_add(sums_ptr + n * 3 + 2, tl.sum(tl.where(mask, b, 0.0), axis=0))
     if COLOR:
-        cp = g + 21
-        o0 = tl.load(cp + 3).to(tl.float32)
-        o1 = tl.load(cp + 7).to(tl.float32)
-        o2 = tl.load(cp + 11).to(tl.float32)
-        if MEANS:
-            inv_hw = 1.0 / (H * W * 1.0)
-            mu0 = tl.load(sums_ptr + n * 3 + 0) * inv_hw
-            mu1 = tl.load(sums_ptr + n * 3 + 1) * inv_hw
-            mu2 = tl.load(sums_ptr + n * 3 + 2) * inv_hw
-            sp = g + 33
-            o0 += (tl.load(sp + 0).to(tl.float32) * mu0 + tl.load(sp + 1).to(tl.float32) * mu1
-                   + tl.load(sp + 2).to(tl.float32) * mu2)
-            o1 += (tl.load(sp + 3).to(tl.float32) * mu0 + tl.load(sp + 4).to(tl.float32) * mu1
-                   + tl.load(sp + 5).to(tl.float32) * mu2)
-            o2 += (tl.load(sp + 6).to(tl.float32) * mu0 + tl.load(sp + 7).to(tl.float32) * mu1
-                   + tl.load(sp + 8).to(tl.float32) * mu2)
-        r2 = (tl.load(cp + 0).to(tl.float32) * r + tl.load(cp + 1).to(tl.float32) * gg
-              + tl.load(cp + 2).to(tl.float32) * b + o0)
-        g2 = (tl.load(cp + 4).to(tl.float32) * r + tl.load(cp + 5).to(tl.float32) * gg
-              + tl.load(cp + 6).to(tl.float32) * b + o1)
-        b2 = (tl.load(cp + 8).to(tl.float32) * r + tl.load(cp + 9).to(tl.float32) * gg
-              + tl.load(cp + 10).to(tl.float32) * b + o2)
-        r, gg, b = r2, g2, b2
+        r, gg, b = _colour(g, sums_ptr, n, H, W, r, gg, b, MEANS)
     dst = out_ptr + n * s_n + oi * s_y + oj * s_x
     ty_out = out_ptr.dtype.element_ty
     if not STORE:
         pass
     elif FINISH:
-        r = tl.minimum(tl.maximum(r, 0.0), 255.0)
-        gg = tl.minimum(tl.maximum(gg, 0.0), 255.0)
-        b = tl.minimum(tl.maximum(b, 0.0), 255.0)
-        if GREY_OUT:
-            grey = 0.299 * r + 0.587 * gg + 0.114 * b
-            grey = grey * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
-            if ROUND:
-                grey = tl.floor(grey + 0.5)
-            tl.store(dst, grey.to(ty_out), mask=mask)
-        else:
-            r = r * tl.load(post_ptr + 0) + tl.load(post_ptr + 3)
-            gg = gg * tl.load(post_ptr + 1) + tl.load(post_ptr + 4)
-            b = b * tl.load(post_ptr + 2) + tl.load(post_ptr + 5)
-            if ROUND:
-                r = tl.floor(r + 0.5)
-                gg = tl.floor(gg + 0.5)
-                b = tl.floor(b + 0.5)
-            tl.store(dst, r.to(ty_out), mask=mask)
-            tl.store(dst + s_c, gg.to(ty_out), mask=mask)
-            tl.store(dst + 2 * s_c, b.to(ty_out), mask=mask)
+        _finish_store(dst, s_c, r, gg, b, post_ptr, mask, ty_out, GREY_OUT, ROUND)
     else:
         tl.store(dst, r.to(ty_out), mask=mask)
         tl.store(dst + s_c, gg.to(ty_out), mask=mask)
@@ -333,23 +379,14 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
     return out, means
 
 
-def warp_sums_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, params: torch.Tensor) -> torch.Tensor:
-    """Per-sample channel sums [N, 3] (float32, on the device) of the warped images, without
-    writing them: the first of the two launches a mean-dependent colour transform takes.
-    table and params: on the device already (see warp_pointwise_gpu)."""
-    acc = torch.zeros(len(spec), 3, dtype=torch.float32, device=data.device)
-    _launch(data, table, spec, params, acc, (0, 0, 0, 0), False, False, (0.0,) * 6, False, acc, False, False,
-            store=False)
-    return acc
-
-
 def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
                        block: int = 256, num_warps: int = 4, slopes: np.ndarray | None = None) -> torch.Tensor:
     """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor.
 
     slopes: [N, 3, 3] when pspec.color holds the colour matrices at mean colour 0 of a chain
-    that depends on the warped images' means (out = A x + b0 + B mu, B the slopes): a first
-    launch sums the warped images, the second completes the offsets from the sums."""
+    that depends on the warped images' means (out = A x + b0 + B mu, B the slopes): then a
+    first launch warps into a float32 intermediate and sums it, and a pointwise launch
+    completes the offsets from the sums and finishes from the intermediate."""
     n = len(spec)
     H, W = spec.out_size
     c = pspec.channels
@@ -363,7 +400,17 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
     if slopes is not None and not color:
         raise ValueError("slopes need the colour matrices they complete (pspec.color)")
     tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes))
-    sums = warp_sums_gpu(data, tab, spec, params) if slopes is not None else None
-    _launch(data, tab, spec, params, out, strides, color, slopes is not None, _post(pspec), True, sums, c == 1,
-            pspec.dtype == torch.uint8, block, num_warps)
+    if slopes is None:
+        _launch(data, tab, spec, params, out, strides, color, False, _post(pspec), True, None, c == 1,
+                pspec.dtype == torch.uint8, block, num_warps)
+        return out
+    if n == 0 or H * W == 0:
+        return out
+    warped = torch.empty(n, H, W, 3, dtype=torch.float32, device=data.device)
+    sums = torch.zeros(n, 3, dtype=torch.float32, device=data.device)
+    _launch(data, tab, spec, params, warped, (H * W * 3, 1, W * 3, 3), False, False, (0.0,) * 6, False, sums,
+            False, False, block, num_warps)
+    _pointwise_kernel[(triton.cdiv(H * W, 1024), n)](
+        warped, params, params.shape[1], sums, device_constant(_post(pspec), data.device), out, H, W, *strides,
+        MEANS=True, GREY_OUT=c == 1, ROUND=pspec.dtype == torch.uint8, BLOCK=1024, num_warps=4)
     return out
