@@ -113,7 +113,7 @@ class TestCenterResizedCrop:
 
     def test_windows(self):
         op = CenterResizedCrop(10, ratio=(0.75, 4 / 3))
-        sizes = torch.tensor([[100.0, 100.0], [100.0, 300.0], [300.0, 100.0], [90.0, 100.0]], dtype=torch.float64)
+        sizes = np.array([[100.0, 100.0], [100.0, 300.0], [300.0, 100.0], [90.0, 100.0]])
         top, left, h, w = (t.tolist() for t in op.window(sizes))
         assert list(zip(top, left, h, w)) == [(0, 0, 100, 100), (0, 83, 100, 133), (83, 0, 133, 100),
                                               (0, 0, 90, 100)]

@@ -26,8 +26,9 @@ def plain(imgs, **kw):
 
 
 def colour_params(ops, n, seed=0):
+    """[(op, parameters as tensors)] of the first stage's colour ops."""
     plan = Compose(ops).stages[0].sample(seed, 0, torch.arange(n), torch.full((n, 2), 16.0, dtype=torch.float64))
-    return plan.color_params
+    return [(op, {k: torch.from_numpy(np.asarray(v)) for k, v in params.items()}) for op, params in plan.color_params]
 
 
 # ============================================================================ ColorJitter
@@ -121,7 +122,7 @@ class TestColorJitter:
                  lambda v, m: c * v + (1 - c) * (m @ luma).view(n, 1),
                  lambda v, m: s * v + (1 - s) * (v @ luma).view(n, 1),
                  lambda v, m: hue(v)]
-        fold = jitter.color(params, mu)
+        fold = torch.from_numpy(jitter.color({k: v.numpy() for k, v in params.items()}, mu.numpy()))
         expect = (fold[:, :, :3] @ x.unsqueeze(-1)).squeeze(-1) + fold[:, :, 3]
         for order in itertools.permutations(range(4)):
             v, m = x.clone(), mu.clone()

@@ -27,6 +27,11 @@ def plan_of(ops, sizes, seed=0, epoch=0, indices=None):
     return Compose(ops).stages[0].sample(seed, epoch, idx, sizes)
 
 
+def matrices_of(ops, sizes, **kw) -> torch.Tensor:
+    """The first stage's folded matrices (float64 [N, 3, 3]) as a tensor."""
+    return torch.from_numpy(plan_of(ops, sizes, **kw).matrix)
+
+
 def torchvision_short_side(h: int, w: int, size: int, max_size: int | None = None) -> tuple[int, int]:
     """torchvision.transforms.v2.functional._geometry._compute_resized_output_size, as (h, w)."""
     short, long = (w, h) if w <= h else (h, w)
@@ -53,13 +58,13 @@ class TestResize:
 
     @pytest.mark.parametrize("size", [1, 17, 64, 256])
     def test_shorter_side_like_torchvision(self, size):
-        got = pp.Resize(size).output_size(torch.tensor(SIZE_GRID, dtype=torch.float64))
+        got = torch.from_numpy(pp.Resize(size).output_size(np.array(SIZE_GRID, dtype=np.float64)))
         expect = [torchvision_short_side(h, w, size) for h, w in SIZE_GRID]
         assert got.to(torch.int64).tolist() == [list(e) for e in expect]
 
     def test_max_size_caps_the_longer_side(self):
         sizes = torch.tensor(SIZE_GRID, dtype=torch.float64)
-        got = pp.Resize(64, max_size=100).output_size(sizes)
+        got = torch.from_numpy(pp.Resize(64, max_size=100).output_size(sizes.numpy()))
         h, w = sizes[:, 0], sizes[:, 1]
         long_in, short_in = torch.maximum(h, w), torch.minimum(h, w)
         long_out, short_out = got.max(1).values, got.min(1).values
@@ -75,7 +80,7 @@ class TestResize:
 
     def test_max_size_like_torchvision(self):
         for size, max_size in ((17, 40), (64, 100), (224, 300)):
-            got = pp.Resize(size, max_size=max_size).output_size(torch.tensor(SIZE_GRID, dtype=torch.float64))
+            got = torch.from_numpy(pp.Resize(size, max_size=max_size).output_size(np.array(SIZE_GRID, dtype=np.float64)))
             expect = [torchvision_short_side(h, w, size, max_size) for h, w in SIZE_GRID]
             keep = [i for i, e in enumerate(expect) if min(e) > 0]  # torchvision gives 0 there
             assert [got[i].to(torch.int64).tolist() for i in keep] == [list(expect[i]) for i in keep]
@@ -165,7 +170,7 @@ class TestCenterCrop:
 # ============================================================================ RandomResizedCrop
 def crop_windows(plan, out_h, out_w):
     """(top, left, h, w) float64 [N] recovered from a RandomResizedCrop plan's matrix."""
-    m = plan.matrix
+    m = torch.from_numpy(plan.matrix)
     sx, sy = m[:, 0, 0], m[:, 1, 1]
     return -m[:, 1, 2] / sy, -m[:, 0, 2] / sx, out_h / sy, out_w / sx
 
@@ -244,7 +249,7 @@ class TestRandomFlip:
     @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
     def test_rate_is_p(self, p):
         n = 4000
-        m = plan_of([pp.RandomFlip(horizontal=p, vertical=1 - p)], torch.full((n, 2), 10.0)).matrix
+        m = matrices_of([pp.RandomFlip(horizontal=p, vertical=1 - p)], torch.full((n, 2), 10.0))
         rate_h = float((m[:, 0, 0] < 0).double().mean())
         rate_v = float((m[:, 1, 1] < 0).double().mean())
         # 5 standard deviations of a binomial rate over 4000 samples is at most 0.04
@@ -273,7 +278,7 @@ class TestRandomRotate:
         plan = plan_of([op], [(h, w)])
         assert plan.out_sizes[0].tolist() == [exp_h, exp_w]
         corners = torch.tensor([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], dtype=torch.float64).T
-        mapped = plan.matrix[0] @ corners
+        mapped = torch.from_numpy(plan.matrix[0]) @ corners
         assert float(mapped[0].min()) >= -1e-9 and float(mapped[0].max()) <= exp_w + 1e-9
         assert float(mapped[1].min()) >= -1e-9 and float(mapped[1].max()) <= exp_h + 1e-9
         # a white image keeps its whole area when expanded, loses the corners when not
@@ -288,14 +293,14 @@ class TestRandomRotate:
 
     def test_angles_within_range(self):
         n = 500
-        m = plan_of([pp.RandomRotate((-10, 25))], torch.full((n, 2), 20.0)).matrix
+        m = matrices_of([pp.RandomRotate((-10, 25))], torch.full((n, 2), 20.0))
         deg = torch.rad2deg(torch.atan2(m[:, 0, 1], m[:, 0, 0]))
         assert float(deg.min()) >= -10 - 1e-9 and float(deg.max()) <= 25 + 1e-9
         assert float(deg.min()) < -8 and float(deg.max()) > 23  # the whole range is used
 
     def test_p_is_the_rate_of_rotated_samples(self):
         n = 4000
-        m = plan_of([pp.RandomRotate((5, 10), p=0.3)], torch.full((n, 2), 20.0)).matrix
+        m = matrices_of([pp.RandomRotate((5, 10), p=0.3)], torch.full((n, 2), 20.0))
         rotated = m[:, 0, 1].abs() > 1e-12
         assert abs(float(rotated.double().mean()) - 0.3) < 0.04
 
@@ -308,7 +313,7 @@ class TestRandomAffine:
 
     def test_translation_whole_pixels_in_range(self):
         sizes = torch.tensor([[40.0, 60.0]]).expand(600, 2)
-        m = plan_of([pp.RandomAffine(translate=(0.1, 0.2))], sizes).matrix
+        m = matrices_of([pp.RandomAffine(translate=(0.1, 0.2))], sizes)
         tx, ty = m[:, 0, 2], m[:, 1, 2]
         assert torch.equal(m[:, :2, :2], torch.eye(2, dtype=torch.float64).expand(600, 2, 2))
         assert float((tx - tx.round()).abs().max()) < 1e-9 and float((ty - ty.round()).abs().max()) < 1e-9
@@ -319,7 +324,7 @@ class TestRandomAffine:
         img = make_image(30, 40)
         op = pp.RandomAffine(translate=(0.2, 0.2))
         for idx in range(4):
-            m = plan_of([op], [(30, 40)], indices=[idx]).matrix[0]
+            m = matrices_of([op], [(30, 40)], indices=[idx])[0]
             tx, ty = round(float(m[0, 2])), round(float(m[1, 2]))
             out = hwc(run([op], [img], dtype=U8, indices=[idx])[0])
             ys, xs = slice(max(ty, 0), 30 + min(ty, 0)), slice(max(tx, 0), 40 + min(tx, 0))
@@ -327,7 +332,7 @@ class TestRandomAffine:
             np.testing.assert_array_equal(out[ys, xs], src)
 
     def test_scale_and_angle_in_range(self):
-        m = plan_of([pp.RandomAffine(degrees=(-15, 5), scale=(0.7, 1.1))], torch.full((800, 2), 30.0)).matrix
+        m = matrices_of([pp.RandomAffine(degrees=(-15, 5), scale=(0.7, 1.1))], torch.full((800, 2), 30.0))
         lin = m[:, :2, :2]
         zoom = torch.sqrt(torch.linalg.det(lin))  # rotation has det 1, no shear
         deg = torch.rad2deg(torch.atan2(lin[:, 0, 1], lin[:, 0, 0]))
@@ -336,7 +341,7 @@ class TestRandomAffine:
         assert float(zoom.max() - zoom.min()) > 0.35 and float(deg.max() - deg.min()) > 18
 
     def test_centre_is_fixed_without_translation(self):
-        m = plan_of([pp.RandomAffine(degrees=40, scale=(0.5, 2.0), shear=20)], [(30, 50)] * 20).matrix
+        m = matrices_of([pp.RandomAffine(degrees=40, scale=(0.5, 2.0), shear=20)], [(30, 50)] * 20)
         centre = torch.tensor([25.0, 15.0, 1.0], dtype=torch.float64)
         torch.testing.assert_close(m @ centre, centre.expand(20, 3))
 
@@ -349,7 +354,7 @@ class TestRandomPerspective:
 
     def test_corners_move_inwards_within_distortion(self):
         h, w, d = 40.0, 60.0, 0.3
-        m = plan_of([pp.RandomPerspective(d, p=1.0)], [(h, w)] * 200).matrix
+        m = matrices_of([pp.RandomPerspective(d, p=1.0)], [(h, w)] * 200)
         corners = torch.tensor([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], dtype=torch.float64).T
         mapped = m @ corners
         xy = (mapped[:, :2] / mapped[:, 2:]).transpose(1, 2)  # [N, 4, 2]

@@ -219,3 +219,23 @@ def test_numpy_mixer_wraps_like_the_masked_int64_form():
 
     x = np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1, 0x9E3779B9, 123456789], dtype=np.uint32)
     assert _mix_u32(x.copy()).tolist() == [_mix(int(v)) for v in x]
+
+
+def test_op_hashes_equal_each_op_and_draw_hashed_alone():
+    """A stage hashes the leading draws of all its ops in one evaluation: every entry must be
+    the full hash of its five keys, and Draws handed that block must give the numbers it gives
+    without it, inside the block and beyond it."""
+    from pixelpipe.random import op_hashes, prefix
+
+    idx = torch.tensor([0, 9, -4, 2**41 + 3, 500])
+    ops = [0, 2, 7, 2**33]
+    block = op_hashes(prefix(5, 3, idx), ops, 6)
+    assert block.shape == (5, 4, 6) and block.dtype == np.uint32
+    for k, op in enumerate(ops):
+        for d in range(6):
+            assert np.array_equal(block[:, k, d].astype(np.int64), hash32(5, 3, idx, op, d).numpy()), (op, d)
+        given = Draws(5, 3, idx, op, prefix(5, 3, idx), block[:, k])
+        alone = Draws(5, 3, idx, op)
+        for draw in (0, 5, 6, 11):
+            assert np.array_equal(given.uniform_np(draw), alone.uniform_np(draw)), (op, draw)
+        assert np.array_equal(given.uniforms_np(range(3, 9)), alone.uniforms_np(range(3, 9)))

@@ -188,7 +188,7 @@ def test_affine_matches_pillow_transform():
         h, w = img.shape[:2]
         for idx in range(2):
             plan = Compose([op]).stages[0].sample(0, 0, torch.tensor([idx]), torch.tensor([[h, w]], dtype=torch.float64))
-            inv = torch.linalg.inv(plan.matrix[0])  # Pillow takes output -> input coefficients
+            inv = np.linalg.inv(plan.matrix[0])  # Pillow takes output -> input coefficients
             data = tuple(inv[:2].reshape(-1).tolist())
             pil = np.asarray(Image.fromarray(img).transform((w, h), Image.AFFINE, data=data, resample=Image.BILINEAR))
             f = hwc(run([op], [img], indices=[idx], antialias=False)[0])

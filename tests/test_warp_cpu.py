@@ -62,7 +62,7 @@ def _classify_torch(spec: WarpSpec) -> torch.Tensor:
     kind = torch.full((n,), REFERENCE, dtype=torch.int64)
     if n == 0 or spec.interpolation == "nearest" or not spec.antialias:
         return kind
-    inv = spec.inverse
+    inv = torch.from_numpy(spec.inverse)
     H, W = spec.out_size
     tol = 1e-6
     aligned = (inv[:, 0, 1].abs() < tol) & (inv[:, 1, 0].abs() < tol) & (inv[:, 2, 0].abs() < tol) \
@@ -71,8 +71,8 @@ def _classify_torch(spec: WarpSpec) -> torch.Tensor:
     v0, v1 = inv[:, 1, 2], inv[:, 1, 1] * H + inv[:, 1, 2]
     lo_u, hi_u = torch.minimum(u0, u1), torch.maximum(u0, u1)
     lo_v, hi_v = torch.minimum(v0, v1), torch.maximum(v0, v1)
-    clip = spec.clip.to(torch.float64)
-    img = spec.image_size.to(torch.float64)
+    clip = torch.from_numpy(spec.clip).to(torch.float64)
+    img = torch.from_numpy(spec.image_size).to(torch.float64)
     exact = ((lo_u - clip[:, 1]).abs() < 1e-4) & ((hi_u - clip[:, 3]).abs() < 1e-4) \
         & ((lo_v - clip[:, 0]).abs() < 1e-4) & ((hi_v - clip[:, 2]).abs() < 1e-4)
     inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)

@@ -152,9 +152,7 @@ class Compose:
         that planning, decoding and the kernels of three batches overlap."""
         source = _as_source(images, self.max_pixels)
         n = len(source)
-        idx = torch.arange(n, dtype=torch.int64) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
-        if idx.shape != (n,):
-            raise ValueError(f"indices must have one entry per image ({n}), got shape {tuple(idx.shape)}")
+        idx = _indices(indices, n)
         first = self.stages[0]
         assert isinstance(first, Stage)
         work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode)
@@ -179,12 +177,12 @@ class Compose:
             x = self._finish_stage(ps)
         return x
 
-    def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: torch.Tensor, final: bool,
+    def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: np.ndarray, final: bool,
                        defer_decode: bool = False) -> _StageWork:
         if isinstance(x, torch.Tensor):  # output of a Lambda: float NCHW in [0, 1]
             x = _tensor_source(x)
         encoded = isinstance(x, EncodedSource)
-        sizes = x.sizes() if encoded else x.sizes.to(torch.float64)
+        sizes = x.sizes() if encoded else x.table.numpy()[:, 1:3].astype(np.float64)
         plan = stage.sample(seed, epoch, idx, sizes)
         out_size = plan.uniform_size() if len(idx) else _fixed_size(stage)
         if out_size is None:
@@ -279,7 +277,7 @@ class _PendingDecode:
     (checks, code streams) happens here, on the planning thread, so that the decoding thread
     (Pipeline's decode_thread) only decodes."""
 
-    def __init__(self, compose: Compose, source: EncodedSource, regions: torch.Tensor) -> None:
+    def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray) -> None:
         self.compose, self.source, self.regions = compose, source, regions
         self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
                                              source.jpeg_headers)
@@ -314,14 +312,14 @@ class Prepared:
 
     seed: int
     epoch: int
-    idx: torch.Tensor
+    idx: np.ndarray  # int64 [N] global sample indices
     first: _StageWork
 
 
 def _fixed_size(stage: Stage) -> tuple[int, int]:
     """The output size of a stage whatever its input (for an empty batch): planned on two
     dummy images of different shapes; an input-dependent size has no answer."""
-    probe = stage.sample(0, 0, torch.arange(2), torch.tensor([[97.0, 131.0], [240.0, 180.0]], dtype=torch.float64))
+    probe = stage.sample(0, 0, np.arange(2), np.array([[97.0, 131.0], [240.0, 180.0]]))
     size = probe.uniform_size()
     if size is None:
         raise ValueError("an empty batch has no output size: these ops give sizes that depend on each image; "
@@ -363,19 +361,19 @@ class EncodedSource:
     def __len__(self) -> int:
         return len(self.blobs)
 
-    def sizes(self) -> torch.Tensor:
+    def sizes(self) -> np.ndarray:
         """float64 [N, 2] displayed (height, width), EXIF orientation applied."""
         rows = [(i.width, i.height) if i.orientation >= 5 else (i.height, i.width) for i in self.infos]
-        return torch.tensor(rows, dtype=torch.float64).view(-1, 2)
+        return np.array(rows, dtype=np.float64).reshape(-1, 2)
 
-    def scales(self, regions: torch.Tensor, min_sizes: torch.Tensor) -> torch.Tensor:
+    def scales(self, regions: np.ndarray, min_sizes: np.ndarray) -> np.ndarray:
         """float64 [N]: the DCT scale each region will be decoded at (known from the headers)."""
         from .decode import dct_scale
 
-        return torch.tensor([dct_scale(info, tuple(r), tuple(m)) for info, r, m in
-                             zip(self.infos, regions.tolist(), min_sizes.tolist())], dtype=torch.float64)
+        return np.array([dct_scale(info, tuple(r), tuple(m)) for info, r, m in
+                         zip(self.infos, regions.tolist(), min_sizes.tolist())], dtype=np.float64)
 
-    def loader(self, regions: torch.Tensor, min_sizes: torch.Tensor, scales: torch.Tensor) -> Callable[[int], torch.Tensor]:
+    def loader(self, regions: np.ndarray, min_sizes: np.ndarray, scales: np.ndarray) -> Callable[[int], torch.Tensor]:
         """load(i): decode sample i's region (at its planned scale) as an HWC uint8 tensor.
         Called on worker threads; errors become SampleError naming the sample."""
         from .decode import decode_region
@@ -395,6 +393,23 @@ class EncodedSource:
             return torch.from_numpy(arr)
 
         return load
+
+
+def _indices(indices: Any, n: int) -> np.ndarray:
+    """int64 [n] global sample indices (default 0..n-1) from a tensor (any device), an array
+    or a sequence."""
+    if indices is None:
+        return np.arange(n, dtype=np.int64)
+    if isinstance(indices, torch.Tensor):
+        indices = indices.detach().cpu().numpy()
+    idx = np.asarray(indices)
+    if idx.size == 0 and n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if idx.shape != (n,):
+        raise ValueError(f"indices must have one entry per image ({n}), got shape {tuple(idx.shape)}")
+    if idx.dtype.kind not in "iu":
+        raise ValueError(f"indices must be integers, got {idx.dtype}")
+    return idx.astype(np.int64, copy=False)
 
 
 def _tensor_source(x: torch.Tensor) -> ImageBatch:

@@ -76,7 +76,6 @@ from .ops._base import (
     check_choice,
     check_range,
     check_size,
-    host,
 )
 
 __all__ = ["CenterResizedCrop", "eval_form", "preprocess"]
@@ -114,20 +113,20 @@ class CenterResizedCrop(GeometryOp):
             raise ValueError(f"ratio must be positive, got {ratio}")
         self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
 
-    def window(self, sizes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def window(self, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
         """(top, left, height, width) float64 [N] each, whole pixels."""
         H, W = sizes[:, 0], sizes[:, 1]
         lo, hi = self.ratio
         aspect = W / H
-        w = torch.where(aspect > hi, torch.round(H * hi), W).clamp_min(1)
-        h = torch.where(aspect < lo, torch.round(W / lo), H).clamp_min(1)
-        return torch.floor((H - h) / 2), torch.floor((W - w) / 2), h, w
+        w = np.maximum(np.where(aspect > hi, np.round(H * hi), W), 1.0)
+        h = np.maximum(np.where(aspect < lo, np.round(W / lo), H), 1.0)
+        return np.floor((H - h) / 2), np.floor((W - w) / 2), h, w
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         top, left, h, w = self.window(sizes)
-        out = torch.tensor(self.size, dtype=torch.float64).expand(sizes.shape[0], 2).clone()
-        sx, sy = host(out[:, 1] / w), host(out[:, 0] / h)
-        return affine(len(sx), a=sx, tx=sx * -host(left), d=sy, ty=sy * -host(top)), out
+        sx, sy = self.size[1] / w, self.size[0] / h
+        out = np.broadcast_to(np.array(self.size, dtype=np.float64), (sizes.shape[0], 2))
+        return affine(len(sx), a=sx, tx=sx * -left, d=sy, ty=sy * -top), out
 
 
 def eval_form(compose: Compose, style: str = "center") -> Compose:

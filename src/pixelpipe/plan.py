@@ -12,15 +12,16 @@ needs, so that decoders can decode only that region, at a reduced DCT scale when
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from .kernels.spec import WarpSpec, is_affine
-from .ops._base import ColorOp, GeometryOp, Op, Params
+from .ops._base import ColorOp, GeometryOp, Op, Params, host
 from .ops.color import Normalize, apply_to_mean, compose, identity
 from .ops.tensor import Lambda
-from .random import Draws, prefix
+from .random import Draws, op_hashes, prefix
 
 _EPS = 1e-6
 
@@ -50,33 +51,39 @@ class Stage:
         return (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
                 f"pointwise[{col}; clamp; {norm}]")
 
-    def sample(self, seed: int, epoch: int, indices: torch.Tensor, sizes: torch.Tensor) -> StagePlan:
-        """Draw every op's parameters and fold them. sizes: float64 [N, 2] input (h, w)."""
+    def sample(self, seed: int, epoch: int, indices: Any, sizes: Any) -> StagePlan:
+        """Draw every op's parameters and fold them. indices: int64 [N] global sample indices
+        and sizes: float64 [N, 2] input (h, w), each a tensor or a numpy array."""
+        sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
-        matrix = np.tile(np.eye(3), (n, 1, 1))  # numpy: cheaper per product than torch
-        cur = sizes.to(torch.float64)
         shared = prefix(seed, epoch, indices)
+        # the leading draws of every op hashed in one evaluation (see random.op_hashes)
+        width = max((op.draws for _, op in self.ops), default=0)
+        blocks = op_hashes(shared, [pos for pos, _ in self.ops], width) if width and n else None
+        matrix: np.ndarray | None = None
+        cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
-        for pos, op in self.ops:
-            draws = Draws(seed, epoch, indices, pos, shared)
+        for k, (pos, op) in enumerate(self.ops):
+            draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[:, k])
             if isinstance(op, GeometryOp):
-                params = op.sample(draws, cur)
-                m, out = op.transform(params, cur)
-                matrix = m.detach().cpu().to(torch.float64).numpy() @ matrix
-                cur = out
+                m, cur = op.transform(op.sample(draws, cur), cur)
+                matrix = m if matrix is None else m @ matrix
             elif isinstance(op, ColorOp):
                 color_params.append((op, op.sample(draws, cur)))
-        return StagePlan(self, torch.from_numpy(matrix), sizes.to(torch.float64), cur, color_params)
+        if matrix is None:
+            matrix = np.zeros((n, 3, 3))
+            matrix[:, 0, 0] = matrix[:, 1, 1] = matrix[:, 2, 2] = 1.0
+        return StagePlan(self, matrix, sizes, np.asarray(cur, dtype=np.float64), color_params)
 
 
 @dataclass
 class StagePlan:
-    """One stage's numbers for one batch."""
+    """One stage's numbers for one batch, as numpy arrays (planning runs on the host)."""
 
     stage: Stage
-    matrix: torch.Tensor  # float64 [N, 3, 3] input -> output
-    in_sizes: torch.Tensor  # float64 [N, 2]
-    out_sizes: torch.Tensor  # float64 [N, 2]
+    matrix: np.ndarray  # float64 [N, 3, 3] input -> output
+    in_sizes: np.ndarray  # float64 [N, 2]
+    out_sizes: np.ndarray  # float64 [N, 2]
     color_params: list[tuple[ColorOp, Params]]
 
     @property
@@ -87,16 +94,16 @@ class StagePlan:
         """The common output (h, w), or None when samples differ."""
         if self.out_sizes.shape[0] == 0:
             return None
-        s = np.round(self.out_sizes.detach().cpu().numpy())
+        s = np.round(self.out_sizes)
         if (s == s[0]).all():
             return (int(s[0, 0]), int(s[0, 1]))
         return None
 
-    def inverse(self) -> torch.Tensor:
+    def inverse(self) -> np.ndarray:
         """float64 [N, 3, 3] output -> input; computed once (regions and warp_spec both need it)."""
         cached = self.__dict__.get("_inverse")
         if cached is None:
-            m = self.matrix.detach().cpu().numpy()
+            m = self.matrix
             if is_affine(m):  # in closed form: a quarter of LAPACK's time for [N, 3, 3]
                 a, b, tx, c, d, ty = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2], m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
                 det = a * d - b * c
@@ -107,8 +114,8 @@ class StagePlan:
                 inv[:, 2, 2] = 1.0
             elif len(m):
                 try:
-                    inv = torch.linalg.inv(self.matrix.detach().cpu()).numpy()
-                except RuntimeError:  # a singular matrix: name the one nearest to it
+                    inv = np.linalg.inv(m)
+                except np.linalg.LinAlgError:  # a singular matrix: name the one nearest to it
                     inv = np.zeros_like(m)
                     inv[int(np.argmin(np.abs(np.linalg.det(m))))] = np.nan
             else:
@@ -118,11 +125,11 @@ class StagePlan:
                 raise ValueError(f"the geometric ops map sample {int(bad.argmax())} (its place in the batch) onto "
                                  "a line or a point: its matrix has no inverse (a zero scale, or a Warp's "
                                  "singular matrix)")
-            cached = torch.from_numpy(inv)
+            cached = inv
             self.__dict__["_inverse"] = cached
         return cached
 
-    def regions(self) -> torch.Tensor:
+    def regions(self) -> np.ndarray:
         """int64 [N, 4] (y0, x0, y1, x1): the source pixels each output needs.
 
         The bounding box of the output rectangle mapped back into the source, rounded outwards,
@@ -132,67 +139,57 @@ class StagePlan:
         """
         n = self.matrix.shape[0]
         if n == 0:
-            return torch.zeros(0, 4, dtype=torch.int64)
-        # numpy: a dozen small ops per batch on the planning thread, where torch's per-op
-        # overhead cost more than the arithmetic
-        inv = self.inverse().detach().cpu().numpy()
-        h, w = self.out_sizes[:, 0].detach().numpy(), self.out_sizes[:, 1].detach().numpy()
+            return np.zeros((0, 4), dtype=np.int64)
+        inv = self.inverse()
+        h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
+        # the two source axes side by side, [N, 2] in (x, y) order
         if is_affine(inv):
             # the extremes of a x + b y + c over the corners: each term at its own extreme
             # (the same sums as at the extreme corner, so the same bits)
-            ext = []
-            for r in range(2):
-                ax, by = inv[:, r, 0] * w, inv[:, r, 1] * h
-                ext.append((np.minimum(ax, 0.0) + np.minimum(by, 0.0) + inv[:, r, 2],
-                            np.maximum(ax, 0.0) + np.maximum(by, 0.0) + inv[:, r, 2]))
-            (umin, umax), (vmin, vmax) = ext
+            ax, by = inv[:, :2, 0] * w, inv[:, :2, 1] * h
+            lo = np.minimum(ax, 0.0) + np.minimum(by, 0.0) + inv[:, :2, 2]
+            hi = np.maximum(ax, 0.0) + np.maximum(by, 0.0) + inv[:, :2, 2]
         else:
             zero = np.zeros_like(h)
-            xs = np.stack([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
-            ys = np.stack([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
+            xs = np.concatenate([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
+            ys = np.concatenate([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
             pz = inv[:, 2, 0:1] * xs + inv[:, 2, 1:2] * ys + inv[:, 2, 2:3]
-            u, v = ((inv[:, r, 0:1] * xs + inv[:, r, 1:2] * ys + inv[:, r, 2:3]) / pz for r in range(2))
-            umin, umax, vmin, vmax = u.min(1), u.max(1), v.min(1), v.max(1)
-        H, W = self.in_sizes[:, 0].detach().numpy(), self.in_sizes[:, 1].detach().numpy()
-        y0 = np.floor(vmin + _EPS)
-        y1 = np.ceil(vmax - _EPS)
-        x0 = np.floor(umin + _EPS)
-        x1 = np.ceil(umax - _EPS)
+            uv = (inv[:, :2, 0:1] * xs[:, None] + inv[:, :2, 1:2] * ys[:, None] + inv[:, :2, 2:3]) / pz[:, None]
+            lo, hi = uv.min(2), uv.max(2)
+        size = self.in_sizes[:, ::-1]  # (w, h)
+        a0 = np.floor(lo + _EPS)
+        a1 = np.ceil(hi - _EPS)
         if self.stage.border in ("reflect", "wrap"):
-            outy = (y0 < 0) | (y1 > H)
-            outx = (x0 < 0) | (x1 > W)
-            y0, y1 = np.where(outy, 0.0, y0), np.where(outy, H, y1)
-            x0, x1 = np.where(outx, 0.0, x0), np.where(outx, W, x1)
-        y0 = np.minimum(np.maximum(y0, 0), H - 1)
-        x0 = np.minimum(np.maximum(x0, 0), W - 1)
-        y1 = np.maximum(np.minimum(y1, H), y0 + 1)
-        x1 = np.maximum(np.minimum(x1, W), x0 + 1)
-        return torch.from_numpy(np.stack([y0, x0, y1, x1], 1)).to(torch.int64)
+            out = (a0 < 0) | (a1 > size)
+            a0, a1 = np.where(out, 0.0, a0), np.where(out, size, a1)
+        a0 = np.minimum(np.maximum(a0, 0), size - 1)
+        a1 = np.maximum(np.minimum(a1, size), a0 + 1)
+        return np.concatenate([a0[:, ::-1], a1[:, ::-1]], 1).astype(np.int64)
 
-    def shrink(self) -> torch.Tensor:
+    def shrink(self) -> np.ndarray:
         """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder
         may reduce the source by up to this factor without losing output detail."""
         inv = self.inverse()
-        h, w = self.out_sizes[:, 0], self.out_sizes[:, 1]
-        sy, sx = [], []
-        for fx, fy in ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)):
-            x, y = fx * w, fy * h
-            pz = inv[:, 2, 0] * x + inv[:, 2, 1] * y + inv[:, 2, 2]
-            u = (inv[:, 0, 0] * x + inv[:, 0, 1] * y + inv[:, 0, 2]) / pz
-            v = (inv[:, 1, 0] * x + inv[:, 1, 1] * y + inv[:, 1, 2]) / pz
-            sx.append(torch.hypot((inv[:, 0, 0] - u * inv[:, 2, 0]) / pz, (inv[:, 0, 1] - u * inv[:, 2, 1]) / pz))
-            sy.append(torch.hypot((inv[:, 1, 0] - v * inv[:, 2, 0]) / pz, (inv[:, 1, 1] - v * inv[:, 2, 1]) / pz))
-        return torch.stack([torch.stack(sy, 1).min(1).values, torch.stack(sx, 1).min(1).values], 1)
+        h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
+        x = np.concatenate([0.0 * w, w, 0.0 * w, w], 1)  # the four corners, [N, 4]
+        y = np.concatenate([0.0 * h, 0.0 * h, h, h], 1)
+        a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
+        pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
+        u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
+        v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
+        sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).min(1)
+        sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).min(1)
+        return np.stack([sy, sx], 1)
 
-    def min_decode_size(self, regions: torch.Tensor) -> torch.Tensor:
+    def min_decode_size(self, regions: np.ndarray) -> np.ndarray:
         """int64 [N, 2]: how small a decoder may make each region (DCT scaling) without going
         below the output's resolution: the region divided by the shrink factor."""
-        s = self.shrink().clamp_min(1.0)
-        hw = (regions[:, 2:] - regions[:, :2]).to(torch.float64)
-        return torch.ceil(hw / s - _EPS).to(torch.int64)
+        s = np.maximum(self.shrink(), 1.0)
+        hw = (regions[:, 2:] - regions[:, :2]).astype(np.float64)
+        return np.ceil(hw / s - _EPS).astype(np.int64)
 
-    def warp_spec(self, out_size: tuple[int, int], regions: torch.Tensor, origin: torch.Tensor | None = None,
-                  scale: torch.Tensor | None = None, antialias: bool = True) -> WarpSpec:
+    def warp_spec(self, out_size: tuple[int, int], regions: np.ndarray, origin: np.ndarray | None = None,
+                  scale: np.ndarray | None = None, antialias: bool = True) -> WarpSpec:
         """The warp for sources stored from `origin` (default 0) at DCT `scale` (default 1).
 
         scale: float64 [N] factors (1, 1/2, 1/4, 1/8) by which each image was reduced.
@@ -201,56 +198,56 @@ class StagePlan:
         """
         n = self.matrix.shape[0]
         inv = self.inverse()
-        img = torch.round(self.in_sizes).to(torch.int64)
-        clip = regions.clone()
-        org = torch.zeros(n, 2, dtype=torch.int64) if origin is None else origin.clone()
+        img = np.round(self.in_sizes).astype(np.int64)
+        clip = np.asarray(regions, dtype=np.int64)
+        org = np.zeros((n, 2), dtype=np.int64) if origin is None else np.asarray(origin, dtype=np.int64)
         if scale is not None:
-            s = scale.to(torch.float64)
-            inv = torch.diag_embed(torch.stack([s, s, torch.ones_like(s)], 1)) @ inv
-            img = torch.ceil(img * s.view(n, 1) - _EPS).to(torch.int64)
-            sc = s.view(n, 1)
-            clip = torch.cat([torch.floor(regions[:, :2] * sc + _EPS), torch.ceil(regions[:, 2:] * sc - _EPS)], 1).to(torch.int64)
-            clip = torch.minimum(clip, img.repeat(1, 2))
-            org = torch.floor(org * sc + _EPS).to(torch.int64)
+            sc = np.asarray(scale, dtype=np.float64).reshape(n, 1)
+            inv = inv * np.concatenate([sc, sc, np.ones_like(sc)], 1)[:, :, None]  # diag(s, s, 1) @ inv
+            img = np.ceil(img * sc - _EPS).astype(np.int64)
+            clip = np.concatenate([np.floor(clip[:, :2] * sc + _EPS), np.ceil(clip[:, 2:] * sc - _EPS)], 1).astype(np.int64)
+            clip = np.minimum(clip, np.tile(img, 2))
+            org = np.floor(org * sc + _EPS).astype(np.int64)
         return WarpSpec(inv, img, org, clip, out_size, self.stage.interpolation, self.stage.border,
                         self.stage.fill, antialias)
 
-    def color_matrix(self, means: torch.Tensor | None) -> torch.Tensor | None:
+    def color_matrix(self, means: Any) -> torch.Tensor | None:
         """Fold the colour ops into float64 [N, 3, 4] (None when there are none).
 
-        means: the warped images' mean colours [N, 3], or None; or [K, N, 3], K candidate mean
-        colours per sample folded in one evaluation, giving [K, N, 3, 4]: the GPU path needs
-        the chain at four mean colours per batch (see ColorOp.stacked_means)."""
+        means: the warped images' mean colours [N, 3] (a tensor or numpy), or None; or
+        [K, N, 3], K candidate mean colours per sample folded in one evaluation, giving
+        [K, N, 3, 4]: the GPU path needs the chain at four mean colours per batch (see
+        ColorOp.stacked_means). A tensor, for the pointwise pass."""
         if not self.color_params:
             return None
         n = self.matrix.shape[0]
-        return torch.from_numpy(_fold_colors(self.color_params, means, n))
+        return torch.from_numpy(_fold_colors(self.color_params, None if means is None else host(means), n))
 
 
 def _tile(value: object, k: int, n: int) -> object:
-    """A per-sample parameter (a tensor with N rows) repeated k times along its rows."""
-    if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == n:
-        return value.repeat(k, *([1] * (value.dim() - 1)))
+    """A per-sample parameter (an array with N rows) repeated k times along its rows."""
+    if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n:
+        return np.tile(value, (k,) + (1,) * (value.ndim - 1))
     return value
 
 
 def _color_of(op: ColorOp, params: Params, mean: np.ndarray | None, n: int) -> np.ndarray:
-    """op's colour maps as numpy: [N, 3, 4], or [K, N, 3, 4] for means [K, N, 3] (ops without
+    """op's colour maps: [N, 3, 4], or [K, N, 3, 4] for means [K, N, 3] (ops without
     `stacked_means` see their parameters tiled K times)."""
     if not op.needs_mean:
         mean = None
     if mean is not None and mean.ndim == 3 and not op.stacked_means:
         k = mean.shape[0]
         tiled = {name: _tile(v, k, n) for name, v in params.items()}
-        m = op.color(tiled, torch.from_numpy(mean.reshape(k * n, 3))).reshape(k, n, 3, 4)
+        m = host(op.color(tiled, mean.reshape(k * n, 3))).reshape(k, n, 3, 4)
     else:
-        m = op.color(params, None if mean is None else torch.from_numpy(mean))
-    return m.detach().cpu().to(torch.float64).numpy()
+        m = host(op.color(params, mean))
+    return m
 
 
-def _fold_colors(color_params: list[tuple[ColorOp, Params]], means: torch.Tensor | None, n: int) -> np.ndarray:
-    """The chain folded into [N, 3, 4] (or [K, N, 3, 4] for means [K, N, 3]), in numpy."""
-    mean = np.zeros((n, 3)) if means is None else means.detach().cpu().to(torch.float64).numpy()
+def _fold_colors(color_params: list[tuple[ColorOp, Params]], means: np.ndarray | None, n: int) -> np.ndarray:
+    """The chain folded into [N, 3, 4] (or [K, N, 3, 4] for means [K, N, 3])."""
+    mean = np.zeros((n, 3)) if means is None else means
     total = identity(n)
     for op, params in color_params:
         m = _color_of(op, params, mean, n)

@@ -9,12 +9,13 @@ or after a resume gets the same augmentation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["Draws", "hash32", "uniform"]
+__all__ = ["Draws", "hash32", "op_hashes", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -117,12 +118,27 @@ def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) ->
     return _unit(hash32(seed, epoch, indices, op, draw))
 
 
-def prefix(seed: int, epoch: int, indices: torch.Tensor) -> np.ndarray:
+def prefix(seed: int, epoch: int, indices: Any) -> np.ndarray:
     """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
     once per batch instead of once per op. Computed on the host whatever the indices' device
-    (the same bits as on it)."""
-    indices = torch.as_tensor(indices, dtype=torch.int64).cpu().reshape(-1)
+    (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy)."""
+    if isinstance(indices, torch.Tensor):
+        indices = indices.detach().to(torch.int64).cpu().reshape(-1)
+    else:
+        indices = torch.from_numpy(np.asarray(indices, dtype=np.int64).reshape(-1))
     return _fold_numpy(0x5EED1234, (int(seed), int(epoch), indices))
+
+
+def op_hashes(prefix: np.ndarray, ops: Sequence[int], draws: int) -> np.ndarray:
+    """uint32 [N, K, D]: hash32(seed, epoch, index, ops[k], d) for every op k and draw d < draws,
+    from the batch's prefix (uint32 [N]), for all ops of a stage in one evaluation: the same
+    bits as folding each op and each draw separately (the fold is elementwise, so it
+    broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead,
+    not arithmetic on a few thousand numbers)."""
+    ops_arr = torch.tensor(list(ops), dtype=torch.int64).view(1, -1)
+    state = _fold_numpy(prefix.reshape(-1, 1), (ops_arr,))  # [N, K]
+    d = torch.arange(draws, dtype=torch.int64).view(1, 1, -1)
+    return _mix_u32(_fold_numpy(state[:, :, None], (d,)))
 
 
 _BLOCK = 8  # single draws hashed together (see Draws._hash_np)
@@ -142,22 +158,40 @@ class Draws:
     [N] tensors costs more than the arithmetic.
     """
 
-    def __init__(self, seed: int, epoch: int, indices: torch.Tensor, op: int, prefix: Any = None) -> None:
+    def __init__(self, seed: int, epoch: int, indices: Any, op: int, prefix: Any = None,
+                 block: np.ndarray | None = None) -> None:
         self.seed, self.epoch, self.op = int(seed), int(epoch), int(op)
-        self.indices = torch.as_tensor(indices, dtype=torch.int64)
+        self._indices = indices  # int64 [N]: a tensor (any device) or numpy; see `indices`
         # the hash state after (seed, epoch, indices), which every op of a batch shares
         # (`prefix(seed, epoch, indices)`); None: folded here on the first draw
         self._prefix = prefix
         self._state: np.ndarray | None = None  # the prefix with this op folded in
-        self._blocks: dict[int, np.ndarray] = {}  # draw // _BLOCK -> uint32 hashes [N, _BLOCK]
+        # draw // _BLOCK -> uint32 hashes [N, _BLOCK]; `block` ([N, D], `op_hashes` of a stage)
+        # holds draws 0..D-1 already
+        self._blocks: dict[int, np.ndarray] = {}
+        self._given = block
+
+    @property
+    def indices(self) -> torch.Tensor:
+        """int64 [N] global sample indices, as a tensor (on the device they came on)."""
+        if not isinstance(self._indices, torch.Tensor):
+            self._indices = torch.as_tensor(np.asarray(self._indices, dtype=np.int64))
+        return self._indices
 
     def _hash_np(self, draw: int | np.ndarray) -> np.ndarray:
         """hash32(seed, epoch, index, op, draw) per sample as uint32 numpy: [N] for an int draw,
         [N, D] for a [D] array of draws. Single draws are hashed _BLOCK at a time and kept (an
         op draws a handful of numbers, and a hash of [N, 8] costs little more than one of [N]:
-        the per-call overhead dominates)."""
+        the per-call overhead dominates); a stage hands each op its first draws (`block`)."""
+        given = self._given
+        if given is not None:
+            if isinstance(draw, np.ndarray):
+                if draw.size and 0 <= draw.min() and draw.max() < given.shape[1]:
+                    return given[:, draw]
+            elif 0 <= draw < given.shape[1]:
+                return given[:, draw]
         if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
-            pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self.indices)
+            pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
             self._state = _fold_numpy(pre, (self.op,))
         if isinstance(draw, np.ndarray):
             return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (torch.from_numpy(draw.reshape(1, -1)),)))
@@ -171,7 +205,7 @@ class Draws:
         return _mix_u32(_fold_numpy(self._state, (draw,)))
 
     def __len__(self) -> int:
-        return int(self.indices.numel())
+        return int(self._indices.shape[0])
 
     def uniform_np(self, draw: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
         """uniform() as a float32 numpy array."""

@@ -47,7 +47,7 @@ def color_slopes(n: int, make_pointwise: Callable[[torch.Tensor | None], Pointwi
     probes = np.zeros((4, n, 3))  # mu = 0, then the three unit colours
     for k in range(3):
         probes[k + 1, :, k] = 1.0
-    folded = make_pointwise(torch.from_numpy(probes))
+    folded = make_pointwise(probes)
     c = folded.color  # only colour ops need means: there is a chain
     assert c is not None
     c = c.detach().cpu().numpy()

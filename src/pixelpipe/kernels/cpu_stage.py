@@ -154,11 +154,6 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
         raise min(failed, key=lambda f: f[0])[1]
 
 
-def _subset_spec(spec: WarpSpec, rows: torch.Tensor) -> WarpSpec:
-    return WarpSpec(spec.inverse[rows], spec.image_size[rows], spec.origin[rows], spec.clip[rows],
-                    spec.out_size, spec.interpolation, spec.border, spec.fill, spec.antialias)
-
-
 def _reference(load: Callable[[int], torch.Tensor], spec: WarpSpec, rows: torch.Tensor,
                map_fn: MapFn) -> torch.Tensor:
     images = list(map_fn(load, rows.tolist()))
@@ -168,8 +163,8 @@ def _reference(load: Callable[[int], torch.Tensor], spec: WarpSpec, rows: torch.
         sizes = [im.shape for im in images]
         offs = torch.tensor([0] + [h * w * c for h, w, c in sizes]).cumsum(0)[:-1]
         table = torch.tensor([[int(o), h, w, c] for o, (h, w, c) in zip(offs, sizes)], dtype=torch.int64)
-        return warp_reference(flat, table, _subset_spec(spec, rows))
-    return warp_reference(sub.data, sub.table, _subset_spec(spec, rows))
+        return warp_reference(flat, table, spec[rows.numpy()])
+    return warp_reference(sub.data, sub.table, spec[rows.numpy()])
 
 
 def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
@@ -234,8 +229,8 @@ def longest_first(spec: WarpSpec) -> list[int]:
     The estimate, from the spec alone: the entropy decoding of every row down to the region's
     last (its image's width times the region's bottom) plus the region's area (IDCT, colour
     conversion, resize), in decoded pixels."""
-    clip = spec.clip.cpu().numpy()
-    width = spec.image_size.cpu().numpy()[:, 1]
+    clip = spec.clip
+    width = spec.image_size[:, 1]
     cost = clip[:, 2] * width + (clip[:, 2] - clip[:, 0]) * (clip[:, 3] - clip[:, 1])
     return np.argsort(-cost, kind="stable").tolist()
 

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+_AFFINE_ROW = np.array([0.0, 0.0, 1.0])
+
 
 def is_affine(m: np.ndarray) -> bool:
     """True when every matrix of m [N, 3, 3] has the last row (0, 0, 1): no perspective."""
-    return bool((m[:, 2, 0] == 0).all() and (m[:, 2, 1] == 0).all() and (m[:, 2, 2] == 1).all())
+    return bool((m[:, 2] == _AFFINE_ROW).all())
 
 
 @dataclass
@@ -22,7 +25,7 @@ class WarpSpec:
     inverse @ (x, y, 1) after perspective division, in *image* coordinates: those of the image
     as decoded (at DCT scale when the decoder reduced it), pixel (r, c) covering [c, c+1) x [r, r+1).
 
-    Attributes:
+    Attributes (numpy arrays: the planner makes them on the host, per batch):
         inverse: float64 [N, 3, 3], output -> image coordinates.
         image_size: int64 [N, 2] (height, width) of the image; the border rule applies beyond it.
         origin: int64 [N, 2] (y, x): buffer pixel (0, 0) of the stored sample is image pixel
@@ -39,10 +42,10 @@ class WarpSpec:
             inverse map, per output pixel) when the warp shrinks.
     """
 
-    inverse: torch.Tensor
-    image_size: torch.Tensor
-    origin: torch.Tensor
-    clip: torch.Tensor
+    inverse: np.ndarray
+    image_size: np.ndarray
+    origin: np.ndarray
+    clip: np.ndarray
     out_size: tuple[int, int]
     interpolation: str = "bilinear"
     border: str = "constant"
@@ -52,7 +55,19 @@ class WarpSpec:
     def __len__(self) -> int:
         return int(self.inverse.shape[0])
 
-    def max_scale(self) -> torch.Tensor:
+    def __post_init__(self) -> None:
+        # tensors given (by a test or an older caller) become the arrays every consumer reads
+        self.inverse = _array(self.inverse, np.float64)
+        self.image_size = _array(self.image_size, np.int64)
+        self.origin = _array(self.origin, np.int64)
+        self.clip = _array(self.clip, np.int64)
+
+    def __getitem__(self, rows: Any) -> WarpSpec:
+        """The spec of some samples (an index array, a boolean mask or a slice)."""
+        return WarpSpec(self.inverse[rows], self.image_size[rows], self.origin[rows], self.clip[rows],
+                        self.out_size, self.interpolation, self.border, self.fill, self.antialias)
+
+    def max_scale(self) -> np.ndarray:
         """float64 [N, 2] (y, x): per sample, the largest antialiasing stretch over the output
         (sampled on a 3x3 grid of points), within [1, MAX_AA_SCALE]. Every implementation clamps
         the per-pixel stretch to this, which bounds the number of taps per sample."""
@@ -62,53 +77,58 @@ class WarpSpec:
         if cached is not None:
             return cached
         n = len(self)
+        inv = self.inverse
         if not self.antialias or self.interpolation == "nearest" or n == 0:
-            return torch.ones(n, 2, dtype=torch.float64)
-        # numpy, all nine points at once: this runs per batch on the planning thread, where
-        # torch's per-op overhead on [N] tensors made it a millisecond
-        inv = self.inverse.detach().cpu().to(torch.float64).numpy()
-        if is_affine(inv):
+            best = np.ones((n, 2))
+        elif is_affine(inv):
             # affine: the Jacobian is the same everywhere, and the grid below reduces to this
             # exactly (pz = 1, the u and v terms vanish)
-            best = np.stack([np.hypot(inv[:, 1, 0], inv[:, 1, 1]), np.hypot(inv[:, 0, 0], inv[:, 0, 1])], 1)
-            self.__dict__["_max_scale"] = torch.from_numpy(np.clip(best, 1.0, MAX_AA_SCALE))
-            return self.__dict__["_max_scale"]
-        H, W = self.out_size
-        f = np.array([0.0, 0.5, 1.0])
-        x, y = np.tile(f * W, 3), np.repeat(f * H, 3)  # [9]: (x, y) over the 3x3 grid
-        a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
-        pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
-        u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
-        v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
-        sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).max(1)
-        sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).max(1)
-        self.__dict__["_max_scale"] = torch.from_numpy(np.clip(np.stack([sy, sx], 1), 1.0, MAX_AA_SCALE))
+            best = np.hypot(inv[:, 1::-1, 0], inv[:, 1::-1, 1])  # rows v then u: (y, x)
+        else:
+            H, W = self.out_size
+            f = np.array([0.0, 0.5, 1.0])
+            x, y = np.tile(f * W, 3), np.repeat(f * H, 3)  # [9]: (x, y) over the 3x3 grid
+            a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
+            pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
+            u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
+            v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
+            sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).max(1)
+            sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).max(1)
+            best = np.stack([sy, sx], 1)
+        self.__dict__["_max_scale"] = np.clip(best, 1.0, MAX_AA_SCALE)
         return self.__dict__["_max_scale"]
 
-    def taps(self) -> torch.Tensor:
+    def taps(self) -> np.ndarray:
         """int64 [N, 2] (y, x): filter taps per axis each sample needs: ceil(2 R s), or 1 for
         nearest. Taps sit strictly inside (u - R s, u + R s) around the source point (the
         filters vanish at +-R)."""
         from .filters import SUPPORT
 
         if self.interpolation == "nearest":
-            return torch.ones(len(self), 2, dtype=torch.int64)
+            return np.ones((len(self), 2), dtype=np.int64)
         r = SUPPORT[self.interpolation]
-        taps = np.ceil(2 * r * self.max_scale().numpy() - 1e-9).astype(np.int64)
-        return torch.from_numpy(np.maximum(taps, 1))
-
-    def packed(self) -> torch.Tensor:
-        """float64 [N, 21]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1,
-        max scale y, x, taps y, x. One row per sample for kernels."""
-        return torch.from_numpy(self.packed_np())
+        return np.maximum(np.ceil(2 * r * self.max_scale() - 1e-9).astype(np.int64), 1)
 
     def packed_np(self) -> np.ndarray:
-        """`packed` as numpy (what the kernel's upload takes: no torch CPU op on the way)."""
+        """float64 [N, 21]: inverse (9), image h, w, origin y, x, clip y0, x0, y1, x1, max
+        scale y, x, taps y, x. One row per sample for kernels, written in place (one array, no
+        concatenation of converted parts)."""
         n = len(self)
-        # numpy: once per batch on the planning thread (torch's cat and casts cost twice as much)
-        host = lambda t: t.detach().cpu().numpy().reshape(n, -1)
-        return np.concatenate([host(self.inverse), host(self.image_size), host(self.origin),
-                               host(self.clip), host(self.max_scale()), host(self.taps())], 1, dtype=np.float64)
+        out = np.empty((n, 21))
+        out[:, 0:9] = self.inverse.reshape(n, 9)
+        out[:, 9:11] = self.image_size
+        out[:, 11:13] = self.origin
+        out[:, 13:17] = self.clip
+        out[:, 17:19] = self.max_scale()
+        out[:, 19:21] = self.taps()
+        return out
+
+
+def _array(x: Any, dtype: type) -> np.ndarray:
+    """x (a tensor or array-like) as a numpy array of dtype (no copy when it is one already)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
 
 
 @dataclass

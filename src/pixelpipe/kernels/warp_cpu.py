@@ -58,7 +58,7 @@ def classify(spec: WarpSpec) -> torch.Tensor:
     kind = np.full(n, REFERENCE, dtype=np.int64)
     if n == 0 or spec.interpolation == "nearest" or not spec.antialias:
         return torch.from_numpy(kind)
-    inv = spec.inverse.detach().cpu().to(torch.float64).numpy()
+    inv = spec.inverse
     H, W = spec.out_size
     aligned = (np.abs(inv[:, 0, 1]) < _TOL) & (np.abs(inv[:, 1, 0]) < _TOL) & (np.abs(inv[:, 2, 0]) < _TOL) \
         & (np.abs(inv[:, 2, 1]) < _TOL) & (np.abs(inv[:, 2, 2] - 1) < _TOL)
@@ -66,8 +66,8 @@ def classify(spec: WarpSpec) -> torch.Tensor:
     v0, v1 = inv[:, 1, 2], inv[:, 1, 1] * H + inv[:, 1, 2]
     lo_u, hi_u = np.minimum(u0, u1), np.maximum(u0, u1)
     lo_v, hi_v = np.minimum(v0, v1), np.maximum(v0, v1)
-    clip = spec.clip.cpu().numpy().astype(np.float64)
-    img = spec.image_size.cpu().numpy().astype(np.float64)
+    clip = spec.clip.astype(np.float64)
+    img = spec.image_size.astype(np.float64)
     exact = (np.abs(lo_u - clip[:, 1]) < 1e-4) & (np.abs(hi_u - clip[:, 3]) < 1e-4) \
         & (np.abs(lo_v - clip[:, 0]) < 1e-4) & (np.abs(hi_v - clip[:, 2]) < 1e-4)
     inside = (lo_u >= -1e-9) & (lo_v >= -1e-9) & (hi_u <= img[:, 1] + 1e-9) & (hi_v <= img[:, 0] + 1e-9)
@@ -96,7 +96,7 @@ class SampleRows:
 
 def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
     """The SampleRows of a batch; kind: its classify()."""
-    inv = spec.inverse.detach().cpu().numpy()  # numpy: no GIL handover per op (see classify)
+    inv = spec.inverse
     return SampleRows(kind.tolist(), spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
                       (inv[:, 1, 1] < 0).tolist())
 
@@ -240,7 +240,5 @@ def warp_cpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec,
         pass
     rest = (kind == REFERENCE).nonzero().flatten()
     if len(rest):
-        sub = WarpSpec(spec.inverse[rest], spec.image_size[rest], spec.origin[rest], spec.clip[rest],
-                       spec.out_size, spec.interpolation, spec.border, spec.fill, spec.antialias)
-        out[rest] = warp_reference(data, table[rest], sub).to(out.dtype)
+        out[rest] = warp_reference(data, table[rest], spec[rest.numpy()]).to(out.dtype)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .filters import SUPPORT, border_index, filter_weight
@@ -60,7 +61,8 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     if n == 0:
         return torch.zeros(0, H, W, 3, dtype=torch.float32, device=dev)
     f64 = torch.float64
-    inv = spec.inverse.to(dev, f64)
+    t = lambda a: torch.from_numpy(a).to(dev)  # the spec's numpy arrays, on the data's device
+    inv = t(spec.inverse)
     ys = torch.arange(H, device=dev, dtype=f64) + 0.5
     xs = torch.arange(W, device=dev, dtype=f64) + 0.5
     y, x = torch.meshgrid(ys, xs, indexing="ij")
@@ -68,7 +70,7 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     pz = m[:, 6] * x + m[:, 7] * y + m[:, 8]
     u = (m[:, 0] * x + m[:, 1] * y + m[:, 2]) / pz
     v = (m[:, 3] * x + m[:, 4] * y + m[:, 5]) / pz
-    limit = spec.max_scale().to(dev)
+    limit = t(spec.max_scale())
     if spec.antialias and spec.interpolation != "nearest":
         sx = torch.hypot((m[:, 0] - u * m[:, 6]) / pz, (m[:, 1] - u * m[:, 7]) / pz)
         sy = torch.hypot((m[:, 3] - v * m[:, 6]) / pz, (m[:, 4] - v * m[:, 7]) / pz)
@@ -77,7 +79,7 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
     else:
         sx = sy = torch.ones_like(u)
     taps = spec.taps()
-    col = lambda t: t.to(dev).view(n, 1, 1)
+    col = lambda a: t(np.ascontiguousarray(a)).view(n, 1, 1)
     img_h, img_w = col(spec.image_size[:, 0]), col(spec.image_size[:, 1])
 
     oy, ox = col(spec.origin[:, 0]), col(spec.origin[:, 1])

@@ -3,9 +3,13 @@
 An op never touches pixels. It *samples* per-sample parameters from a `Draws` and states its
 contribution: a geometric op a forward 3x3 matrix (input pixel coordinates -> output pixel
 coordinates) plus the output size; a colour op a 3x4 affine colour matrix; a Lambda a function
-on the whole tensor. The planner (pixelpipe.plan) folds these into one warp and one pointwise
-pass. Coordinates are continuous: pixel (row i, column j) covers [j, j+1) x [i, i+1), its centre
-is (j + 0.5, i + 0.5); matrices act on column vectors (x, y, 1).
+on the whole tensor. Parameters, sizes and matrices are numpy float64 arrays with one row per
+sample: planning runs on the host once per batch, on a few hundred numbers, where each torch
+call on the CPU costs more than the arithmetic (a millisecond per batch on a 16-core GPU host);
+torch is for pixels (`Warp` hands a user's function tensors). The planner (pixelpipe.plan)
+folds these into one warp and one pointwise pass. Coordinates are continuous: pixel (row i,
+column j) covers [j, j+1) x [i, i+1), its centre is (j + 0.5, i + 0.5); matrices act on column
+vectors (x, y, 1).
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from ..random import Draws
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 BORDERS = ("constant", "reflect", "replicate", "wrap")
 
-Params = dict[str, torch.Tensor]
+Params = dict[str, np.ndarray]
 
 
 class Op:
     """Base of every op. `kind` is "geometry", "color" or "tensor"."""
 
     kind: str = "op"
+    # how many leading draws (0..draws-1) sample() uses: a stage hashes them for all its ops in
+    # one evaluation (`random.op_hashes`); draws beyond are hashed when asked for
+    draws: int = 0
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         """Draw this op's per-sample parameters. sizes: float64 [N, 2] (height, width)."""
         return {}
 
@@ -54,7 +61,7 @@ class GeometryOp(Op):
     border: str | None = None
     fill: tuple[float, ...] | None = None
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (matrix float64 [N, 3, 3], output sizes float64 [N, 2] of (height, width))."""
         raise NotImplementedError
 
@@ -64,7 +71,7 @@ class ColorOp(Op):
 
     kind = "color"
 
-    def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
+    def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
         """Return float64 [N, 3, 4]: out = A @ rgb + b. `means` ([N, 3], the per-sample mean
         colour of the image entering this op) is given to ops with `needs_mean = True`."""
         raise NotImplementedError
@@ -153,17 +160,19 @@ def check_fill(fill: Any) -> tuple[float, ...] | None:
 
 # ----------------------------------------------------------------------------- matrix helpers
 def affine(n: int, a: Any = 1.0, b: Any = 0.0, tx: Any = 0.0, c: Any = 0.0, d: Any = 1.0,
-           ty: Any = 0.0) -> torch.Tensor:
+           ty: Any = 0.0) -> np.ndarray:
     """float64 [N, 3, 3] matrices [[a, b, tx], [c, d, ty], [0, 0, 1]] from per-sample numpy
-    arrays [N] or numbers: built in numpy (the planner makes a few per batch on the host,
-    where torch's per-call overhead costs more than the arithmetic)."""
+    arrays [N] or numbers."""
     m = np.zeros((n, 3, 3))
     m[:, 0, 0], m[:, 0, 1], m[:, 0, 2] = a, b, tx
     m[:, 1, 0], m[:, 1, 1], m[:, 1, 2] = c, d, ty
     m[:, 2, 2] = 1.0
-    return torch.from_numpy(m)
+    return m
 
 
-def host(t: torch.Tensor) -> np.ndarray:
-    """A per-sample tensor's values as a float64 numpy array (no copy for CPU float64)."""
-    return t.detach().cpu().to(torch.float64).numpy()
+def host(t: Any) -> np.ndarray:
+    """Per-sample values as a float64 numpy array: a tensor (any device) or an array (no copy
+    when it is float64 already)."""
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(t, dtype=np.float64)

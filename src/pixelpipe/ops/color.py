@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..random import Draws
-from ._base import ColorOp, Op, Params, check_prob, check_range, host
+from ._base import ColorOp, Op, Params, check_prob, check_range
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]
 
@@ -111,8 +111,9 @@ class ColorJitter(ColorOp):
                 "saturation": self.saturation or 0, "hue": self.hue or 0, "p": self.p}
 
     stacked_means = True  # color() takes means [K, N, 3] too: the chain at K mean colours at once
+    draws = 5
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         n = len(draws)
         on = draws.bernoulli_np(0, self.p)
         factors = {}
@@ -120,10 +121,10 @@ class ColorJitter(ColorOp):
             rng = getattr(self, name)
             base = 0.0 if name == "hue" else 1.0
             f = draws.uniform_np(1 + k, *rng).astype(np.float64) if rng is not None else np.full(n, base)
-            factors[name] = torch.from_numpy(np.where(on, f, base))
+            factors[name] = np.where(on, f, base)
         return factors
 
-    def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
+    def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
         """[N, 3, 4], or [K, N, 3, 4] for means [K, N, 3].
 
         With one clamp after the whole chain the four steps commute, so no order is drawn:
@@ -135,10 +136,10 @@ class ColorJitter(ColorOp):
         x -> b c S(s) H(h) x + b (1 - c) grey(mean) (1, 1, 1), whatever the order.
         """
         # numpy, closed form: a dozen small ops per batch on the planning thread
-        b, c, s, h = (host(params[k]) for k in ("brightness", "contrast", "saturation", "hue"))
+        b, c, s, h = (params[k] for k in ("brightness", "contrast", "saturation", "hue"))
         n = b.shape[0]
-        stacked = means is not None and means.dim() == 3
-        mu = np.zeros((1, n, 3)) if means is None else host(means)
+        stacked = means is not None and means.ndim == 3
+        mu = np.zeros((1, n, 3)) if means is None else means
         mu = mu if stacked else mu.reshape(1, n, 3)
         a = 2 * math.pi * h
         # S(s) H(h) = YIQ^-1 diag(1, s, s) R(a) YIQ, and b c scales it
@@ -147,7 +148,7 @@ class ColorJitter(ColorOp):
         out = np.empty((mu.shape[0], n, 3, 4))
         out[..., :3] = linear
         out[..., 3] = (b * (1 - c) * (mu @ _GREY_NP))[..., None]
-        return torch.from_numpy(out if stacked else out[0])
+        return out if stacked else out[0]
 
 
 class RandomGrayscale(ColorOp):
@@ -156,14 +157,16 @@ class RandomGrayscale(ColorOp):
     def __init__(self, p: float = 0.1) -> None:
         self.p = check_prob("p", p)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        return {"grey": torch.from_numpy(draws.bernoulli_np(0, self.p))}
+    draws = 1
 
-    def color(self, params: Params, means: torch.Tensor | None) -> torch.Tensor:
-        keep = np.where(params["grey"].detach().cpu().numpy(), 0.0, 1.0)
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        return {"grey": draws.bernoulli_np(0, self.p)}
+
+    def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
+        keep = np.where(params["grey"], 0.0, 1.0)
         m = np.zeros((keep.shape[0], 3, 4))
         m[:, :, :3] = _grey_blend(keep)
-        return torch.from_numpy(m)
+        return m
 
 
 class Normalize(Op):

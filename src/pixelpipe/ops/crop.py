@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..random import Draws
 from ._base import (
@@ -19,7 +18,6 @@ from ._base import (
     check_fill,
     check_range,
     check_size,
-    host,
 )
 
 __all__ = ["Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad"]
@@ -57,25 +55,25 @@ class Resize(GeometryOp):
         self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
         self.border = check_choice("border", border, BORDERS)
 
-    def output_size(self, sizes: torch.Tensor) -> torch.Tensor:
+    def output_size(self, sizes: np.ndarray) -> np.ndarray:
         h, w = sizes[:, 0], sizes[:, 1]
         if isinstance(self.size, tuple):
-            return torch.stack([torch.full_like(h, self.size[0]), torch.full_like(w, self.size[1])], 1)
-        short, long = torch.minimum(h, w), torch.maximum(h, w)
-        new_short = torch.full_like(short, float(self.size))
-        new_long = torch.floor(self.size * long / short)
+            return np.broadcast_to(np.array(self.size, dtype=np.float64), sizes.shape).copy()
+        short, long = np.minimum(h, w), np.maximum(h, w)
+        new_short = np.full_like(short, float(self.size))
+        new_long = np.floor(self.size * long / short)
         if self.max_size is not None:  # torchvision's rule: rescale from the uncapped size
             over = new_long > self.max_size
-            new_short = torch.where(over, torch.floor(self.max_size * new_short / new_long.clamp_min(1)), new_short)
-            new_long = torch.where(over, torch.full_like(long, float(self.max_size)), new_long)
+            new_short = np.where(over, np.floor(self.max_size * new_short / np.maximum(new_long, 1)), new_short)
+            new_long = np.where(over, float(self.max_size), new_long)
         wide = w >= h  # the height is the short side
-        out_h = torch.where(wide, new_short, new_long)
-        out_w = torch.where(wide, new_long, new_short)
-        return torch.stack([out_h.clamp_min(1), out_w.clamp_min(1)], 1)
+        out = np.stack([np.where(wide, new_short, new_long), np.where(wide, new_long, new_short)], 1)
+        return np.maximum(out, 1.0)
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = self.output_size(sizes)
-        return affine(len(out), a=host(out[:, 1] / sizes[:, 1]), d=host(out[:, 0] / sizes[:, 0])), out
+        scale = out / sizes
+        return affine(len(out), a=scale[:, 1], d=scale[:, 0]), out
 
 
 def _anchor(value: Any) -> tuple[tuple[float, float], bool]:
@@ -123,23 +121,23 @@ class Crop(GeometryOp):
         anchor = self.anchor if self._relative else tuple(int(v) for v in self.anchor)
         return {"size": self.size, "anchor": anchor, "border": self.border, "fill": self.fill}
 
-    def _box(self, sizes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _box(self, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
         H, W = sizes[:, 0], sizes[:, 1]
         hw = []
         for v, full in zip(self.size, (H, W)):
-            hw.append(torch.full_like(full, float(v)) if isinstance(v, int) else torch.round(v * full).clamp_min(1))
+            hw.append(np.full_like(full, float(v)) if isinstance(v, int) else np.maximum(np.round(v * full), 1.0))
         h, w = hw
         if self._relative:
-            top = torch.round(self.anchor[0] * (H - h))
-            left = torch.round(self.anchor[1] * (W - w))
+            top = np.round(self.anchor[0] * (H - h))
+            left = np.round(self.anchor[1] * (W - w))
         else:
-            top = torch.full_like(H, self.anchor[0])
-            left = torch.full_like(W, self.anchor[1])
+            top = np.full_like(H, self.anchor[0])
+            left = np.full_like(W, self.anchor[1])
         return top, left, h, w
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         top, left, h, w = self._box(sizes)
-        return affine(len(top), tx=-host(left), ty=-host(top)), torch.stack([h, w], 1)
+        return affine(len(top), tx=-left, ty=-top), np.stack([h, w], 1)
 
 
 class CenterCrop(Crop):
@@ -166,6 +164,7 @@ class RandomResizedCrop(GeometryOp):
     """
 
     TRIES = 10
+    draws = 2 * TRIES + 2
 
     def __init__(self, size: int | tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
                  ratio: tuple[float, float] = (3 / 4, 4 / 3), interpolation: str | None = None) -> None:
@@ -179,11 +178,8 @@ class RandomResizedCrop(GeometryOp):
             raise ValueError(f"ratio must be positive, got {ratio}")
         self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        # numpy: some forty small ops per batch on the planning thread (no torch op: on the
-        # caller's thread torch's exp woke a 16-thread OpenMP team, about 1 ms per batch)
-        hw = host(sizes)
-        H, W = hw[:, 0], hw[:, 1]
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        H, W = sizes[:, 0], sizes[:, 1]
         area = (H * W)[:, None]
         u = draws.uniforms_np(2 * self.TRIES + 2).astype(np.float64)
         u_area, u_ratio = u[:, 0 : 2 * self.TRIES : 2], u[:, 1 : 2 * self.TRIES : 2]
@@ -208,14 +204,13 @@ class RandomResizedCrop(GeometryOp):
         left = np.minimum(np.floor(u_left * (W - w + 1)), W - w)
         top = np.where(fallback, np.floor((H - h) / 2), top)
         left = np.where(fallback, np.floor((W - w) / 2), left)
-        return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
-                (("top", top), ("left", left), ("height", h), ("width", w))}
+        return {"top": top, "left": left, "height": h, "width": w}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = sizes.shape[0]
-        sy, sx = self.size[0] / host(params["height"]), self.size[1] / host(params["width"])
-        m = affine(n, a=sx, tx=sx * -host(params["left"]), d=sy, ty=sy * -host(params["top"]))
-        return m, torch.from_numpy(np.tile(np.array([float(self.size[0]), float(self.size[1])]), (n, 1)))
+        sy, sx = self.size[0] / params["height"], self.size[1] / params["width"]
+        m = affine(n, a=sx, tx=sx * -params["left"], d=sy, ty=sy * -params["top"])
+        return m, np.broadcast_to(np.array(self.size, dtype=np.float64), (n, 2))
 
 
 class Pad(GeometryOp):
@@ -241,8 +236,6 @@ class Pad(GeometryOp):
     def _fields(self) -> dict[str, Any]:
         return {"padding": self.padding, "mode": self.border, "fill": self.fill}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         l, t, r, b = (float(p) for p in self.padding)
-        n = sizes.shape[0]
-        m = affine(n, tx=l, ty=t)
-        return m, sizes + torch.tensor([t + b, l + r], dtype=torch.float64)
+        return affine(sizes.shape[0], tx=l, ty=t), sizes + np.array([t + b, l + r])

@@ -34,12 +34,12 @@ class _Warping(GeometryOp):
         self.fill = check_fill(fill)
 
 
-def _about_centre(linear: np.ndarray, sizes: torch.Tensor, out_sizes: torch.Tensor | None = None,
-                  shift: np.ndarray | None = None) -> torch.Tensor:
-    """Apply 2x2 linear maps ([N, 2, 2] numpy) about the image centre; the centre lands on the
+def _about_centre(linear: np.ndarray, sizes: np.ndarray, out_sizes: np.ndarray | None = None,
+                  shift: np.ndarray | None = None) -> np.ndarray:
+    """Apply 2x2 linear maps ([N, 2, 2]) about the image centre; the centre lands on the
     output centre (plus `shift`, [N, 2] (x, y), when given)."""
-    hw = host(sizes)
-    ohw = hw if out_sizes is None else host(out_sizes)
+    hw = sizes
+    ohw = hw if out_sizes is None else out_sizes
     cy, cx = hw[:, 0] / 2, hw[:, 1] / 2
     oy, ox = ohw[:, 0] / 2, ohw[:, 1] / 2
     if shift is not None:
@@ -59,19 +59,19 @@ def _rotation(deg: np.ndarray) -> np.ndarray:
 class RandomFlip(GeometryOp):
     """Mirror each image left-right with probability `horizontal`, top-bottom with `vertical`."""
 
+    draws = 2
+
     def __init__(self, horizontal: float = 0.5, vertical: float = 0.0) -> None:
         self.horizontal = check_prob("horizontal", horizontal)
         self.vertical = check_prob("vertical", vertical)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        return {"horizontal": torch.from_numpy(draws.bernoulli_np(0, self.horizontal)),
-                "vertical": torch.from_numpy(draws.bernoulli_np(1, self.vertical))}
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        return {"horizontal": draws.bernoulli_np(0, self.horizontal), "vertical": draws.bernoulli_np(1, self.vertical)}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h, v = params["horizontal"].cpu().numpy(), params["vertical"].cpu().numpy()
-        hw = host(sizes)
-        m = affine(len(h), a=np.where(h, -1.0, 1.0), tx=np.where(h, hw[:, 1], 0.0),
-                   d=np.where(v, -1.0, 1.0), ty=np.where(v, hw[:, 0], 0.0))
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h, v = params["horizontal"], params["vertical"]
+        m = affine(len(h), a=np.where(h, -1.0, 1.0), tx=np.where(h, sizes[:, 1], 0.0),
+                   d=np.where(v, -1.0, 1.0), ty=np.where(v, sizes[:, 0], 0.0))
         return m, sizes
 
 
@@ -91,18 +91,19 @@ class RandomRotate(_Warping):
         self.expand = bool(expand)
         self._common(interpolation, border, fill)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        angle = draws.uniform_np(0, *self.degrees).astype(np.float64)
-        return {"angle": torch.from_numpy(np.where(draws.bernoulli_np(1, self.p), angle, 0.0))}
+    draws = 2
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rot = _rotation(host(params["angle"]))
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        angle = draws.uniform_np(0, *self.degrees).astype(np.float64)
+        return {"angle": np.where(draws.bernoulli_np(1, self.p), angle, 0.0)}
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rot = _rotation(params["angle"])
         out = sizes
         if self.expand:
             c, s = np.abs(rot[:, 0, 0]), np.abs(rot[:, 0, 1])
-            hw = host(sizes)
-            h, w = hw[:, 0], hw[:, 1]
-            out = torch.from_numpy(np.stack([np.ceil(w * s + h * c - 1e-6), np.ceil(w * c + h * s - 1e-6)], 1))
+            h, w = sizes[:, 0], sizes[:, 1]
+            out = np.stack([np.ceil(w * s + h * c - 1e-6), np.ceil(w * c + h * s - 1e-6)], 1)
         return _about_centre(rot, sizes, out), out
 
 
@@ -152,41 +153,42 @@ class RandomAffine(_Warping):
             return (*check_range("shear x", shear[:2], -90.0, 90.0), *check_range("shear y", shear[2:], -90.0, 90.0))
         raise ValueError(f"shear must be a number, 2 or 4 numbers (degrees), got {shear!r}")
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+    draws = 7
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         f64 = np.float64
         on = draws.bernoulli_np(0, self.p)
         angle = draws.uniform_np(1, *self.degrees).astype(f64)
         zero = np.zeros_like(angle)
         tx = ty = zero
         if self.translate is not None:
-            hw = host(sizes)
-            tx = np.round(draws.uniform_np(2, -1.0, 1.0).astype(f64) * self.translate[0] * hw[:, 1])
-            ty = np.round(draws.uniform_np(3, -1.0, 1.0).astype(f64) * self.translate[1] * hw[:, 0])
+            tx = np.round(draws.uniform_np(2, -1.0, 1.0).astype(f64) * self.translate[0] * sizes[:, 1])
+            ty = np.round(draws.uniform_np(3, -1.0, 1.0).astype(f64) * self.translate[1] * sizes[:, 0])
         zoom = np.ones_like(angle) if self.scale is None else draws.uniform_np(4, *self.scale).astype(f64)
         shx = shy = zero
         if self.shear is not None:
             shx = draws.uniform_np(5, self.shear[0], self.shear[1]).astype(f64)
             shy = draws.uniform_np(6, self.shear[2], self.shear[3]).astype(f64)
-        keep = lambda v, base: torch.from_numpy(np.where(on, v, base))
+        keep = lambda v, base: np.where(on, v, base)
         return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
-                "scale": keep(zoom, np.ones_like(zoom)), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
+                "scale": keep(zoom, 1.0), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = sizes.shape[0]
         shear = np.empty((n, 2, 2))
         shear[:, 0, 0] = shear[:, 1, 1] = 1.0
-        shear[:, 0, 1] = np.tan(np.deg2rad(host(params["shear_x"])))
-        shear[:, 1, 0] = np.tan(np.deg2rad(host(params["shear_y"])))
-        linear = _rotation(host(params["angle"])) @ shear * host(params["scale"])[:, None, None]
-        shift = np.stack([host(params["tx"]), host(params["ty"])], 1)
+        shear[:, 0, 1] = np.tan(np.deg2rad(params["shear_x"]))
+        shear[:, 1, 0] = np.tan(np.deg2rad(params["shear_y"]))
+        linear = _rotation(params["angle"]) @ shear * params["scale"][:, None, None]
+        shift = np.stack([params["tx"], params["ty"]], 1)
         return _about_centre(linear, sizes, shift=shift), sizes
 
 
-def homography(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+def homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """float64 [N, 3, 3] matrices mapping 4 points src [N, 4, 2] onto dst [N, 4, 2] (x, y)."""
     n = src.shape[0]
-    a = torch.zeros(n, 8, 8, dtype=torch.float64)
-    b = torch.zeros(n, 8, dtype=torch.float64)
+    a = np.zeros((n, 8, 8))
+    b = np.zeros((n, 8))
     x, y = src[..., 0], src[..., 1]
     u, v = dst[..., 0], dst[..., 1]
     a[:, 0::2, 0], a[:, 0::2, 1], a[:, 0::2, 2] = x, y, 1.0
@@ -194,8 +196,8 @@ def homography(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     a[:, 1::2, 3], a[:, 1::2, 4], a[:, 1::2, 5] = x, y, 1.0
     a[:, 1::2, 6], a[:, 1::2, 7] = -v * x, -v * y
     b[:, 0::2], b[:, 1::2] = u, v
-    h = torch.linalg.solve(a, b) if n else b
-    return torch.cat([h, torch.ones(n, 1, dtype=torch.float64)], 1).view(n, 3, 3)
+    h = np.linalg.solve(a, b[..., None])[..., 0] if n else b
+    return np.concatenate([h, np.ones((n, 1))], 1).reshape(n, 3, 3)
 
 
 class RandomPerspective(_Warping):
@@ -211,18 +213,20 @@ class RandomPerspective(_Warping):
         self.p = check_prob("p", p)
         self._common(interpolation, border, fill)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
+    draws = 9
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         on = draws.bernoulli_np(0, self.p)
         moves = draws.uniforms_np(range(1, 9)).astype(np.float64) * on[:, None] * self.distortion
-        return {"moves": torch.from_numpy(moves.reshape(-1, 4, 2))}
+        return {"moves": moves.reshape(-1, 4, 2)}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h, w = sizes[:, 0], sizes[:, 1]
-        zero = torch.zeros_like(h)
-        corners = torch.stack([torch.stack([zero, zero], 1), torch.stack([w, zero], 1),
-                               torch.stack([w, h], 1), torch.stack([zero, h], 1)], 1)
-        inward = torch.tensor([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=torch.float64)
-        half = torch.stack([w, h], 1).unsqueeze(1) / 2
+        zero = np.zeros_like(h)
+        corners = np.stack([np.stack([zero, zero], 1), np.stack([w, zero], 1),
+                            np.stack([w, h], 1), np.stack([zero, h], 1)], 1)
+        inward = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)
+        half = np.stack([w, h], 1)[:, None, :] / 2
         moved = corners + inward * params["moves"] * half
         return homography(corners, moved), sizes
 
@@ -255,15 +259,17 @@ class Warp(_Warping):
         self.size = None if size is None else tuple(int(v) for v in check_size("size", size))
         self._common(interpolation, border, fill)
 
-    def sample(self, draws: Draws, sizes: torch.Tensor) -> Params:
-        m = torch.as_tensor(self.matrix_fn(sizes.clone(), draws)).to(torch.float64).cpu()
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        # the user's function gets tensors (its own copy of the sizes)
+        m = host(self.matrix_fn(torch.tensor(sizes, dtype=torch.float64), draws))
         if m.shape != (sizes.shape[0], 3, 3):
             raise ValueError(f"Warp's matrix_fn returned shape {tuple(m.shape)}, expected ({sizes.shape[0]}, 3, 3)")
-        if not bool(torch.isfinite(m).all()):
-            bad = int((~torch.isfinite(m)).flatten(1).any(1).nonzero()[0])
+        finite = np.isfinite(m).reshape(len(m), 9).all(1)
+        if not finite.all():
+            bad = int(np.argmin(finite))
             raise ValueError(f"Warp's matrix_fn returned a non-finite matrix for sample {int(draws.indices[bad])}")
         return {"matrix": m}
 
-    def transform(self, params: Params, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = sizes if self.size is None else torch.tensor(self.size, dtype=torch.float64).expand_as(sizes).clone()
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = sizes if self.size is None else np.broadcast_to(np.array(self.size, dtype=np.float64), sizes.shape)
         return params["matrix"], out
