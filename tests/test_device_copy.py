@@ -40,3 +40,21 @@ def test_cuda_copy_survives_reuse_of_the_host_array():
     a[:] = -1.0
     torch.cuda.synchronize()
     assert bool((got == 3.0).all())
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_placed_arrays_arrive_equal_and_aligned(device):
+    """A Pipeline batch's label, index and valid go to the device together (one copy on CUDA,
+    as views of one buffer): each must arrive with its values, dtype and shape, 64-byte
+    aligned, for any lengths (odd byte counts included) and for none."""
+    from pixelpipe._collate import placed
+
+    for n in (0, 1, 5, 256):
+        labels = np.arange(3 * n, dtype=np.int64).reshape(n, 3) - 7
+        index = np.arange(n, dtype=np.int64) * 1000 + 2**40
+        valid = (np.arange(n) % 3) != 1
+        got = placed([labels, index, valid], device)
+        for g, a in zip(got, (labels, index, valid)):
+            assert g.device.type == device.type and g.shape == a.shape and g.is_contiguous()
+            assert np.array_equal(g.cpu().numpy(), a) and g.cpu().numpy().dtype == a.dtype
+            assert g.data_ptr() % 64 == 0

@@ -8,34 +8,50 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["collate", "labels_tensor", "shard_of"]
+__all__ = ["collate", "labels_tensor", "placed", "shard_of"]
 
 
-def collate(images: torch.Tensor, items: list[Any], device: torch.device) -> dict[str, Any]:
+def collate(images: torch.Tensor, items: list[Any], device: torch.device,
+            labels: torch.Tensor | None = None) -> dict[str, Any]:
     """A Pipeline batch: the images and, from the items' label, index and valid, tensors on
-    `device` (built through numpy: torch.tensor on a Python list costs more per batch)."""
+    `device` (built through numpy: torch.tensor on a Python list costs more per batch).
+    labels: the batch's labels gathered already (an indexable reader's label table), else
+    they are collated from the items."""
     n = len(items)
-    index = torch.from_numpy(np.fromiter((it.index for it in items), dtype=np.int64, count=n))
-    valid = torch.from_numpy(np.fromiter((it.valid for it in items), dtype=np.bool_, count=n))
-    return {
-        "image": images,
-        "label": _placed(labels_tensor([it.label for it in items]), device),
-        "index": _placed(index, device),
-        "valid": _placed(valid, device),
-    }
+    index = np.fromiter((it.index for it in items), dtype=np.int64, count=n)
+    valid = np.fromiter((it.valid for it in items), dtype=np.bool_, count=n)
+    if labels is None:
+        labels = labels_tensor([it.label for it in items])
+    label, index_t, valid_t = placed([labels.numpy(), index, valid], device)
+    return {"image": images, "label": label, "index": index_t, "valid": valid_t}
 
 
-def _placed(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """t (a small host tensor) on `device`. On the CPU copied into memory from torch's allocator
-    (64-byte aligned, which zero-copy exports such as DLPack to JAX need; numpy's buffers may be
-    16- or 32-byte aligned, and JAX then copies). On CUDA through pinned memory: a copy from
+def placed(arrays: list[np.ndarray], device: torch.device) -> list[torch.Tensor]:
+    """Small host arrays as tensors on `device`, each in memory of its own alignment class.
+
+    On the CPU each is copied into memory from torch's allocator (64-byte aligned, which
+    zero-copy exports such as DLPack to JAX need; numpy's buffers may be 16- or 32-byte
+    aligned, and JAX then copies). On CUDA all of them go in one copy through pinned memory
+    (one pinned block and one transfer per batch instead of one per array; a copy from
     pageable memory may first wait for the stream, where this batch's kernels were just
-    launched, and the producer thread would idle until they end (see kernels/_device)."""
-    if device.type == "cpu":
-        return t.clone()
+    launched) and come out as views of one device buffer at 64-byte aligned offsets."""
+    if device.type != "cuda":
+        return [torch.from_numpy(np.ascontiguousarray(a)).clone().to(device) for a in arrays]
     from .kernels._device import to_device
 
-    return to_device(t, device)
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // 64) * 64
+    staging = np.zeros(max(total, 1), dtype=np.uint8)
+    for a, o in zip(arrays, offsets):
+        staging[o : o + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    buf = to_device(staging, device)
+    return [buf[o : o + a.nbytes].view(_TORCH[a.dtype]).view(a.shape) for a, o in zip(arrays, offsets)]
+
+
+_TORCH = {np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool, np.dtype(np.float32): torch.float32,
+          np.dtype(np.float64): torch.float64, np.dtype(np.int32): torch.int32}
 
 
 def labels_tensor(labels: list[Any]) -> torch.Tensor:

@@ -124,9 +124,12 @@ class DeviceCache:
             except ValueError as e:
                 raise SampleError(k, str(e)) from e
 
-        for it, image in map_fn(load, [(k, it) for k, it in enumerate(items) if it.index not in self]):
-            if it.index not in self:  # a repeated sample in one batch is stored once
-                self.put(it.index, image)
+        rows = self.rows
+        missing = [(k, it) for k, it in enumerate(items) if it.index not in rows]
+        if missing:  # later epochs: none
+            for it, image in map_fn(load, missing):
+                if it.index not in rows:  # a repeated sample in one batch is stored once
+                    self.put(it.index, image)
         return self.batch([it.index for it in items])
 
     def clear(self) -> None:

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from ._collate import collate
@@ -453,7 +454,10 @@ class Pipeline:
         return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
 
     def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
-        return collate(images, items, self.device)
+        labels = None
+        if self._labels is not None:  # an indexable reader's table: one gather, not N rows stacked
+            labels = self._labels[torch.from_numpy(np.fromiter((it.index for it in items), np.int64, len(items)))]
+        return collate(images, items, self.device, labels)
 
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""

@@ -23,7 +23,7 @@ those runs
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -35,9 +35,10 @@ _BUFFER = 0xB0FF
 _REPLACE = 0x4E71
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One slot of an epoch: a dataset index (indexable readers) and whether it is real."""
+class Entry(NamedTuple):
+    """One slot of an epoch: a dataset index (indexable readers) and whether it is real. A
+    named tuple: an epoch makes one per sample, and a tuple is made in a third of a frozen
+    dataclass's time."""
 
     index: int
     valid: bool
