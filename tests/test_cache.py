@@ -150,3 +150,55 @@ def test_cached_samples_are_not_read_again_and_keep_their_labels():
                   for _ in range(3)]
     assert epochs[0] == epochs[1] == epochs[2] == {i: 10 + i for i in range(7)}
     assert reader.reads == {i: 1 for i in range(7)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cached_epochs_planned_ahead_equal_batches_made_one_by_one(device, monkeypatch):
+    """Later epochs plan several cached batches at once (pixelpipe._cached): the batches,
+    labels, indices and valid flags must be those of planning each batch alone, the padded
+    tail included, and the batches must have been planned ahead (not one by one)."""
+    import pixelpipe._cached as cached
+    from pixelpipe.compose import Compose
+
+    blobs = images(11)
+    data = [(b, 100 + i) for i, b in enumerate(blobs)]
+    ops = [pp.RandomResizedCrop(20), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
+    where = "gpu" if device == "cuda" else "device"
+    splits: dict[int, list[int]] = {}
+    real = Compose.prepare_split
+    runs = {}
+    for ahead in (1, 8):
+        monkeypatch.setattr(cached, "PLAN_AHEAD", ahead)
+        monkeypatch.setattr(Compose, "prepare_split",
+                            lambda self, *a, ahead=ahead: splits.setdefault(ahead, []).append(a[-1]) or real(self, *a))
+        with pp.Pipeline(Memory(data), ops, 3, device=device, seed=2, num_threads=2, cache=where) as pipe:
+            runs[ahead] = [[{k: v.cpu() for k, v in b.items()} for b in pipe] for _ in range(3)]
+    # 2 later epochs of 4 batches (the producer may have begun a fourth epoch ahead)
+    assert set(splits[1]) == {1} and len(splits[1]) >= 8
+    assert set(splits[8]) == {4} and len(splits[8]) >= 2
+    for one, many in zip(runs[1], runs[8]):
+        assert len(one) == len(many) == 4
+        for a, b in zip(one, many):
+            for k in a:
+                assert torch.equal(a[k], b[k]), k
+    last = runs[8][2][-1]
+    assert last["valid"].tolist() == [True, True, False]  # 11 samples: the tail is padded
+    assert all(int(lab) == 100 + int(i) for b in runs[8][2] for lab, i in zip(b["label"], b["index"]))
+
+
+def test_a_cached_epoch_resumes_where_its_state_was_saved():
+    """state_dict in the middle of a cached epoch, then load_state_dict: the rest of that
+    epoch comes again, batch for batch, from the planned-ahead path."""
+    blobs = images(10)
+    ops = [pp.RandomResizedCrop(16), pp.RandomFlip()]
+    with pp.Pipeline(Memory(blobs), ops, 2, seed=4, num_threads=2, cache="device") as pipe:
+        list(pipe)  # epoch 0 fills the cache
+        it = iter(pipe)
+        next(it)
+        state = pipe.state_dict()
+        rest = [b["image"].clone() for b in it]
+        pipe.load_state_dict(state)
+        again = [b["image"].clone() for b in pipe]
+    assert len(rest) == len(again) == 4
+    for a, b in zip(rest, again):
+        assert torch.equal(a, b)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .compose import SampleError
 
-__all__ = ["STOPPED", "EpochEnd", "Failure", "Made", "Producer", "Replay", "Run", "offer", "produce", "read_ahead"]
+__all__ = ["STOPPED", "ArraySlots", "EpochEnd", "Failure", "Made", "Producer", "Replay", "Run", "offer", "produce", "read_ahead"]
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Run:
     made: int  # batches made
     stop: threading.Event
     pending: list[Any] = field(default_factory=list)
-    last: list[Any] = field(default_factory=list)  # the last batch made (pads a short tail)
+    last: Any = field(default_factory=list)  # the last batch made (pads a short tail): items, or a callable making them
     failed: set[int] = field(default_factory=set)  # samples that failed this epoch (not read again)
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # not handed over yet
 
@@ -64,10 +64,13 @@ class Run:
         return (self.slots.position, self.cursor, self.made, list(self.pending), self.last, set(self.failed),
                 list(self.errors))
 
+    ahead: deque[Any] = field(default_factory=deque)  # batches planned ahead (see Pipeline's cached path)
+
     def restore(self, saved: tuple[Any, ...]) -> None:
         position, self.cursor, self.made, pending, self.last, failed, errors = saved
         self.slots.rewind(position)
         self.pending, self.failed, self.errors = list(pending), set(failed), list(errors)
+        self.ahead.clear()
 
     def take_errors(self) -> list[tuple[int, str, str]]:
         errors, self.errors = self.errors, []
@@ -281,6 +284,44 @@ class Replay:
         close = getattr(self._source, "close", None)
         if close is not None:
             close()
+
+
+class ArraySlots:
+    """Replay's interface over an indexable epoch's order (sampler.EpochOrder): the positions
+    are array offsets, so nothing needs keeping to rewind, and `peek`/`skip` take many slots
+    at once (a batch of cached samples is made without an object per sample)."""
+
+    def __init__(self, order: Any) -> None:
+        self.order = order
+        self.position = 0
+
+    def __iter__(self) -> ArraySlots:
+        return self
+
+    def __next__(self) -> Any:
+        if self.position >= len(self.order):
+            raise StopIteration
+        self.position += 1
+        return self.order[self.position - 1]
+
+    def peek(self, k: int) -> tuple[Any, Any]:
+        """(index, valid) arrays of the next k slots (fewer at the end), without taking them."""
+        p = self.position
+        return self.order.index[p : p + k], self.order.valid[p : p + k]
+
+    def skip(self, k: int) -> None:
+        self.position = min(self.position + k, len(self.order))
+
+    def forget(self, position: int) -> None:
+        pass
+
+    def rewind(self, position: int) -> None:
+        if not 0 <= position <= self.position:
+            raise ValueError(f"cannot rewind to {position}: at {self.position}")
+        self.position = position
+
+    def close(self) -> None:
+        pass
 
 
 def read_ahead(items: Iterator[Any], depth: int, stop: threading.Event) -> Iterator[Any]:

@@ -87,6 +87,12 @@ class ImageBatch:
         o, h, w, c = self.table[i].tolist()
         return self.data[o : o + h * w * c].view(h, w, c)
 
+    def rows(self, sel: slice) -> ImageBatch:
+        """Some of the samples, sharing the buffer (their table rows only; not checked again)."""
+        part = ImageBatch.__new__(ImageBatch)
+        part.data, part.table, part._device_table = self.data, self.table[sel], None
+        return part
+
     def tolist(self) -> list[torch.Tensor]:
         """Each image as an HWC tensor (views into the buffer)."""
         return [self[i] for i in range(len(self))]

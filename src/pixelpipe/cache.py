@@ -24,6 +24,9 @@ from .batch import ImageBatch
 __all__ = ["DeviceCache", "CacheFullError"]
 
 
+_ARRAY_ROWS = 1 << 26  # sample indices the array map covers (512 MiB at most)
+
+
 class CacheFullError(RuntimeError):
     """The cache's memory budget cannot hold the dataset."""
 
@@ -48,6 +51,7 @@ class DeviceCache:
         self.buffer: torch.Tensor | None = None
         self.rows: dict[int, int] = {}  # sample index -> its row of _table
         self._table = np.zeros((0, 4), dtype=np.int64)  # (offset, h, w, c) per cached image
+        self._row_of = np.full(0, -1, dtype=np.int64)  # the same map as an array (for many at once)
         self.used = 0
 
     def __contains__(self, index: int) -> bool:
@@ -98,12 +102,31 @@ class DeviceCache:
             self._table = np.concatenate([self._table, np.zeros((max(64, row), 4), dtype=np.int64)])
         self._table[row] = (self.used, h, w, c)
         self.rows[index] = row
+        if 0 <= index < _ARRAY_ROWS:  # an index beyond is only in the dict (rows_of says -1)
+            if index >= len(self._row_of):
+                grown = np.full(min(max(2 * len(self._row_of), index + 1, 64), _ARRAY_ROWS), -1, dtype=np.int64)
+                grown[: len(self._row_of)] = self._row_of
+                self._row_of = grown
+            self._row_of[index] = row
         self.used += size
 
     def batch(self, indices: list[int]) -> ImageBatch:
         """The cached samples as an ImageBatch sharing the cache's buffer."""
         assert self.buffer is not None
         rows = np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices))
+        return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
+
+    def rows_of(self, indices: np.ndarray) -> np.ndarray:
+        """int64: each sample's row in the cache, -1 where it is not cached (indices >= 0)."""
+        out = np.full(len(indices), -1, dtype=np.int64)
+        inside = (indices >= 0) & (indices < len(self._row_of))
+        out[inside] = self._row_of[indices[inside]]
+        return out
+
+    def batch_rows(self, rows: np.ndarray) -> ImageBatch:
+        """The samples at these rows (from rows_of, all >= 0) as an ImageBatch sharing the
+        buffer."""
+        assert self.buffer is not None
         return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
 
     def batch_for(self, items: Sequence[Any], map_fn: Callable[..., Iterable[Any]], max_pixels: int) -> ImageBatch:
@@ -137,4 +160,5 @@ class DeviceCache:
         self.buffer = None
         self.rows.clear()
         self._table = np.zeros((0, 4), dtype=np.int64)
+        self._row_of = np.full(0, -1, dtype=np.int64)
         self.used = 0

@@ -158,6 +158,30 @@ class Compose:
         work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode)
         return Prepared(seed, epoch, idx, work)
 
+    def prepare_split(self, images: ImageBatch, seed: int, epoch: int, indices: Any, parts: int) -> list[Prepared]:
+        """prepare() of `parts` consecutive batches of equal size, given as one decoded batch:
+        the first stage is planned for all of them in one go and split. Planning costs numpy's
+        per-call overhead more than arithmetic, so a Pipeline's cached epochs plan several
+        batches at once; each part is what prepare() of its samples alone would give (every
+        draw is a function of the sample index, not of the batch)."""
+        if not isinstance(images, ImageBatch):
+            raise TypeError("prepare_split takes a decoded ImageBatch")
+        n = len(images)
+        if parts < 1 or n % parts:
+            raise ValueError(f"cannot split {n} samples into {parts} equal batches")
+        idx = _indices(indices, n)
+        first = self.stages[0]
+        assert isinstance(first, Stage)
+        work = self._prepare_stage(first, images, seed, epoch, idx, self._last == 0)
+        work.spec.max_scale()  # computed once, sliced with the spec
+        size = n // parts
+        out = []
+        for j in range(parts):
+            rows = slice(j * size, (j + 1) * size)
+            part = _StageWork(work.stage, work.plan[rows], work.source.rows(rows), work.spec[rows], work.final)
+            out.append(Prepared(seed, epoch, idx[rows], part))
+        return out
+
     def decode(self, prepared: Prepared) -> None:
         """The GPU decode a prepare(defer_decode=True) left to do (nothing otherwise).
         Raises SampleError for a sample neither decoder can read."""

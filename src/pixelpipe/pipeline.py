@@ -22,14 +22,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._cached import cached_batch
 from ._collate import collate
 from ._collate import shard_of as _shard
-from ._prefetch import STOPPED, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
+from ._prefetch import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from ._threads import one_torch_thread
 from .compose import Compose, SampleError
 from .ops._base import Op
 from .readers import open_reader
-from .sampler import Entry, batches_per_epoch, indexable_epoch, replacement, stream_epoch
+from .sampler import (
+    Entry,
+    EpochOrder,
+    batches_per_epoch,
+    indexable_epoch,
+    replacement,
+    stream_epoch,
+    stream_rank_totals,
+)
 
 __all__ = ["Pipeline"]
 
@@ -187,19 +196,9 @@ class Pipeline:
 
     def _stream_rank_totals(self, epoch: int) -> list[tuple[int, int]]:
         """(samples, batches) of every rank for a counted streaming reader."""
-        from .sampler import shard_order
-
         counts = self._stream_counts()
         assert counts is not None
-        order = shard_order(len(counts), self.seed, epoch, self.shuffle)
-        if len(counts) >= self.world:
-            totals = [sum(counts[s] for s in order[r :: self.world]) for r in range(self.world)]
-        else:
-            n = sum(counts)
-            totals = [len(range(r, n, self.world)) for r in range(self.world)]
-        b = self.batch_size
-        batches = min(t // b for t in totals) if self.drop_last else max(-(-t // b) for t in totals)
-        return [(t, batches) for t in totals]
+        return stream_rank_totals(counts, self.seed, epoch, self.shuffle, self.world, self.batch_size, self.drop_last)
 
     # ----------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -276,9 +275,14 @@ class Pipeline:
 
     def _open(self, epoch: int, start: int, made: int, stop: threading.Event) -> Run:
         slots = self._slots(epoch, stop)
-        for _ in range(start):  # resume: streams replay their reads (no decoding)
-            next(slots, None)
-        return Run(epoch, Replay(slots), self._total(epoch), start, made, stop)
+        if isinstance(slots, EpochOrder):
+            replay: Any = ArraySlots(slots)
+            replay.skip(start)
+        else:
+            for _ in range(start):  # resume: streams replay their reads (no decoding)
+                next(slots, None)
+            replay = Replay(slots)
+        return Run(epoch, replay, self._total(epoch), start, made, stop)
 
     def _total(self, epoch: int) -> int | None:
         """Batches this epoch on every rank; None for streams of unknown length."""
@@ -294,6 +298,10 @@ class Pipeline:
         made again, in one piece, first."""
         b = self.batch_size
         while not run.stop.is_set() and (run.total is None or run.made < run.total):
+            if not redo and (run.ahead or self._cache is not None):  # later epochs: all cached
+                made = cached_batch(self, run, side, self._cached_items)
+                if made is not None:
+                    return made
             if not redo:
                 exhausted = self._fill(run)
                 if exhausted and len(run.pending) < b:
@@ -313,7 +321,8 @@ class Pipeline:
 
     def _pad(self, run: Run) -> None:
         """Fill the epoch's last batch by repeating samples (marked invalid)."""
-        pool = [it for it in run.pending + run.last if it.index not in run.failed]
+        last = run.last() if callable(run.last) else run.last
+        pool = [it for it in run.pending + last if it.index not in run.failed]
         if not pool:
             raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
                                f"({len(run.failed)} failed this epoch; see pipe.errors)")
@@ -367,11 +376,11 @@ class Pipeline:
             event.record(side)
         return batch, event
 
-    def _slots(self, epoch: int, stop: threading.Event) -> Iterator[Entry | Any]:
-        """This rank's epoch as a lazy sequence of slots (Entry for indexable, Sample else)."""
+    def _slots(self, epoch: int, stop: threading.Event) -> EpochOrder | Iterator[Any]:
+        """This rank's epoch: the order arrays of an indexable reader, or a stream's samples."""
         if self.reader.indexable:
-            return iter(indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
-                                        self.batch_size, self.drop_last))
+            return indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
+                                   self.batch_size, self.drop_last)
         stream = stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
                               self.rank, self.world, self.shuffle_buffer)
         return read_ahead(stream, 2 * self.batch_size, stop)
@@ -458,6 +467,10 @@ class Pipeline:
         if self._labels is not None:  # an indexable reader's table: one gather, not N rows stacked
             labels = self._labels[torch.from_numpy(np.fromiter((it.index for it in items), np.int64, len(items)))]
         return collate(images, items, self.device, labels)
+
+    def _cached_items(self, index: Any, valid: Any) -> list[_Item]:
+        """A batch of cached samples as items (to pad a short tail from)."""
+        return [_Item(None, *self._cached[i], i, v) for i, v in zip(index.tolist(), valid.tolist())]
 
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""

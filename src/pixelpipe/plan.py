@@ -90,6 +90,17 @@ class StagePlan:
     def needs_means(self) -> bool:
         return any(op.needs_mean for op, _ in self.color_params)
 
+    def __getitem__(self, rows: slice) -> StagePlan:
+        """The plan of a run of its samples (what was computed once, the inverse, is sliced too):
+        batches planned together are split with it."""
+        n = self.matrix.shape[0]
+        cut = lambda v: v[rows] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v
+        part = StagePlan(self.stage, self.matrix[rows], self.in_sizes[rows], self.out_sizes[rows],
+                         [(op, {k: cut(v) for k, v in params.items()}) for op, params in self.color_params])
+        if "_inverse" in self.__dict__:
+            part.__dict__["_inverse"] = self.__dict__["_inverse"][rows]
+        return part
+
     def uniform_size(self) -> tuple[int, int] | None:
         """The common output (h, w), or None when samples differ."""
         if self.out_sizes.shape[0] == 0:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from .random import hash32
@@ -51,22 +52,40 @@ def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
 
 
 def indexable_epoch(n: int, seed: int, epoch: int, shuffle: bool, rank: int, world: int, batch: int,
-                    drop_last: bool) -> list[Entry]:
-    """This rank's slots for one epoch: num_batches * batch entries."""
-    order = permutation(n, seed, epoch) if shuffle else torch.arange(n)
-    mine = order[rank::world].tolist()
+                    drop_last: bool) -> EpochOrder:
+    """This rank's slots for one epoch: num_batches * batch entries, as arrays."""
+    order = (permutation(n, seed, epoch) if shuffle else torch.arange(n)).numpy()
+    mine = order[rank::world]
     per_rank_min = n // world
     per_rank_max = -(-n // world)
     if drop_last:
         batches = per_rank_min // batch
-        return [Entry(i, True) for i in mine[: batches * batch]]
+        mine = mine[: batches * batch]
+        return EpochOrder(mine, np.ones(len(mine), dtype=bool))
     batches = -(-per_rank_max // batch)
-    entries = [Entry(i, True) for i in mine]
-    k = 0
-    while len(entries) < batches * batch:
-        entries.append(Entry(mine[k % len(mine)] if mine else int(order[0]), False))
-        k += 1
-    return entries
+    pad = batches * batch - len(mine)
+    fill = np.resize(mine, pad) if len(mine) else np.full(pad, order[0])  # repeats from the start
+    valid = np.concatenate([np.ones(len(mine), dtype=bool), np.zeros(pad, dtype=bool)])
+    return EpochOrder(np.concatenate([mine, fill]), valid)
+
+
+class EpochOrder:
+    """An indexable reader's slots for one epoch: sample indices and whether each is real (a
+    padding repeat is not), as int64 and bool arrays (a whole epoch is two arrays, not an
+    object per sample). Iterating gives Entry items; slicing the arrays gives many at once."""
+
+    def __init__(self, index: np.ndarray, valid: np.ndarray) -> None:
+        self.index = np.ascontiguousarray(index, dtype=np.int64)
+        self.valid = np.ascontiguousarray(valid, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k: int) -> Entry:
+        return Entry(int(self.index[k]), bool(self.valid[k]))
+
+    def __iter__(self) -> Iterator[Entry]:
+        return map(Entry, self.index.tolist(), self.valid.tolist())
 
 
 def batches_per_epoch(n: int, world: int, batch: int, drop_last: bool) -> int:
@@ -74,6 +93,21 @@ def batches_per_epoch(n: int, world: int, batch: int, drop_last: bool) -> int:
         return (n // world) // batch
     per_rank = -(-n // world)  # ceil
     return -(-per_rank // batch)
+
+
+def stream_rank_totals(counts: list[int], seed: int, epoch: int, shuffle: bool, world: int, batch: int,
+                       drop_last: bool) -> list[tuple[int, int]]:
+    """(samples, batches) of every rank in an epoch of a streaming reader whose shards hold
+    `counts` samples: whole shards dealt to ranks when there are enough, else every world-th
+    sample; every rank gets the same number of batches (the fewest with drop_last)."""
+    order = shard_order(len(counts), seed, epoch, shuffle)
+    if len(counts) >= world:
+        totals = [sum(counts[s] for s in order[r::world]) for r in range(world)]
+    else:
+        n = sum(counts)
+        totals = [len(range(r, n, world)) for r in range(world)]
+    batches = min(t // batch for t in totals) if drop_last else max(-(-t // batch) for t in totals)
+    return [(t, batches) for t in totals]
 
 
 def replacement(index: int, n: int, seed: int, epoch: int, attempt: int) -> int:

@@ -63,9 +63,13 @@ class WarpSpec:
         self.clip = _array(self.clip, np.int64)
 
     def __getitem__(self, rows: Any) -> WarpSpec:
-        """The spec of some samples (an index array, a boolean mask or a slice)."""
-        return WarpSpec(self.inverse[rows], self.image_size[rows], self.origin[rows], self.clip[rows],
+        """The spec of some samples (an index array, a boolean mask or a slice); a stretch
+        computed already is sliced with it."""
+        part = WarpSpec(self.inverse[rows], self.image_size[rows], self.origin[rows], self.clip[rows],
                         self.out_size, self.interpolation, self.border, self.fill, self.antialias)
+        if "_max_scale" in self.__dict__:
+            part.__dict__["_max_scale"] = self.__dict__["_max_scale"][rows]
+        return part
 
     def max_scale(self) -> np.ndarray:
         """float64 [N, 2] (y, x): per sample, the largest antialiasing stretch over the output
