@@ -36,14 +36,57 @@ def test_rounds_must_be_positive():
         run_bench(None, "rn50", "cpu", 8, 1, [], 1, 4, True, True, rounds=0)
 
 
-def test_the_cli_passes_rounds_and_refuses_them_on_cuda(capsys):
+def test_the_cli_passes_rounds_and_refuses_bad_ones(capsys):
     from pixelpipe.cli import main
 
     assert main(["bench", "--device", "cpu", "-n", "6", "--batch", "3", "--threads", "1", "--passes", "1",
                  "--rounds", "2", "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["rounds"]) == 2 and "rounds=2" in out["header"]
-    for bad in (["--rounds", "0"], ["--device", "cuda", "--rounds", "3"]):
+    for bad in (["--rounds", "0"], ["--seconds", "-1"]):
         with pytest.raises(SystemExit) as e:
             main(["bench", *bad])
         assert e.value.code == 2
+
+
+def test_rounds_alternate_the_order_and_report_each_median():
+    """in_rounds runs every job once per round, the order reversed every other round, and
+    reports each job's median round (the lower middle one for an even count)."""
+    from pixelpipe.bench.runner import Result, in_rounds
+
+    calls = []
+    rates = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 1.0, 3.0])}
+
+    def job(name):
+        def run():
+            calls.append(name)
+            return Result(name, int(next(rates[name]) * 10), 10.0)
+        return run
+
+    results, per_round = in_rounds([job("a"), job("b")], 3)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert [r.rate for r in results] == [20.0, 3.0]
+    assert [[r.rate for r in row] for row in per_round] == [[10.0, 5.0], [30.0, 1.0], [20.0, 3.0]]
+
+
+def test_time_runs_keeps_timing_passes_until_the_seconds_have_passed():
+    """With seconds, a fast contender runs more passes than asked (every pass counted) and a
+    slow one at least the passes asked."""
+    import time
+
+    from pixelpipe.bench.runner import time_runs
+
+    epochs = []
+
+    def run_pass(epoch):
+        epochs.append(epoch)
+        time.sleep(0.01)
+        yield 4
+
+    r = time_runs("fast", run_pass, 2, 4, quiet=True, seconds=0.2)
+    timed = epochs[1:]  # the first is the warm-up
+    assert timed == list(range(1, len(timed) + 1)) and len(timed) >= 10
+    assert r.images == 4 * len(timed) and r.seconds >= 0.2
+    epochs.clear()
+    r = time_runs("slow", run_pass, 3, 4, quiet=True, seconds=0.001)
+    assert epochs == [0, 1, 2, 3] and r.images == 12

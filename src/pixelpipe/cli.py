@@ -24,6 +24,7 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench                                   # standard pipeline, synthetic data, best device
   pixelpipe bench --device cpu --data ../shared/data/imagenet-sample --threads 2 --peers pillow
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
+  pixelpipe bench --data DIR --peers dali --rounds 5 --seconds 2   # medians of 5 alternating rounds
 """
 
 SHOW_EXAMPLES = """examples:
@@ -70,8 +71,11 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated peers: pillow (cpu); dali, torchvision, kornia (cuda)")
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
     p.add_argument("--rounds", type=int, default=1,
-                   help="(cpu) time every contender once per round, the order reversed every other round, "
-                        "and report each one's median round (default 1)")
+                   help="time every contender once per round, the order reversed every other round, "
+                        "and report each one's median round and every round's ratios (default 1)")
+    p.add_argument("--seconds", type=float, default=0.0,
+                   help="keep timing passes until each contender ran at least this long per round "
+                        "(default 0: --passes only); fast contenders then run many passes, slow ones few")
     p.add_argument("-n", type=int, default=256, help="synthetic images when --data is not given")
     p.add_argument("--augment-only", action="store_true", help="(cuda) time the transforms on decoded batches")
     p.add_argument("--cache", action="store_true", help="(cuda) also time epochs from the GPU cache")
@@ -128,12 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.passes < 1 or (args.batch is not None and args.batch < 1) or args.n < 1 or args.rounds < 1:
             parser.error("--passes, --rounds, --batch and -n must be >= 1")
-        if args.rounds > 1 and args.device.startswith("cuda"):
-            parser.error("--rounds is for the CPU benchmark; on CUDA use --passes")
+        if not args.seconds >= 0:
+            parser.error("--seconds must be >= 0")
         peers = args.peers.split(",") if args.peers else (["pillow"] if args.device == "cpu" else [])
         run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, [p for p in peers if p],
                   args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
-                  rounds=args.rounds)
+                  rounds=args.rounds, seconds=args.seconds)
         return 0
     if args.command == "show":
         return _run_show(args, show_parser)

@@ -39,7 +39,7 @@ import torch
 
 from ..batch import ImageBatch
 from .pipelines import pipeline_ops
-from .runner import Result, print_table, time_runs
+from .runner import Result, in_rounds, print_round_ratios, print_table, time_runs
 
 RunPass = Callable[[int], Iterator[int]]
 Factory = Callable[[], RunPass]
@@ -134,12 +134,12 @@ def augment_spans(total: int, images: ImageBatch) -> list[tuple[int, int]]:
 
 
 def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
-                  device: torch.device) -> Result:
+                  device: torch.device, seconds: float = 0.0) -> Result:
     """Build a contender (untimed) and time it; a failure becomes a row with rate 0."""
     run = None
     try:
         run = make()
-        return time_runs(name, synced(run, device), passes, total, quiet, note)
+        return time_runs(name, synced(run, device), passes, total, quiet, note, seconds)
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
     except Exception as e:
@@ -295,7 +295,8 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
 
 def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str, batch: int,
                   threads: int, peers: Sequence[str], passes: int, as_json: bool, quiet: bool,
-                  augment_only: bool = False, cache: bool = False) -> list[Result]:
+                  augment_only: bool = False, cache: bool = False, rounds: int = 1,
+                  seconds: float = 0.0) -> list[Result]:
     """Time pixelpipe and the asked-for peers on `device`; print a table (or JSON).
 
     Args:
@@ -306,6 +307,9 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
         peers: names from GPU_PEERS, or "all". passes: timed passes after one warm-up.
         augment_only: time the transforms on an already decoded batch on the GPU.
         cache: also time pixelpipe's later epochs from its device cache (pixelpipe.cache).
+        rounds: every contender built and timed once per round, the order reversed every
+            other round; each one's median round is reported (runner.in_rounds).
+        seconds: passes go on until a contender ran this long (runner.time_runs).
     """
     names = parse_peers(peers)  # exit on a bad name before any work
     dev = torch.device(device)
@@ -314,16 +318,20 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     total = len(blobs)
     images = decode_head(blobs, batch, dev) if augment_only else None
     header = bench_header(pipeline, str(dev), batch, threads, passes, what, augment_only)
+    if rounds > 1 or seconds:
+        header += f"\nrounds={rounds}, at least {seconds:g} s per contender and round"
     if images is not None:
         header += (f"\naugment-only: the first {len(images)} images decoded once (RGB), "
                    f"repeated to {total} per pass")
     rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache)
-    results = [run_contender(name, make, passes, total, quiet, note, dev)
-               for name, make, note in rows]
+    jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]
+    results, per_round = in_rounds(jobs, rounds)
     if as_json:
         print(json.dumps({"header": header, "versions": package_versions(),
-                          "results": [asdict(r) | {"images_per_s": r.rate} for r in results]},
+                          "results": [asdict(r) | {"images_per_s": r.rate} for r in results],
+                          "rounds": [[asdict(r) | {"images_per_s": r.rate} for r in row] for row in per_round]},
                          indent=2))
     else:
         print_table(results, header)
+        print_round_ratios(per_round)
     return results

@@ -54,8 +54,9 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
-              quiet: bool, note: str = "") -> Result:
-    """Warm up with one pass, then time `passes` passes. run_pass(epoch) yields batch sizes.
+              quiet: bool, note: str = "", seconds: float = 0.0) -> Result:
+    """Warm up with one pass, then time `passes` passes, and more until `seconds` have passed.
+    run_pass(epoch) yields batch sizes.
 
     A full garbage collection runs before the clock starts, for every contender: a collection
     of the oldest generation holds the GIL for ~0.1 s with torch imported (measured, 2-core
@@ -65,14 +66,16 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
         pass
     gc.collect()
     images = 0
-    with Progress(total * passes, f"{name:<18}", quiet=quiet) as bar:
+    with Progress(None if seconds else total * passes, f"{name:<18}", quiet=quiet) as bar:
         t0 = time.perf_counter()
-        for epoch in range(1, passes + 1):
+        epoch = 1
+        while epoch <= passes or time.perf_counter() - t0 < seconds:
             for k in run_pass(epoch):
                 images += k
                 bar.update(k)
-        seconds = time.perf_counter() - t0
-    return Result(name, images, seconds, note)
+            epoch += 1
+        elapsed = time.perf_counter() - t0
+    return Result(name, images, elapsed, note)
 
 
 @contextmanager
@@ -123,7 +126,7 @@ def print_table(results: list[Result], header: str) -> None:
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
               peers: Sequence[str], passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
-              cache: bool = False, rounds: int = 1) -> list[Result]:
+              cache: bool = False, rounds: int = 1, seconds: float = 0.0) -> list[Result]:
     blobs, what = load_images(data, n)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -132,7 +135,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         from .gpu_peers import run_gpu_bench
 
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
-                             augment_only=augment_only, cache=cache)
+                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds)
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     if rounds < 1:
@@ -146,22 +149,14 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
 
     def ours() -> Result:
         with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
-            return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads")
+            return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads",
+                             seconds)
 
     def theirs(peer: str) -> Result:
         return time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
-                         len(blobs), quiet, f"{threads} threads")
+                         len(blobs), quiet, f"{threads} threads", seconds)
 
-    # Rounds: every contender once per round, the order reversed every other round, so that
-    # the machine's drift (20% and more over tens of seconds on a shared 2-core VM) falls on
-    # all of them alike; each contender's median round is reported.
-    per_round: list[list[Result]] = []
-    for r in range(rounds):
-        jobs = [ours] + [lambda p=p: theirs(p) for p in peers]
-        order = range(len(jobs)) if r % 2 == 0 else reversed(range(len(jobs)))
-        got: dict[int, Result] = {k: jobs[k]() for k in order}
-        per_round.append([got[k] for k in range(len(jobs))])
-    results = [_median_result([row[k] for row in per_round]) for k in range(len(per_round[0]))]
+    results, per_round = in_rounds([ours] + [lambda p=p: theirs(p) for p in peers], rounds)
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
               f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
@@ -171,10 +166,31 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                          indent=2))
     else:
         print_table(results, header)
-        if rounds > 1 and peers:
-            ratios = ", ".join(f"{row[0].rate / row[1].rate:.2f}" for row in per_round if row[1].rate)
-            print(f"per round, pixelpipe / {per_round[0][1].name}: {ratios}")
+        print_round_ratios(per_round)
     return results
+
+
+def in_rounds(jobs: Sequence[Callable[[], Result]], rounds: int) -> tuple[list[Result], list[list[Result]]]:
+    """Run every job (a contender, built and timed) once per round, the order reversed every
+    other round, so that a machine's drift (20% and more over tens of seconds on a shared
+    2-core VM; on the GPU hosts the hardware decoder's rate moves as much between runs) falls
+    on all of them alike. Returns each job's median round and every round's results."""
+    per_round: list[list[Result]] = []
+    for r in range(rounds):
+        order = range(len(jobs)) if r % 2 == 0 else reversed(range(len(jobs)))
+        got: dict[int, Result] = {k: jobs[k]() for k in order}
+        per_round.append([got[k] for k in range(len(jobs))])
+    return [_median_result([row[k] for row in per_round]) for k in range(len(jobs))], per_round
+
+
+def print_round_ratios(per_round: list[list[Result]]) -> None:
+    """With several rounds: each peer's per-round ratio pixelpipe / peer (the first result of a
+    round is pixelpipe's)."""
+    if len(per_round) < 2:
+        return
+    for k in range(1, len(per_round[0])):
+        ratios = ", ".join(f"{row[0].rate / row[k].rate:.2f}" if row[k].rate else "-" for row in per_round)
+        print(f"per round, {per_round[0][0].name} / {per_round[0][k].name}: {ratios}")
 
 
 def _median_result(runs: list[Result]) -> Result:
