@@ -174,6 +174,8 @@ class Compose:
         assert isinstance(first, Stage)
         work = self._prepare_stage(first, images, seed, epoch, idx, self._last == 0)
         work.spec.max_scale()  # computed once, sliced with the spec
+        if work.source.data.is_cuda:
+            work.source.kernel_table()  # uploaded once (on the current stream), its rows shared
         size = n // parts
         out = []
         for j in range(parts):
