@@ -85,16 +85,23 @@ def test_the_decode_thread_gives_the_same_batches() -> None:
 
 
 def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
-    """The high-water mark of torch's allocator (which holds the decoder's output buffers too)
-    after epoch 1 and after epoch 5 within 1% (same batches every epoch: shuffle off); the
-    device's used memory (nvImageCodec's own buffers included) grows by at most 64 MiB over
-    those epochs; after close() torch holds what it held before, give or take 64 KiB of
-    per-device constants made once (one batch's decoded buffer here is about 400 KiB)."""
+    """Over five epochs (same batches every epoch: shuffle off) the device's used memory
+    (nvImageCodec's own buffers included) grows by at most 64 MiB, and torch's high-water mark
+    (which holds the decoder's output buffers too) after epoch 5 exceeds the one after epoch 1
+    by at most one batch's buffers: the batches in flight are bounded (prefetch depth, one
+    decoding, one finishing), but which of them coexist on the allocator at its peak depends
+    on thread timing (measured on an H100, in bytes: [735744, 904704, 977408, 977408, 977408]
+    and [811520, 811520, 811520, 811520, 877568]: plateaus, not growth; a 1% bound fails such
+    runs). After close() torch holds what it held before, give or take 64 KiB of per-device
+    constants made once."""
     data = [(_jpeg(i), i) for i in range(24)]
+    batch = 8
+    biggest = sorted((Image.open(io.BytesIO(b)).size for b, _ in data), key=lambda s: -s[0] * s[1])[:batch]
+    one_batch = sum(w * h * 3 for w, h in biggest) + batch * 3 * 32 * 32 * 4  # decoded regions + output
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    pipe = Pipeline(Memory(data), _ops(), 8, device="cuda", seed=0, shuffle=False)
+    pipe = Pipeline(Memory(data), _ops(), batch, device="cuda", seed=0, shuffle=False)
     peaks, used = [], []
     for _ in range(5):
         assert sum(len(b["image"]) for b in pipe) == len(data)  # keeps no batch alive
@@ -102,7 +109,7 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
         peaks.append(torch.cuda.max_memory_allocated())
         free, total = torch.cuda.mem_get_info()
         used.append(total - free)
-    assert peaks[-1] <= 1.01 * peaks[0], peaks
+    assert peaks[-1] <= peaks[0] + one_batch, (peaks, one_batch)
     assert used[-1] - used[0] <= 64 << 20, used
     pipe.close()
     torch.cuda.synchronize()

@@ -50,9 +50,11 @@ class Compose:
         max_pixels: encoded images whose header claims more pixels fail (SampleError) before
             anything is decoded.
         hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
-            (None, default: as many as it takes); the rest go to the CUDA decoder. On an H200
-            with gpu_fancy_upsampling off, None decoded fastest (docs/benchmarks-history.md,
-            session 3; 0.9 was no different in session 4); with it on, about 0.6.
+            (default 0.75); the rest go to the CUDA decoder, at the same time (None: the
+            hardware decoder takes every JPEG it can). Measured in a Pipeline on an H100 (rn50,
+            500 ImageNet JPEGs, batch 256, alternating rounds; docs/benchmarks.md, session 7):
+            0.75 beat None in every round, by 8-25%; older single runs on an H200 had found no
+            difference (docs/benchmarks-history.md).
         gpu_fancy_upsampling: on CUDA, decode JPEG chroma with libjpeg's triangular filter so
             that pixels match the CPU decoder's (True), or by pixel replication (False,
             default, as DALI does): about 1.7x the decoding rate for 0.14 grey levels of mean
@@ -80,7 +82,7 @@ class Compose:
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
                  device: str | torch.device | None = None, max_pixels: int = 100_000_000,
-                 hw_fraction: float | None = None, gpu_roi_decode: bool | str = "auto",
+                 hw_fraction: float | None = 0.75, gpu_roi_decode: bool | str = "auto",
                  gpu_fancy_upsampling: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
