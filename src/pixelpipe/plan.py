@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .kernels.spec import WarpSpec, is_affine
+from .kernels.spec import WarpSpec, is_affine, stretch_at
 from .ops._base import ColorOp, GeometryOp, Op, Params, host
 from .ops.color import Normalize, apply_to_mean, compose, identity
 from .ops.tensor import Lambda
@@ -180,17 +180,11 @@ class StagePlan:
     def shrink(self) -> np.ndarray:
         """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder
         may reduce the source by up to this factor without losing output detail."""
-        inv = self.inverse()
         h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
         x = np.concatenate([0.0 * w, w, 0.0 * w, w], 1)  # the four corners, [N, 4]
         y = np.concatenate([0.0 * h, 0.0 * h, h, h], 1)
-        a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
-        pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
-        u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
-        v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
-        sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).min(1)
-        sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).min(1)
-        return np.stack([sy, sx], 1)
+        sy, sx = stretch_at(self.inverse(), x, y)
+        return np.stack([sy.min(1), sx.min(1)], 1)
 
     def min_decode_size(self, regions: np.ndarray) -> np.ndarray:
         """int64 [N, 2]: how small a decoder may make each region (DCT scaling) without going

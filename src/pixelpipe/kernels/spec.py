@@ -17,6 +17,19 @@ def is_affine(m: np.ndarray) -> bool:
     return bool((m[:, 2] == _AFFINE_ROW).all())
 
 
+def stretch_at(inv: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sy, sx), each [N, P]: how many source pixels one output pixel spans along each source
+    axis (the norms of the inverse map's Jacobian rows, perspective division included) at the
+    output points (x, y) ([P], or [N, P] per sample) of the maps inv [N, 3, 3]."""
+    a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
+    pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
+    u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
+    v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
+    sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz)
+    sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz)
+    return sy, sx
+
+
 @dataclass
 class WarpSpec:
     """Per-sample geometry of one resampling pass.
@@ -91,14 +104,8 @@ class WarpSpec:
         else:
             H, W = self.out_size
             f = np.array([0.0, 0.5, 1.0])
-            x, y = np.tile(f * W, 3), np.repeat(f * H, 3)  # [9]: (x, y) over the 3x3 grid
-            a, b, c = (inv[:, k, :, None] for k in range(3))  # rows of the inverse, [N, 3, 1]
-            pz = c[:, 0] * x + c[:, 1] * y + c[:, 2]
-            u = (a[:, 0] * x + a[:, 1] * y + a[:, 2]) / pz
-            v = (b[:, 0] * x + b[:, 1] * y + b[:, 2]) / pz
-            sx = np.hypot((a[:, 0] - u * c[:, 0]) / pz, (a[:, 1] - u * c[:, 1]) / pz).max(1)
-            sy = np.hypot((b[:, 0] - v * c[:, 0]) / pz, (b[:, 1] - v * c[:, 1]) / pz).max(1)
-            best = np.stack([sy, sx], 1)
+            sy, sx = stretch_at(inv, np.tile(f * W, 3), np.repeat(f * H, 3))  # the 3x3 grid
+            best = np.stack([sy.max(1), sx.max(1)], 1)
         self.__dict__["_max_scale"] = np.clip(best, 1.0, MAX_AA_SCALE)
         return self.__dict__["_max_scale"]
 
