@@ -202,3 +202,17 @@ def test_a_cached_epoch_resumes_where_its_state_was_saved():
     assert len(rest) == len(again) == 4
     for a, b in zip(rest, again):
         assert torch.equal(a, b)
+
+
+def test_a_planned_ahead_batch_pads_a_short_tail_with_its_own_samples():
+    """A batch made on the planned-ahead path leaves, for padding a short tail, items with
+    each sample's index, label, source and validity (what the general path leaves)."""
+    blobs = images(6)
+    data = [(b, 40 + i) for i, b in enumerate(blobs)]
+    with pp.Pipeline(Memory(data), [pp.Resize((8, 8))], 3, num_threads=2, cache="device") as pipe:
+        list(pipe)  # epoch 0 fills the cache
+        items = pipe._cached_items(np.array([4, 1, 4]), np.array([True, True, False]))
+        sources = {i: pipe._cached[i][1] for i in range(6)}
+    assert [(it.index, int(it.label), it.valid, it.data) for it in items] == [(4, 44, True, None), (1, 41, True, None),
+                                                                            (4, 44, False, None)]
+    assert [it.source for it in items] == [sources[4], sources[1], sources[4]] and all(isinstance(s, str) for s in sources.values())

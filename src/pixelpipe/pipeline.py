@@ -470,7 +470,11 @@ class Pipeline:
 
     def _cached_items(self, index: Any, valid: Any) -> list[_Item]:
         """A batch of cached samples as items (to pad a short tail from)."""
-        return [_Item(None, *self._cached[i], i, v) for i, v in zip(index.tolist(), valid.tolist())]
+        items = []
+        for i, v in zip(index.tolist(), valid.tolist()):
+            label, source = self._cached[i]
+            items.append(_Item(None, label, i, source, v))
+        return items
 
     def _from_cache(self, items: list[_Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""
