@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._collate import collate_arrays, labels_tensor
+from ._collate import collate, labels_tensor
 from ._prefetch import ArraySlots, Made, Run
 
 __all__ = ["PLAN_AHEAD", "cached_batch"]
@@ -46,7 +46,7 @@ def cached_batch(pipe: Any, run: Run, side: Any, make_items: Callable[[np.ndarra
     device = pipe.device
 
     def work() -> dict[str, Any]:
-        return collate_arrays(pipe.transforms.finish(prepared), index, valid, labels, device)
+        return collate(pipe.transforms.finish(prepared), index, valid, labels, device)
 
     return Made(run, work, saved, run.cursor, run.made, run.take_errors())
 

@@ -8,25 +8,11 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["collate", "collate_arrays", "labels_tensor", "placed", "shard_of"]
+__all__ = ["collate", "labels_tensor", "placed", "shard_of"]
 
 
-def collate(images: torch.Tensor, items: list[Any], device: torch.device,
-            labels: torch.Tensor | None = None) -> dict[str, Any]:
-    """A Pipeline batch: the images and, from the items' label, index and valid, tensors on
-    `device` (built through numpy: torch.tensor on a Python list costs more per batch).
-    labels: the batch's labels gathered already (an indexable reader's label table), else
-    they are collated from the items."""
-    n = len(items)
-    index = np.fromiter((it.index for it in items), dtype=np.int64, count=n)
-    valid = np.fromiter((it.valid for it in items), dtype=np.bool_, count=n)
-    if labels is None:
-        labels = labels_tensor([it.label for it in items])
-    return collate_arrays(images, index, valid, labels, device)
-
-
-def collate_arrays(images: torch.Tensor, index: np.ndarray, valid: np.ndarray, labels: torch.Tensor,
-                   device: torch.device) -> dict[str, Any]:
+def collate(images: torch.Tensor, index: np.ndarray, valid: np.ndarray, labels: torch.Tensor,
+            device: torch.device) -> dict[str, Any]:
     """A Pipeline batch from its index (int64 [B]) and valid (bool [B]) arrays and its labels
     (int64 [B] or [B, K], -1 where a sample has none)."""
     label, index_t, valid_t = placed([labels.numpy(), index, valid], device)

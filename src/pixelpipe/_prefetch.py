@@ -59,12 +59,11 @@ class Run:
     last: Any = field(default_factory=list)  # the last batch made (pads a short tail): items, or a callable making them
     failed: set[int] = field(default_factory=set)  # samples that failed this epoch (not read again)
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # not handed over yet
+    ahead: deque[Any] = field(default_factory=deque)  # batches planned ahead (pixelpipe._cached)
 
     def save(self) -> tuple[Any, ...]:
         return (self.slots.position, self.cursor, self.made, list(self.pending), self.last, set(self.failed),
                 list(self.errors))
-
-    ahead: deque[Any] = field(default_factory=deque)  # batches planned ahead (see Pipeline's cached path)
 
     def restore(self, saved: tuple[Any, ...]) -> None:
         position, self.cursor, self.made, pending, self.last, failed, errors = saved

@@ -112,9 +112,7 @@ class DeviceCache:
 
     def batch(self, indices: list[int]) -> ImageBatch:
         """The cached samples as an ImageBatch sharing the cache's buffer."""
-        assert self.buffer is not None
-        rows = np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices))
-        return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
+        return self.batch_rows(np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices)))
 
     def rows_of(self, indices: np.ndarray) -> np.ndarray:
         """int64: each sample's row in the cache, -1 where it is not cached (indices >= 0)."""

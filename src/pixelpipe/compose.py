@@ -171,10 +171,8 @@ class Compose:
         n = len(images)
         if parts < 1 or n % parts:
             raise ValueError(f"cannot split {n} samples into {parts} equal batches")
-        idx = _indices(indices, n)
-        first = self.stages[0]
-        assert isinstance(first, Stage)
-        work = self._prepare_stage(first, images, seed, epoch, idx, self._last == 0)
+        whole = self.prepare(images, seed, epoch, indices)
+        work = whole.first
         work.spec.max_scale()  # computed once, sliced with the spec
         if work.source.data.is_cuda:
             work.source.kernel_table()  # uploaded once (on the current stream), its rows shared
@@ -183,7 +181,7 @@ class Compose:
         for j in range(parts):
             rows = slice(j * size, (j + 1) * size)
             part = _StageWork(work.stage, work.plan[rows], work.source.rows(rows), work.spec[rows], work.final)
-            out.append(Prepared(seed, epoch, idx[rows], part))
+            out.append(Prepared(seed, epoch, whole.idx[rows], part))
         return out
 
     def decode(self, prepared: Prepared) -> None:

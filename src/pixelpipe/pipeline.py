@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ._cached import cached_batch
-from ._collate import collate
+from ._collate import collate, labels_tensor
 from ._collate import shard_of as _shard
 from ._prefetch import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from ._threads import one_torch_thread
@@ -463,10 +463,14 @@ class Pipeline:
         return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
 
     def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
-        labels = None
+        n = len(items)
+        index = np.fromiter((it.index for it in items), np.int64, n)
+        valid = np.fromiter((it.valid for it in items), np.bool_, n)
         if self._labels is not None:  # an indexable reader's table: one gather, not N rows stacked
-            labels = self._labels[torch.from_numpy(np.fromiter((it.index for it in items), np.int64, len(items)))]
-        return collate(images, items, self.device, labels)
+            labels = self._labels[torch.from_numpy(index)]
+        else:
+            labels = labels_tensor([it.label for it in items])
+        return collate(images, index, valid, labels, self.device)
 
     def _cached_items(self, index: Any, valid: Any) -> list[_Item]:
         """A batch of cached samples as items (to pad a short tail from)."""

@@ -63,14 +63,16 @@ def _mix_u32(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor, ...]) -> Any:
-    """Fold keys into the state h (a Python int, or a uint32 numpy array once a tensor key
-    came in); h itself is left as it was."""
+def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor | np.ndarray, ...]) -> Any:
+    """Fold keys into the state h (a Python int, or a uint32 numpy array once an array key
+    came in); h itself is left as it was. Array keys: int64 tensors (on the CPU) or numpy
+    integer arrays."""
     for k in keys:
-        if isinstance(k, torch.Tensor) and k.dim() == 0:  # a number: numpy's scalars warn on wrapping
+        if isinstance(k, (torch.Tensor, np.ndarray)) and k.ndim == 0:  # a number: numpy's scalars warn on wrapping
             k = int(k)
-        if isinstance(k, torch.Tensor):  # two's complement bits: the same words as int64's
-            k = k.to(torch.int64).numpy().view(np.uint64)
+        if isinstance(k, (torch.Tensor, np.ndarray)):  # two's complement bits: the same words as int64's
+            k = (k.to(torch.int64).numpy() if isinstance(k, torch.Tensor) else k.astype(np.int64, copy=False))
+            k = k.view(np.uint64)
             for word in ((k & _MASK32).astype(np.uint32), (k >> 32).astype(np.uint32)):
                 h = _mix_u32((h + _GOLDEN if isinstance(h, np.ndarray) else np.uint32((h + _GOLDEN) & _MASK32)) ^ word)
         else:
@@ -123,10 +125,8 @@ def prefix(seed: int, epoch: int, indices: Any) -> np.ndarray:
     once per batch instead of once per op. Computed on the host whatever the indices' device
     (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy)."""
     if isinstance(indices, torch.Tensor):
-        indices = indices.detach().to(torch.int64).cpu().reshape(-1)
-    else:
-        indices = torch.from_numpy(np.asarray(indices, dtype=np.int64).reshape(-1))
-    return _fold_numpy(0x5EED1234, (int(seed), int(epoch), indices))
+        indices = indices.detach().to(torch.int64).cpu().numpy()
+    return _fold_numpy(0x5EED1234, (int(seed), int(epoch), np.asarray(indices, dtype=np.int64).reshape(-1)))
 
 
 def op_hashes(prefix: np.ndarray, ops: Sequence[int], draws: int) -> np.ndarray:
@@ -135,10 +135,8 @@ def op_hashes(prefix: np.ndarray, ops: Sequence[int], draws: int) -> np.ndarray:
     bits as folding each op and each draw separately (the fold is elementwise, so it
     broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead,
     not arithmetic on a few thousand numbers)."""
-    ops_arr = torch.tensor(list(ops), dtype=torch.int64).view(1, -1)
-    state = _fold_numpy(prefix.reshape(-1, 1), (ops_arr,))  # [N, K]
-    d = torch.arange(draws, dtype=torch.int64).view(1, 1, -1)
-    return _mix_u32(_fold_numpy(state[:, :, None], (d,)))
+    state = _fold_numpy(prefix.reshape(-1, 1), (np.array(list(ops), dtype=np.int64).reshape(1, -1),))  # [N, K]
+    return _mix_u32(_fold_numpy(state[:, :, None], (np.arange(draws, dtype=np.int64).reshape(1, 1, -1),)))
 
 
 _BLOCK = 8  # single draws hashed together (see Draws._hash_np)
@@ -194,7 +192,7 @@ class Draws:
             pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
             self._state = _fold_numpy(pre, (self.op,))
         if isinstance(draw, np.ndarray):
-            return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (torch.from_numpy(draw.reshape(1, -1)),)))
+            return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (draw.reshape(1, -1),)))
         if draw >= 0:
             block = self._blocks.get(draw // _BLOCK)
             if block is None:
