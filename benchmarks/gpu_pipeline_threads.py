@@ -1,11 +1,12 @@
 """Where a GPU Pipeline's time goes: each of its threads' busy time per epoch.
 
-    python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8]
+    python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8] [--lanes 2]
 
 Wraps the steps of each thread of a Pipeline (batch 256, 8 threads, prefetch 2) with timers:
 the planning thread's `Compose.prepare` (headers, sampling, the decoder's per-image calls),
 the decode thread's `Compose.decode` and, inside it, nvImageCodec's decode call, and the
-finishing thread's `Compose.finish` (the kernels' launches). A thread busy for (nearly) the
+finishing thread's `Compose.finish` (the kernels' launches); with several decoder lanes
+each lane's decode call is listed under the thread that made it. A thread busy for (nearly) the
 whole epoch is the bottleneck. Needs CUDA, Triton and nvImageCodec.
 """
 
@@ -36,6 +37,7 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--lanes", type=int, default=2, help="GpuDecoder lanes (Compose gpu_decode_lanes)")
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops
@@ -48,14 +50,15 @@ def main() -> None:
     nvimgcodec_c.CDecoder._run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
     blobs = read_jpegs(args.data)
     for name in args.pipelines.split(","):
-        with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
+        with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16,
+                                                                      gpu_decode_lanes=args.lanes), 256,
                          device="cuda", num_threads=8, prefetch=2) as pipe:
             rate = epochs_rate(pipe, args.epochs, on_start=EVENTS.clear)
         epoch = len(blobs) / rate
         busy: dict[tuple[str, str], float] = collections.defaultdict(float)
         for step, thread, seconds in EVENTS:
             busy[(step, thread)] += seconds / args.epochs
-        print(f"{name}: {rate:,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
+        print(f"{name}, {args.lanes} lane(s): {rate:,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
         for (step, thread), seconds in sorted(busy.items(), key=lambda kv: -kv[1]):
             if seconds > 0.0005:
                 print(f"  {step:40s} {thread:28s} {seconds * 1e3:7.1f} ms/epoch ({seconds / epoch:4.0%})")

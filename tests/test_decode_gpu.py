@@ -568,3 +568,68 @@ def test_a_planned_batch_decodes_once(photos: list[bytes]) -> None:
     with pytest.raises(ValueError, match="decoded already"):
         dec.decode_views(photos[:3], planned=planned)
     dec.close()
+
+
+@pytest.mark.parametrize("hw_fraction", [None, 0.0])
+def test_lanes_decode_exactly_what_one_decoder_decodes(photos: list[bytes], small: Image.Image, roi_safe: str,
+                                                       hw_fraction) -> None:
+    """Two or three decoders, each on a part of the batch at the same time, against one: the
+    same pixels bit for bit, the same fallbacks, in the caller's order; a planned batch still
+    decodes once."""
+    blobs = [*photos, with_orientation(small, 6), save(small, "PNG"), *photos[:3]]
+    rng = np.random.default_rng(12)
+    regions = []
+    for b in blobs:
+        h, w = read_header(b).oriented_size
+        y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+        regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+    one = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c", lanes=1)
+    want, fell_one, _ = one.decode_regions(blobs, regions)
+    for lanes in (2, 3):
+        dec = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c", lanes=lanes)
+        assert dec.lanes == lanes
+        planned = dec.plan(blobs, regions)
+        assert len(planned.opened) == lanes  # every lane got a part of this batch
+        views, fell, _ = dec.decode_views(blobs, planned=planned)
+        got = views.contiguous()
+        views.retire(torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        assert fell == fell_one == [len(photos) + 1]  # the PNG
+        assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+        with pytest.raises(ValueError, match="decoded already"):
+            dec.decode_views(blobs, planned=planned)
+        dec.close()
+    one.close()
+
+
+def test_batches_on_different_lanes_decode_at_once(photos: list[bytes], roi_safe: str) -> None:
+    """Batches planned for lanes 0 and 1 decode on two threads at the same time, each into
+    what one decoder gives for it; a lane the decoder lacks is refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    halves = [photos[: len(photos) // 2], photos[len(photos) // 2:]]
+    one = GpuDecoder(CUDA, roi_decode=True, api="c", lanes=1)
+    want = [one.decode_regions(h)[0] for h in halves]
+    dec = GpuDecoder(CUDA, roi_decode=True, api="c", lanes=2)
+    with pytest.raises(ValueError, match="lane"):
+        dec.plan(halves[0], lane=2)
+    for _ in range(3):
+        planned = [dec.plan(h, lane=k) for k, h in enumerate(halves)]
+        assert [[k for k, _, _ in p.opened] for p in planned] == [[0], [1]]
+        streams = [torch.cuda.Stream(CUDA) for _ in halves]
+
+        def run(k: int, stream: torch.cuda.Stream, plan: object) -> ImageBatch:
+            with torch.cuda.stream(stream):
+                views, fell, _ = dec.decode_views(halves[k], stream=stream, planned=plan)
+                assert fell == []
+                batch = views.contiguous()
+                views.retire(stream)
+                return batch
+
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(run, [0, 1], streams, planned))
+        torch.cuda.synchronize()
+        for g, w in zip(got, want):
+            assert torch.equal(g.table, w.table) and torch.equal(g.data, w.data)
+    dec.close()
+    one.close()

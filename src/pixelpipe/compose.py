@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ class Compose:
             whole images and let the warp read the region (False). "auto" (default): regions
             when a one-time probe in a child process decoded them cleanly on this GPU, since
             nvImageCodec 0.9.0 can crash on region decodes on H100 (NVIDIA/nvImageCodec#55).
+        gpu_decode_lanes: on CUDA, how many nvImageCodec decoders there are (GpuDecoder's
+            `lanes`). A Pipeline gives consecutive batches to alternate lanes and decodes them
+            on as many threads, so that one batch decodes while the thread of the one before
+            collects its results; a direct call splits its batch over the lanes. Default 1.
 
     Calling it: ``Compose(ops)(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes). Encoded
@@ -83,7 +88,7 @@ class Compose:
                  channels: int = 3, antialias: bool = True, num_threads: int | None = None,
                  device: str | torch.device | None = None, max_pixels: int = 100_000_000,
                  hw_fraction: float | None = 0.75, gpu_roi_decode: bool | str = "auto",
-                 gpu_fancy_upsampling: bool = False) -> None:
+                 gpu_fancy_upsampling: bool = False, gpu_decode_lanes: int = 1) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
@@ -114,7 +119,11 @@ class Compose:
         self.hw_fraction = hw_fraction
         self.gpu_roi_decode = gpu_roi_decode
         self.gpu_fancy_upsampling = bool(gpu_fancy_upsampling)
+        if isinstance(gpu_decode_lanes, bool) or not isinstance(gpu_decode_lanes, int) or gpu_decode_lanes < 1:
+            raise ValueError(f"gpu_decode_lanes must be an int >= 1, got {gpu_decode_lanes!r}")
+        self.gpu_decode_lanes = gpu_decode_lanes
         self.decode_stats = {"gpu": 0, "cpu_fallback": 0, "cpu": 0}
+        self._stats_lock = threading.Lock()  # a Pipeline's decoder lanes count from several threads
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops (random ops dropped or made
@@ -147,17 +156,18 @@ class Compose:
         return self.finish(self.prepare(images, seed, epoch, indices))
 
     def prepare(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None,
-                defer_decode: bool = False) -> Prepared:
+                defer_decode: bool = False, decode_lane: int | None = None) -> Prepared:
         """The first half of a call: read headers, plan the first stage and, on CUDA, decode
         its regions (with defer_decode, `decode` or `finish` does that later). `finish` does
         the rest. A pipeline runs these steps of consecutive batches on separate threads, so
-        that planning, decoding and the kernels of three batches overlap."""
+        that planning, decoding and the kernels of three batches overlap. decode_lane: the
+        GPU decoder lane for the whole batch (in [0, gpu_decode_lanes); None: split)."""
         source = _as_source(images, self.max_pixels)
         n = len(source)
         idx = _indices(indices, n)
         first = self.stages[0]
         assert isinstance(first, Stage)
-        work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode)
+        work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode, decode_lane)
         return Prepared(seed, epoch, idx, work)
 
     def prepare_split(self, images: ImageBatch, seed: int, epoch: int, indices: Any, parts: int) -> list[Prepared]:
@@ -204,7 +214,7 @@ class Compose:
         return x
 
     def _prepare_stage(self, stage: Stage, x: Any, seed: int, epoch: int, idx: np.ndarray, final: bool,
-                       defer_decode: bool = False) -> _StageWork:
+                       defer_decode: bool = False, decode_lane: int | None = None) -> _StageWork:
         if isinstance(x, torch.Tensor):  # output of a Lambda: float NCHW in [0, 1]
             x = _tensor_source(x)
         encoded = isinstance(x, EncodedSource)
@@ -222,7 +232,7 @@ class Compose:
         source: Any
         if encoded and device.type == "cuda" and self._gpu_decoder(device) is not None:
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
-            source = _PendingDecode(self, x, regions)
+            source = _PendingDecode(self, x, regions, decode_lane)
             if not defer_decode:
                 source = source.run()
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
@@ -259,7 +269,8 @@ class Compose:
             cpu_decoding_notice()
             return None
         self._decoder = GpuDecoder(device, hw_fraction=self.hw_fraction, num_cpu_threads=self.num_threads,
-                                   roi_decode=self.gpu_roi_decode, fancy_upsampling=self.gpu_fancy_upsampling)
+                                   roi_decode=self.gpu_roi_decode, fancy_upsampling=self.gpu_fancy_upsampling,
+                                   lanes=self.gpu_decode_lanes)
         return self._decoder
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
@@ -303,10 +314,10 @@ class _PendingDecode:
     (checks, code streams) happens here, on the planning thread, so that the decoding thread
     (Pipeline's decode_thread) only decodes."""
 
-    def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray) -> None:
+    def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray, lane: int | None = None) -> None:
         self.compose, self.source, self.regions = compose, source, regions
         self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
-                                             source.jpeg_headers)
+                                             source.jpeg_headers, lane=lane)
 
     def run(self) -> DeviceViews:
         from .decode.gpu import SampleDecodeError
@@ -316,8 +327,9 @@ class _PendingDecode:
             views, fallback, _ = compose._decoder.decode_views(x.blobs, planned=self.planned)
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
             raise SampleError(e.sample, e.reason) from e
-        compose.decode_stats["gpu"] += len(x) - len(fallback)
-        compose.decode_stats["cpu_fallback"] += len(fallback)
+        with compose._stats_lock:
+            compose.decode_stats["gpu"] += len(x) - len(fallback)
+            compose.decode_stats["cpu_fallback"] += len(fallback)
         return views
 
 

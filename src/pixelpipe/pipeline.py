@@ -132,7 +132,8 @@ class Pipeline:
                                   antialias=base.antialias, num_threads=num_threads, device=self.device,
                                   max_pixels=max_pixels, hw_fraction=base.hw_fraction,
                                   gpu_roi_decode=base.gpu_roi_decode,
-                                  gpu_fancy_upsampling=base.gpu_fancy_upsampling)
+                                  gpu_fancy_upsampling=base.gpu_fancy_upsampling,
+                                  gpu_decode_lanes=base.gpu_decode_lanes)
         self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, drop_last
         self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
         self.rank, self.world = _shard(shard)
@@ -146,7 +147,8 @@ class Pipeline:
         self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
         self.decode_thread = decode_thread
         self._decoder: ThreadPoolExecutor | None = None  # CUDA: runs each batch's GPU decode
-        self._decode_stream: Any = None  # ... on a stream of its own
+        self._decode_streams: dict[int, Any] = {}  # ... on a stream of its decoder lane's
+        self._lane = 0  # the decoder lane of the next batch (they alternate)
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         counts = self._stream_counts()
@@ -342,22 +344,23 @@ class Pipeline:
 
     def _decoder_pool(self) -> ThreadPoolExecutor:
         if self._decoder is None:
-            self._decoder = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-decode-gpu",
+            self._decoder = ThreadPoolExecutor(self.transforms.gpu_decode_lanes, thread_name_prefix="pixelpipe-decode-gpu",
                                                initializer=one_torch_thread)
         return self._decoder
 
-    def _decode_on(self, prepared: Any) -> Any:
-        """The GPU decode of a prepared batch, on its own thread and its own CUDA stream: it
-        overlaps the planning of the next batch (producer thread) and the kernels of the one
-        before (finisher thread, side stream), and never waits for those kernels. Returns an
-        event the kernels wait for. A SampleError surfaces in the finish, which then makes the
-        batch again in one piece."""
-        if self._decode_stream is None:
-            self._decode_stream = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(self._decode_stream):
+    def _decode_on(self, prepared: Any, lane: int) -> Any:
+        """The GPU decode of a prepared batch, on a thread of its own and its decoder lane's
+        CUDA stream: it overlaps the planning of the next batch (producer thread), the kernels
+        of the one before (finisher thread, side stream) and, with several lanes, the decodes
+        of other batches; it never waits for those kernels. Returns an event the kernels wait
+        for. A SampleError surfaces in the finish, which then makes the batch again in one piece."""
+        stream = self._decode_streams.get(lane)
+        if stream is None:
+            stream = self._decode_streams[lane] = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(stream):
             self.transforms.decode(prepared)
             done = torch.cuda.Event()
-            done.record(self._decode_stream)
+            done.record(stream)
         return done
 
     def _finish_decoded(self, decoded: Any, prepared: Any, items: list[_Item]) -> dict[str, Any]:
@@ -441,11 +444,13 @@ class Pipeline:
         try:
             source = [it.data for it in items] if self._cache is None else self._from_cache(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
+            lane = self._lane
             prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch,
                                                indices=torch.tensor([it.index for it in items], dtype=torch.int64),
-                                               defer_decode=deferred)
+                                               defer_decode=deferred, decode_lane=lane if deferred else None)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
-                decoded = self._decoder_pool().submit(self._decode_on, prepared)
+                self._lane = (lane + 1) % self.transforms.gpu_decode_lanes
+                decoded = self._decoder_pool().submit(self._decode_on, prepared, lane)
                 return (lambda: self._finish_decoded(decoded, prepared, items)), rest
             if not split:
                 batch = self._wrap(self.transforms.finish(prepared), items)

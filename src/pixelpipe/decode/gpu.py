@@ -72,6 +72,7 @@ Known problems, and what this module does about them:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -150,9 +151,16 @@ class GpuDecoder(BindingPath):
             GIL, into one buffer pixelpipe owns; "python": its Python binding, whose decode
             stalls while other Python threads run (see nvimgcodec_c). "auto" (default): "c"
             when the installed library is a release whose structs pixelpipe mirrors.
+        lanes: with the C API, how many nvImageCodec decoders this one drives, each with its
+            own CUDA stream and num_cpu_threads // lanes executor threads (at least 1). A
+            batch planned for one lane (`plan(lane=k)`; a Pipeline alternates them) decodes
+            there while other lanes decode other batches on other threads; a batch planned
+            with lane=None is split into parts of about equal pixel counts, one per lane,
+            decoded at the same time. Default 1. The Python binding always uses one.
 
-    One decoder per device; reuse it for every batch. Calls are serialised by a lock: use it
-    from one thread at a time for throughput.
+    One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
+    lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
+    threads at once, as a Pipeline with several lanes does.
 
     Example:
         >>> dec = GpuDecoder(torch.device("cuda"))  # doctest: +SKIP
@@ -172,6 +180,7 @@ class GpuDecoder(BindingPath):
         fancy_upsampling: bool = False,
         options: str = "",
         api: str = "auto",
+        lanes: int = 1,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -180,6 +189,8 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"hw_fraction must be None or in [0, 1], got {hw_fraction}")
         if num_cpu_threads < 1:
             raise ValueError(f"num_cpu_threads must be >= 1, got {num_cpu_threads}")
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+            raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
         nvc = _nvimgcodec()
         if not torch.cuda.is_available():
             raise RuntimeError("GpuDecoder needs a CUDA device; torch.cuda.is_available() is False")
@@ -207,15 +218,21 @@ class GpuDecoder(BindingPath):
         if api == "c" and capi is None:
             raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
                                "release's structs); use api='python'")
-        self._c: nvimgcodec_c.CDecoder | None = None
+        self._c: list[nvimgcodec_c.CDecoder] = []  # the lanes (C API), each with a stream
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
             try:
-                self._c = nvimgcodec_c.CDecoder(capi, device.index, num_cpu_threads, backends, options)
+                for _ in range(lanes):
+                    self._c.append(nvimgcodec_c.CDecoder(capi, device.index, max(1, num_cpu_threads // lanes),
+                                                         backends, options))
             except RuntimeError as e:
+                for made in self._c:
+                    made.close()
+                self._c = []
                 if api == "c":
                     raise
                 print(f"pixelpipe: nvImageCodec's C API failed ({e}); using its Python binding")
-        if self._c is not None:
+        self.lanes = len(self._c) or 1
+        if self._c:
             self._decoder: Any = self._c
         else:
             fixed = nvc.LoadHintPolicy.FIXED
@@ -226,33 +243,39 @@ class GpuDecoder(BindingPath):
                           for kind, hint in backends])
             self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
                                             apply_exif_orientation=False, allow_any_depth=False)
-        self.api = "c" if self._c is not None else "python"
-        # the C API decodes in this stream's order (its images are made at planning time, when
+        self.api = "c" if self._c else "python"
+        # each lane decodes in its stream's order (its images are made at planning time, when
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
-        self._c_stream = torch.cuda.Stream(device) if self._c is not None else None
+        self._c_streams = [torch.cuda.Stream(device) for _ in self._c]
+        self._lane_pool: ThreadPoolExecutor | None = None  # runs the lanes after the first
         self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the binding's decodes, close()
+        self._lane_locks = [threading.Lock() for _ in self._c]  # a lane decodes one batch at a time
+        self._pools_lock = threading.Lock()  # making the thread pools
         self._free: list[Any] = []  # decoded images to decode into again (see _take_free)
         self._free_cap = 4096
         self._free_lock = threading.Lock()
 
     def close(self) -> None:
         """Release nvImageCodec's decoder and the CPU fallback threads."""
-        with self._lock:
+        with contextlib.ExitStack() as held:
+            for lock in (self._lock, *self._lane_locks):  # no decode is running
+                held.enter_context(lock)
             self._decoder = None
-            if self._c is not None:
-                self._c.close()
-                self._c = None
+            for lane in self._c:
+                lane.close()
+            self._c = []
             with self._free_lock:
                 self._free = []
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+            for pool in (self._pool, self._lane_pool):
+                if pool is not None:
+                    pool.shutdown(wait=True)
+            self._pool = self._lane_pool = None
 
     def __repr__(self) -> str:
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
                 f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode}, "
-                f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r})")
+                f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r}, lanes={self.lanes})")
 
     # ------------------------------------------------------------------------------ decoding
     def decode_regions(
@@ -303,14 +326,20 @@ class GpuDecoder(BindingPath):
         headers: list[Any] | None = None,
         *,
         exif: bool = True,
+        lane: int | None = None,
     ) -> Planned:
         """The per-sample work of `decode_views` that needs no decoder: which samples go to
         nvImageCodec (and their code streams), which to the CPU decoder and why. A pipeline
-        calls it on the planning thread, so that the decoding thread only decodes. Raises
-        ValueError for a region outside its image ("sample i: ...")."""
+        calls it on the planning thread, so that the decoding thread only decodes. lane: the
+        decoder lane that decodes the whole batch (with the C API; batches planned for
+        different lanes may decode on different threads at the same time); None splits the
+        batch over every lane. Raises ValueError for a region outside its image ("sample i:
+        ...") or a lane this decoder does not have."""
         n = len(blobs)
         if regions is not None and len(regions) != n:
             raise ValueError(f"got {len(regions)} regions for {n} blobs")
+        if lane is not None and not 0 <= lane < self.lanes:
+            raise ValueError(f"lane must be None or in [0, {self.lanes}), got {lane}")
         blobs = [b if isinstance(b, bytes) else bytes(b) for b in blobs]
         jobs: list[Job] = []
         why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
@@ -321,12 +350,16 @@ class GpuDecoder(BindingPath):
                 why[i] = job
             else:
                 jobs.append(job)
-        if self._c is not None:  # code streams, buffer and images made here, on the planning thread
-            opened = self._c.open([blobs[job.index] for job in jobs], [job.region for job in jobs],
-                                  [job.decoded_size for job in jobs], self._c_stream)
-            rows = {job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
-                    for job, slot in zip(jobs, opened.slots) if not isinstance(slot, str)}
-            return Planned(blobs, regions, exif, why, jobs, opened, rows)
+        if self._c:  # code streams, buffers and images made here, on the planning thread
+            parts, rows = [], {}
+            split = split_by_pixels(jobs, len(self._c)) if lane is None else [(lane, jobs)] if jobs else []
+            for k, part in split:
+                opened = self._c[k].open([blobs[job.index] for job in part], [job.region for job in part],
+                                         [job.decoded_size for job in part], self._c_streams[k])
+                rows.update({job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
+                             for job, slot in zip(part, opened.slots) if not isinstance(slot, str)})
+                parts.append((k, part, opened))
+            return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts, rows)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
         return Planned(blobs, regions, exif, why, decodable, streams + parents)
 
@@ -357,7 +390,11 @@ class GpuDecoder(BindingPath):
         if n == 0:
             return DeviceViews(self.device, [], [], list), [], []
         why = dict(planned.why)
-        with self._lock, torch.cuda.device(self.device), torch.cuda.stream(stream):
+        # the C API: only the lanes this batch uses (another batch may decode on the others)
+        locks = [self._lane_locks[k] for k, _, _ in planned.opened] if self._c else [self._lock]
+        with contextlib.ExitStack() as held, torch.cuda.device(self.device), torch.cuda.stream(stream):
+            for lock in locks:  # in lane order
+                held.enter_context(lock)
             if self._decoder is None:
                 raise RuntimeError("this GpuDecoder was closed")
             # Files that go to the CPU anyway decode on its threads while nvImageCodec works.
@@ -365,7 +402,7 @@ class GpuDecoder(BindingPath):
             on_gpu = self._decode_gpu(planned, stream, why)
             pending.update(self._start_cpu(planned, sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            views = as_views(n, on_gpu, on_cpu, self.device, self._recycle if self._c is None else None)
+            views = as_views(n, on_gpu, on_cpu, self.device, None if self._c else self._recycle)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
@@ -374,22 +411,36 @@ class GpuDecoder(BindingPath):
     ) -> dict[int, tuple[Job, Any, Row]]:
         """nvImageCodec decodes the planned code streams; returns sample -> (job, nvImageCodec
         image or C-API slot, the DeviceViews row of its displayed region). Failures go into `why`."""
-        if self._c is not None:
+        if self._c:
             return self._decode_gpu_c(planned, stream, why)
         return self._decode_binding(planned, stream, why)
 
     def _decode_gpu_c(
         self, planned: Planned, stream: torch.cuda.Stream, why: dict[int, str],
     ) -> dict[int, tuple[Job, Any, Row]]:
-        """As _decode_gpu, through the C API: every job into its slot of one new buffer."""
-        jobs = planned.decodable
-        if not jobs:
+        """As _decode_gpu, through the C API: every job into its slot of its lane's new
+        buffer, the lanes at once (the first on this thread, the others on helper threads)."""
+        parts = planned.opened
+        if not parts:
             return {}
-        assert self._c is not None and planned.rows is not None  # plan() made the images and rows
-        results = self._c.run(planned.opened)  # raises for a planned batch decoded before
-        stream.wait_stream(self._c_stream)  # the caller's stream sees the decoded pixels
+        assert self._c and planned.rows is not None  # plan() made the images and rows
+        if len(parts) > 1:
+            with self._pools_lock:
+                if self._lane_pool is None:
+                    self._lane_pool = ThreadPoolExecutor(len(self._c) - 1, thread_name_prefix="pixelpipe-decode-lane")
+        others = [self._lane_pool.submit(self._c[lane].run, opened)  # type: ignore[union-attr]
+                  for lane, _, opened in parts[1:]]
+        try:  # each raises for a planned batch decoded before
+            results = self._c[parts[0][0]].run(parts[0][2])
+        finally:  # no lane may still write into its buffer when this returns or raises
+            for fut in others:
+                fut.exception()
+        for fut in others:
+            results = results + fut.result()
+        for lane, _, _ in parts:  # the caller's stream sees the decoded pixels
+            stream.wait_stream(self._c_streams[lane])
         out: dict[int, tuple[Job, Any, Row]] = {}
-        for job, res in zip(jobs, results):
+        for job, res in zip(planned.decodable, results):
             if isinstance(res, str):
                 why[job.index] = res
             else:
@@ -414,10 +465,24 @@ class GpuDecoder(BindingPath):
                                    f"for region {tuple(region)}")
             return pixels
 
-        if indices and self._pool is None:
-            self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
-                                            thread_name_prefix="pixelpipe-gpu-fallback")
+        if indices:
+            with self._pools_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
+                                                    thread_name_prefix="pixelpipe-gpu-fallback")
         return {i: self._pool.submit(one, i) for i in indices}
+
+
+def split_by_pixels(jobs: list[Job], lanes: int) -> list[tuple[int, list[Job]]]:
+    """The jobs in at most `lanes` consecutive parts of about equal decoded pixel counts, as
+    (lane, part), empty parts left out: what each of the lanes decodes."""
+    if lanes == 1 or len(jobs) < 2:
+        return [(0, jobs)] if jobs else []
+    area = np.cumsum([h * w for h, w in (job.decoded_size for job in jobs)], dtype=np.float64)
+    # each part ends with the job whose running pixel count reaches its share of the total
+    cuts = np.minimum(np.searchsorted(area, area[-1] * np.arange(1, lanes) / lanes) + 1, len(jobs))
+    bounds = [0, *cuts.tolist(), len(jobs)]
+    return [(lane, jobs[a:b]) for lane, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a]
 
 
 def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:

@@ -199,6 +199,7 @@ class Opened:
         self.ok: list[int] = []  # blobs with a code stream and an image, in batch order
         self.batch: tuple[Any, Any] | None = None  # (code streams, images) as C arrays of len(ok)
         self.released = False
+        self.decoded = False  # `CDecoder.run` ran (a batch decodes once)
 
     def release(self) -> None:
         owner = self.owner
@@ -388,8 +389,9 @@ class CDecoder:
         the batch's handles are released by the next `open`. A batch decodes once."""
         if not self._decoder:
             raise RuntimeError("this decoder was closed")
-        if opened.released or opened.batch is None:
+        if opened.released or opened.batch is None or opened.decoded:
             raise ValueError("this batch was decoded already, or open() made no images for it")
+        opened.decoded = True
         try:
             out = list(opened.slots)
             if opened.ok:
