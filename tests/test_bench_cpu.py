@@ -90,3 +90,25 @@ def test_time_runs_keeps_timing_passes_until_the_seconds_have_passed():
     epochs.clear()
     r = time_runs("slow", run_pass, 3, 4, quiet=True, seconds=0.001)
     assert epochs == [0, 1, 2, 3] and r.images == 12
+
+
+def test_time_runs_drains_after_the_warm_up_and_inside_the_clock() -> None:
+    """drain (a CUDA synchronize in the GPU bench) runs once after the warm-up pass and once
+    after the last timed pass, and its time counts: the clock stops when the device is done."""
+    import time
+
+    from pixelpipe.bench.runner import time_runs
+
+    log = []
+
+    def run_pass(epoch):
+        log.append(("pass", epoch))
+        yield 4
+
+    def drain():
+        log.append(("drain",))
+        time.sleep(0.2)
+
+    r = time_runs("drained", run_pass, 3, 4, quiet=True, drain=drain)
+    assert log == [("pass", 0), ("drain",), ("pass", 1), ("pass", 2), ("pass", 3), ("drain",)]
+    assert r.images == 12 and r.seconds >= 0.2  # the final drain is inside the clock

@@ -270,5 +270,20 @@ def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows
                  Result("dali", 100, 5.0, ""), Result("kornia", 100, 20.0, "")], "header")
     out = capsys.readouterr().out
     assert out.strip().endswith("pixelpipe is 0.50x dali")
+    assert "pixelpipe (gpu cache) is 2.00x dali" in out  # its own rows against the fastest peer
     print_table([Result("pixelpipe", 100, 10.0, ""), Result("pixelpipe (gpu cache)", 100, 2.5, "")], "h")
     assert "pixelpipe is" not in capsys.readouterr().out
+
+
+def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
+    from pixelpipe.bench.runner import Result, print_round_ratios
+
+    rounds = [[Result("pixelpipe", 10, 1.0, ""), Result("pixelpipe (gpu cache)", 100, 1.0, ""),
+               Result("dali", 20, 1.0, "")],
+              [Result("pixelpipe", 12, 1.0, ""), Result("pixelpipe (gpu cache)", 90, 1.0, ""),
+               Result("dali", 0, 1.0, "")]]
+    print_round_ratios(rounds)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == ["per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.13",
+                     "per round, pixelpipe / dali: 0.50, -",
+                     "per round, pixelpipe (gpu cache) / dali: 5.00, -"]

@@ -2,8 +2,12 @@
 
 Every contender gets the same encoded images in memory, the same batch size and the same
 pipeline (pipelines.py), runs one warm-up pass, then is timed over `passes` passes by
-`time_runs` (which draws the progress bar). Every pass ends with torch.cuda.synchronize(), so
-a clock stops only once the GPU has finished, and no warm-up work leaks into a timed pass.
+`time_runs` (which draws the progress bar). The GPU is drained (torch.cuda.synchronize())
+after the warm-up and once more at the end of the timed passes, inside the clock: no warm-up
+work leaks into the timed passes, a clock stops only once the GPU has finished, and the passes
+follow each other as a training loop's epochs do. (Until session 8 every pass ended with a
+drain, which for the fast contenders cost the overlap of one pass's last launch with the next
+pass's host work: with 500 images a pass is two batches.)
 
 Two modes:
   full          encoded bytes in, a normalised float16 NCHW batch on the GPU out.
@@ -105,13 +109,9 @@ def spans(total: int, batch: int) -> list[tuple[int, int]]:
     return [(s, min(batch, total - s)) for s in range(0, total, batch)]
 
 
-def synced(run: RunPass, device: torch.device) -> RunPass:
-    """run, with the GPU drained at the end of every pass (inside the clock)."""
-    def run_synced(epoch: int) -> Iterator[int]:
-        yield from run(epoch)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    return run_synced
+def drainer(device: torch.device) -> Callable[[], None] | None:
+    """What time_runs calls to wait for the device's work: a synchronize on CUDA."""
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
 
 
 def decode_head(blobs: Sequence[bytes], batch: int, device: torch.device) -> ImageBatch:
@@ -139,7 +139,7 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
     run = None
     try:
         run = make()
-        return time_runs(name, synced(run, device), passes, total, quiet, note, seconds)
+        return time_runs(name, run, passes, total, quiet, note, seconds, drainer(device))
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
     except Exception as e:

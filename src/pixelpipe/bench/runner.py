@@ -54,9 +54,13 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
-              quiet: bool, note: str = "", seconds: float = 0.0) -> Result:
+              quiet: bool, note: str = "", seconds: float = 0.0,
+              drain: Callable[[], None] | None = None) -> Result:
     """Warm up with one pass, then time `passes` passes, and more until `seconds` have passed.
-    run_pass(epoch) yields batch sizes.
+    run_pass(epoch) yields batch sizes. drain() (on CUDA, a synchronize) runs after the warm-up
+    and once at the end of the timed passes, inside the clock: the clock stops when the
+    device has finished everything the passes asked of it, and the passes follow each other
+    as a training loop's epochs do, without emptying the device's queue in between.
 
     A full garbage collection runs before the clock starts, for every contender: a collection
     of the oldest generation holds the GIL for ~0.1 s with torch imported (measured, 2-core
@@ -64,6 +68,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
     timed run of a few seconds rarely meets one."""
     for _ in run_pass(0):
         pass
+    if drain is not None:
+        drain()
     gc.collect()
     images = 0
     with Progress(None if seconds else total * passes, f"{name:<18}", quiet=quiet) as bar:
@@ -74,6 +80,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
                 images += k
                 bar.update(k)
             epoch += 1
+        if drain is not None:
+            drain()
         elapsed = time.perf_counter() - t0
     return Result(name, images, elapsed, note)
 
@@ -121,6 +129,8 @@ def print_table(results: list[Result], header: str) -> None:
     peers = [r for r in results[1:] if not r.name.startswith("pixelpipe")]  # not its own cached rows
     if peers:
         best = max(peers, key=lambda r: r.rate)
+        for own in (r for r in results[1:] if r.name.startswith("pixelpipe")):  # e.g. the cached epochs
+            print(f"{own.name} is {own.rate / best.rate:.2f}x {best.name}" if best.rate else "")
         print(f"pixelpipe is {base / best.rate:.2f}x {best.name}" if best.rate else "")
 
 
@@ -184,13 +194,17 @@ def in_rounds(jobs: Sequence[Callable[[], Result]], rounds: int) -> tuple[list[R
 
 
 def print_round_ratios(per_round: list[list[Result]]) -> None:
-    """With several rounds: each peer's per-round ratio pixelpipe / peer (the first result of a
-    round is pixelpipe's)."""
+    """With several rounds: per round, pixelpipe's rate over each other row's (the first result
+    of a round is pixelpipe's), and each of pixelpipe's other rows (its cached epochs) over
+    each peer's."""
     if len(per_round) < 2:
         return
-    for k in range(1, len(per_round[0])):
-        ratios = ", ".join(f"{row[0].rate / row[k].rate:.2f}" if row[k].rate else "-" for row in per_round)
-        print(f"per round, {per_round[0][0].name} / {per_round[0][k].name}: {ratios}")
+    names = [r.name for r in per_round[0]]
+    own = [i for i, name in enumerate(names) if i and name.startswith("pixelpipe")]
+    peers = [k for k, name in enumerate(names) if not name.startswith("pixelpipe")]
+    for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
+        ratios = ", ".join(f"{row[i].rate / row[k].rate:.2f}" if row[k].rate else "-" for row in per_round)
+        print(f"per round, {names[i]} / {names[k]}: {ratios}")
 
 
 def _median_result(runs: list[Result]) -> Result:
