@@ -100,6 +100,22 @@ def test_decoder_lanes_give_the_same_batches(lanes: int) -> None:
     assert counts[0] == counts[1]
 
 
+def test_lanes_fall_back_to_one_with_the_python_binding(monkeypatch) -> None:
+    """Without nvImageCodec's C API the decoder has one lane whatever Compose asks for: a
+    Pipeline asking for two still gives every batch, with the same bits."""
+    from pixelpipe.decode import nvimgcodec_c
+
+    data = [(_jpeg(i), i) for i in range(12)]
+    outs = []
+    for lanes in (1, 2):
+        monkeypatch.setattr(nvimgcodec_c, "load", lambda: None)
+        ops = Compose(_ops().ops, dtype=torch.float32, gpu_decode_lanes=lanes)
+        with Pipeline(Memory(data), ops, 4, device="cuda", seed=5) as pipe:
+            outs.append(torch.cat([b["image"].cpu() for b in pipe]))
+            assert pipe.transforms._decoder.api == "python" and pipe.transforms._decoder.lanes == 1
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     """Over five epochs (same batches every epoch: shuffle off) the device's used memory
     (nvImageCodec's own buffers included) grows by at most 64 MiB, and torch's high-water mark

@@ -316,6 +316,8 @@ class _PendingDecode:
 
     def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray, lane: int | None = None) -> None:
         self.compose, self.source, self.regions = compose, source, regions
+        if lane is not None:  # the decoder may have fewer lanes (its Python binding has one)
+            lane %= compose._decoder.lanes
         self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
                                              source.jpeg_headers, lane=lane)
 
