@@ -45,3 +45,23 @@ def epochs_rate(pipe: Any, epochs: int, on_start: Any = None) -> float:
     if cuda:
         torch.cuda.synchronize()
     return n / (time.perf_counter() - t0)
+
+
+def rn50_regions(folder: str | Path, epochs: int) -> tuple[list[bytes], list[list[tuple[int, int, int, int]]]]:
+    """What the GPU decoder benchmarks decode: the folder's JPEGs that nvImageCodec takes as
+    they are (no EXIF rotation, 1 or 3 channels), and per epoch 0..epochs-1 rn50's random-crop
+    region (y0, x0, y1, x1) of each, as a Pipeline would ask the decoder for."""
+    import numpy as np
+
+    from pixelpipe import Compose
+    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.compose import EncodedSource
+
+    blobs = read_jpegs(folder)
+    infos = EncodedSource(blobs).infos
+    blobs = [b for b, info in zip(blobs, infos) if info.orientation == 1 and info.channels in (1, 3)]
+    sizes = EncodedSource(blobs).sizes()
+    stage = Compose(pipeline_ops("rn50")).stages[0]
+    n = len(blobs)
+    return blobs, [[tuple(r) for r in stage.sample(0, e, np.arange(n), sizes).regions().tolist()]
+                   for e in range(epochs)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 import torch
-from _common import arguments, read_jpegs
+from _common import arguments, rn50_regions
 
 BATCH = 256
 SETTINGS = [  # (label, executor threads, hardware share, extra options)
@@ -35,23 +35,13 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--epochs", type=int, default=8)
     args = ap.parse_args()
-    from pixelpipe import Compose
-    from pixelpipe.bench.pipelines import pipeline_ops
-    from pixelpipe.compose import EncodedSource
     from pixelpipe.decode import nvimgcodec_c
 
     api = nvimgcodec_c.load()
     if api is None or not torch.cuda.is_available():
         raise SystemExit("needs CUDA and nvImageCodec 0.9 (pip install 'pixelpipe[gpu]')")
-    blobs = read_jpegs(args.data)
-    src = EncodedSource(blobs)
-    keep = [i for i, info in enumerate(src.infos) if info.orientation == 1 and info.channels in (1, 3)]
-    blobs = [blobs[i] for i in keep]
-    src = EncodedSource(blobs)
-    stage = Compose(pipeline_ops("rn50")).stages[0]
+    blobs, regions = rn50_regions(args.data, args.epochs + 1)
     n = len(blobs)
-    regions = [[tuple(r) for r in stage.sample(0, e, torch.arange(n), src.sizes()).regions().tolist()]
-               for e in range(args.epochs + 1)]
     print(f"{n} JPEGs, batch {BATCH}, {args.epochs} epochs, {torch.cuda.get_device_name()}")
     print(f"{'setting':64s} {'images/s':>9s}")
     for label, threads, hw, options in SETTINGS:

@@ -19,9 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import torch
-from _common import arguments, read_jpegs
+from _common import arguments, rn50_regions
 
 HW = [("HW_GPU_ONLY", None)]
 ALL = [("HW_GPU_ONLY", None), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]  # pixelpipe's, hw None
@@ -47,22 +46,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("only", nargs="*", help="run only the settings whose label contains one of these")
     args = ap.parse_args()
-    from pixelpipe import Compose
-    from pixelpipe.bench.pipelines import pipeline_ops
-    from pixelpipe.compose import EncodedSource
     from pixelpipe.decode import nvimgcodec_c, turbo
 
     api = nvimgcodec_c.load()
     if api is None or not torch.cuda.is_available():
         raise SystemExit("needs CUDA and nvImageCodec 0.9 (pip install 'pixelpipe[gpu]')")
-    blobs = read_jpegs(args.data)
-    infos = EncodedSource(blobs).infos
-    blobs = [b for b, info in zip(blobs, infos) if info.orientation == 1 and info.channels in (1, 3)]
-    src = EncodedSource(blobs)
-    stage = Compose(pipeline_ops("rn50")).stages[0]
+    blobs, regions = rn50_regions(args.data, 12)
     n, batch = len(blobs), args.batch
-    regions = [[tuple(r) for r in stage.sample(0, e, np.arange(n), src.sizes()).regions().tolist()]
-               for e in range(12)]
 
     def work(epoch: int) -> Any:
         box = regions[epoch % 12]

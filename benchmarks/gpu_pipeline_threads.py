@@ -1,6 +1,6 @@
 """Where a GPU Pipeline's time goes: each of its threads' busy time per epoch.
 
-    python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8] [--lanes 2]
+    python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8] [--lanes 1]
 
 Wraps the steps of each thread of a Pipeline (batch 256, 8 threads, prefetch 2) with timers:
 the planning thread's `Compose.prepare` (headers, sampling, the decoder's per-image calls),
@@ -37,7 +37,7 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--lanes", type=int, default=2, help="GpuDecoder lanes (Compose gpu_decode_lanes)")
+    ap.add_argument("--lanes", type=int, default=1, help="decoder lanes (Compose gpu_decode_lanes; its default 1)")
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops

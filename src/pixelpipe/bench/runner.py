@@ -127,11 +127,13 @@ def print_table(results: list[Result], header: str) -> None:
         ratio = r.rate / base if base else 0.0
         print(f"{r.name:<22}{r.rate:>12,.1f}{ratio:>22.2f}  {r.note}")
     peers = [r for r in results[1:] if not r.name.startswith("pixelpipe")]  # not its own cached rows
-    if peers:
-        best = max(peers, key=lambda r: r.rate)
+    best = max(peers, key=lambda r: r.rate) if peers else None
+    if best is not None and best.rate:
         for own in (r for r in results[1:] if r.name.startswith("pixelpipe")):  # e.g. the cached epochs
-            print(f"{own.name} is {own.rate / best.rate:.2f}x {best.name}" if best.rate else "")
-        print(f"pixelpipe is {base / best.rate:.2f}x {best.name}" if best.rate else "")
+            print(f"{own.name} is {own.rate / best.rate:.2f}x {best.name}")
+        print(f"pixelpipe is {base / best.rate:.2f}x {best.name}")
+    elif peers:
+        print()
 
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,

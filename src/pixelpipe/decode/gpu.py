@@ -436,7 +436,7 @@ class GpuDecoder(BindingPath):
             for fut in others:
                 fut.exception()
         for fut in others:
-            results = results + fut.result()
+            results.extend(fut.result())
         for lane, _, _ in parts:  # the caller's stream sees the decoded pixels
             stream.wait_stream(self._c_streams[lane])
         out: dict[int, tuple[Job, Any, Row]] = {}
