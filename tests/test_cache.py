@@ -97,17 +97,18 @@ def _epochs(pipe, n):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_cached_epochs_equal_compose_on_the_whole_decoded_images(device):
-    """Epochs 0 and 1 of a cached pipeline augment the whole decoded images: each sample's
-    output equals Compose on that image with the pipeline's seed, epoch and index."""
+    """Epochs 0 to 2 of a cached pipeline augment the whole decoded images: each sample's
+    output equals Compose on that image with the pipeline's seed, epoch and index. Epoch 2's
+    first batch was planned with epoch 1's three (pixelpipe._cached plans 4 at once)."""
     blobs = images(9)
     ops = [pp.RandomResizedCrop(24), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
     where = "gpu" if device == "cuda" else "device"
     with pp.Pipeline(Memory(blobs), ops, 4, device=device, seed=5, num_threads=2, cache=where) as pipe:
-        first, second = _epochs(pipe, 2)
-    assert sorted(first) == sorted(second) == list(range(9))
+        first, second, third = _epochs(pipe, 3)
+    assert sorted(first) == sorted(second) == sorted(third) == list(range(9))
     whole = [torch.from_numpy(decode_region(b, rgb=False)[0]) for b in blobs]
     t = pp.Compose(ops, device=device)
-    for epoch, outs in ((0, first), (1, second)):
+    for epoch, outs in ((0, first), (1, second), (2, third)):
         want = t(whole, seed=5, epoch=epoch, indices=torch.arange(9))
         for i, got in outs.items():
             torch.testing.assert_close(got, want[i], atol=2e-5, rtol=0, msg=f"epoch {epoch} sample {i}")
@@ -154,9 +155,10 @@ def test_cached_samples_are_not_read_again_and_keep_their_labels():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_cached_epochs_planned_ahead_equal_batches_made_one_by_one(device, monkeypatch):
-    """Later epochs plan several cached batches at once (pixelpipe._cached): the batches,
-    labels, indices and valid flags must be those of planning each batch alone, the padded
-    tail included, and the batches must have been planned ahead (not one by one)."""
+    """Later epochs plan several cached batches at once (pixelpipe._cached), past the end of
+    an epoch into the next one too: the batches, labels, indices and valid flags must be those
+    of planning each batch alone, the padded tail included, and the batches must have been
+    planned ahead (not one by one), two epochs of 4 batches in one go."""
     import pixelpipe._cached as cached
     from pixelpipe.compose import Compose
 
@@ -173,9 +175,10 @@ def test_cached_epochs_planned_ahead_equal_batches_made_one_by_one(device, monke
                             lambda self, *a, ahead=ahead: splits.setdefault(ahead, []).append(a[-1]) or real(self, *a))
         with pp.Pipeline(Memory(data), ops, 3, device=device, seed=2, num_threads=2, cache=where) as pipe:
             runs[ahead] = [[{k: v.cpu() for k, v in b.items()} for b in pipe] for _ in range(3)]
-    # 2 later epochs of 4 batches (the producer may have begun a fourth epoch ahead)
+    # 2 later epochs of 4 batches, planned together (the producer may have begun a fourth
+    # epoch ahead, and planned it with a fifth)
     assert set(splits[1]) == {1} and len(splits[1]) >= 8
-    assert set(splits[8]) == {4} and len(splits[8]) >= 2
+    assert set(splits[8]) == {8}
     for one, many in zip(runs[1], runs[8]):
         assert len(one) == len(many) == 4
         for a, b in zip(one, many):
@@ -216,3 +219,69 @@ def test_a_planned_ahead_batch_pads_a_short_tail_with_its_own_samples():
     assert [(it.index, int(it.label), it.valid, it.data) for it in items] == [(4, 44, True, None), (1, 41, True, None),
                                                                             (4, 44, False, None)]
     assert [it.source for it in items] == [sources[4], sources[1], sources[4]] and all(isinstance(s, str) for s in sources.values())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_prepare_split_over_epochs_equals_each_batch_planned_alone(device):
+    """prepare_split with an epoch per sample (batches of consecutive epochs planned in one
+    go) gives each part exactly the plan of preparing its samples alone in its epoch, and the
+    same output bits. On CUDA the parts carry their kernel inputs made ahead
+    (kernels.pack_ahead: one colour fold, packing and upload for all parts), and the batch
+    prepared alone makes them per batch: the fast path and its twin."""
+    from pixelpipe.batch import ImageBatch
+    from pixelpipe.kernels import gpu_kernels_available
+
+    t = pp.Compose([pp.RandomResizedCrop(12), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)],
+                   dtype=torch.float16, device=device)
+    pics = pictures(6)
+    idx = np.array([3, 0, 5, 1, 3, 0], dtype=np.int64)
+    ep = np.array([7, 7, 8, 8, 9, 9], dtype=np.int64)
+    parts = t.prepare_split(ImageBatch.from_list(pics).to(device), 1, ep, idx, 3)
+    ahead = device == "cuda" and gpu_kernels_available()
+    for j, part in enumerate(parts):
+        assert (part.first.packed is not None) == ahead
+        alone = t.prepare(ImageBatch.from_list(pics[2 * j : 2 * j + 2]).to(device), 1, int(ep[2 * j]),
+                          idx[2 * j : 2 * j + 2])
+        assert alone.first.packed is None
+        assert part.epoch == int(ep[2 * j]) and part.idx.tolist() == alone.idx.tolist()
+        a, b = part.first.plan, alone.first.plan
+        assert np.array_equal(a.matrix, b.matrix) and np.array_equal(a.out_sizes, b.out_sizes)
+        for (_, pa), (_, pb) in zip(a.color_params, b.color_params):
+            assert all(np.array_equal(pa[k], pb[k]) for k in pb)
+        assert np.array_equal(part.first.spec.packed_np(), alone.first.spec.packed_np())
+        assert torch.equal(t.finish(part), t.finish(alone))
+    assert not np.array_equal(parts[0].first.plan.matrix[0], parts[2].first.plan.matrix[0])  # index 3, epochs 7 and 9
+    with pytest.raises(ValueError, match="one epoch"):
+        t.prepare_split(ImageBatch.from_list(pics), 1, np.array([7, 7, 7, 8, 8, 8]), idx, 3)
+    with pytest.raises(ValueError, match="one entry per image"):
+        t.prepare_split(ImageBatch.from_list(pics), 1, np.array([7, 8]), idx, 3)
+
+
+def test_an_epoch_planned_by_the_one_before_resumes_and_matches_planning_alone(monkeypatch):
+    """With two batches per epoch, the later epochs are planned two at a time (pixelpipe._cached
+    continues the window into the next epoch). A state saved in such an epoch resumes with the
+    same batches, and they equal those of a pipeline planning every batch alone."""
+    import pixelpipe._cached as cached
+    import pixelpipe.pipeline as pipeline
+
+    blobs = images(8)
+    ops = [pp.RandomResizedCrop(16), pp.RandomFlip()]
+    runs, opened = {}, {1: [], 4: []}
+    for ahead in (1, 4):
+        monkeypatch.setattr(cached, "PLAN_AHEAD", ahead)
+        monkeypatch.setattr(pipeline, "planned_epoch", lambda *a, ahead=ahead: opened[ahead].append(
+            cached.planned_epoch(*a)) or opened[ahead][-1])
+        with pp.Pipeline(Memory(blobs), ops, 4, seed=4, num_threads=2, cache="device") as pipe:
+            list(pipe)  # epoch 0 fills the cache
+            list(pipe)  # epoch 1, planned with epoch 2
+            it = iter(pipe)
+            first = next(it)["image"].clone()
+            state = pipe.state_dict()
+            rest = [b["image"].clone() for b in it]
+            pipe.load_state_dict(state)
+            again = [b["image"].clone() for b in pipe]
+            runs[ahead] = [first, *rest]
+        assert len(rest) == len(again) == 1 and torch.equal(rest[0], again[0])
+    assert all(torch.equal(a, b) for a, b in zip(runs[1], runs[4]))
+    assert not any(p is not None and p.batches for p in opened[1])
+    assert sum(len(p.batches) == 2 for p in opened[4] if p is not None) >= 1  # an epoch opened planned

@@ -194,6 +194,27 @@ def test_draws_from_a_shared_prefix_equal_the_full_hash():
         assert torch.equal(fast.uniform(4), uniform(9, 2, idx, op, 4))
 
 
+def test_per_sample_epochs_equal_one_epoch_at_a_time():
+    """Batches of consecutive epochs are planned together with an epoch per sample: each
+    sample gets exactly the bits of its own epoch given as one number."""
+    from pixelpipe.random import epochs, prefix
+
+    idx = np.array([4, 9, 4, 0, 2**33, 7], dtype=np.int64)
+    ep = np.array([3, 3, 4, 4, 4, 11], dtype=np.int64)
+    joint = prefix(5, ep, idx)
+    alone = np.array([prefix(5, int(e), idx[i : i + 1])[0] for i, e in enumerate(ep)])
+    assert np.array_equal(joint, alone)
+    assert joint[0] != joint[2]  # the same index in two epochs: different draws
+    together = Draws(5, ep, idx, 2, joint)
+    for i, e in enumerate(ep):
+        one = Draws(5, int(e), idx[i : i + 1], 2)
+        assert together.uniforms_np(12)[i].tolist() == one.uniforms_np(12)[0].tolist()
+        assert together.uniform(30)[i] == one.uniform(30)[0]
+    assert together.epoch.tolist() == ep.tolist() and Draws(5, np.int64(3), idx, 2).epoch == 3
+    with pytest.raises(ValueError, match="integers"):
+        epochs(np.array([1.0, 2.0]))
+
+
 def test_numpy_twins_equal_the_tensor_draws():
     """The built-in ops draw through the numpy methods: the same numbers as the tensor API,
     with a shared prefix and without, for draws inside and beyond the first block of 8."""

@@ -60,6 +60,9 @@ class Run:
     failed: set[int] = field(default_factory=set)  # samples that failed this epoch (not read again)
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # not handed over yet
     ahead: deque[Any] = field(default_factory=deque)  # batches planned ahead (pixelpipe._cached)
+    # epochs after this one planned ahead (pixelpipe._cached.Planned by epoch), a map shared by
+    # the runs of one producer; None: none are
+    later: dict[int, Any] | None = None
 
     def save(self) -> tuple[Any, ...]:
         return (self.slots.position, self.cursor, self.made, list(self.pending), self.last, set(self.failed),

@@ -14,9 +14,10 @@ import torch
 
 from ._threads import one_torch_thread
 from .batch import ImageBatch
-from .kernels import PointwiseSpec, run_stage
+from .kernels import PointwiseSpec, pack_ahead, run_stage
 from .ops._base import Op
 from .plan import Stage, StagePlan, TensorStage, build_stages
+from .random import epochs
 from .views import DeviceViews
 
 __all__ = ["Compose", "SampleError"]
@@ -170,28 +171,46 @@ class Compose:
         work = self._prepare_stage(first, source, seed, epoch, idx, self._last == 0, defer_decode, decode_lane)
         return Prepared(seed, epoch, idx, work)
 
-    def prepare_split(self, images: ImageBatch, seed: int, epoch: int, indices: Any, parts: int) -> list[Prepared]:
+    def prepare_split(self, images: ImageBatch, seed: int, epoch: Any, indices: Any, parts: int) -> list[Prepared]:
         """prepare() of `parts` consecutive batches of equal size, given as one decoded batch:
         the first stage is planned for all of them in one go and split. Planning costs numpy's
         per-call overhead more than arithmetic, so a Pipeline's cached epochs plan several
         batches at once; each part is what prepare() of its samples alone would give (every
-        draw is a function of the sample index, not of the batch)."""
+        draw is a function of the sample index and epoch, not of the batch). epoch: an int, or
+        int64 [N] per-sample epochs, one epoch per part (batches of consecutive epochs)."""
         if not isinstance(images, ImageBatch):
             raise TypeError("prepare_split takes a decoded ImageBatch")
         n = len(images)
         if parts < 1 or n % parts:
             raise ValueError(f"cannot split {n} samples into {parts} equal batches")
-        whole = self.prepare(images, seed, epoch, indices)
+        size = n // parts
+        per = epochs(epoch)
+        if isinstance(per, np.ndarray):
+            if per.shape != (n,):
+                raise ValueError(f"per-sample epochs must have one entry per image ({n}), got shape {per.shape}")
+            if n == 0:
+                raise ValueError("per-sample epochs need samples; give an int epoch for an empty batch")
+            firsts = per[::size]
+            if (per != np.repeat(firsts, size)).any():
+                raise ValueError("each part of prepare_split must belong to one epoch")
+            part_epochs = [int(e) for e in firsts]
+        else:
+            part_epochs = [per] * parts
+        whole = self.prepare(images, seed, per, indices)
         work = whole.first
         work.spec.max_scale()  # computed once, sliced with the spec
+        packed = None
         if work.source.data.is_cuda:
             work.source.kernel_table()  # uploaded once (on the current stream), its rows shared
-        size = n // parts
+            # the kernel's inputs too: colours folded, rows packed and uploaded once, then sliced
+            packed = pack_ahead(work.source, work.spec, lambda means: self._pointwise_spec(
+                work.stage, work.plan, means, work.final), work.plan.needs_means)
         out = []
         for j in range(parts):
             rows = slice(j * size, (j + 1) * size)
-            part = _StageWork(work.stage, work.plan[rows], work.source.rows(rows), work.spec[rows], work.final)
-            out.append(Prepared(seed, epoch, whole.idx[rows], part))
+            part = _StageWork(work.stage, work.plan[rows], work.source.rows(rows), work.spec[rows], work.final,
+                              None if packed is None else packed.rows(rows))
+            out.append(Prepared(seed, part_epochs[j], whole.idx[rows], part))
         return out
 
     def decode(self, prepared: Prepared) -> None:
@@ -253,7 +272,7 @@ class Compose:
         stage, plan, final = work.stage, work.plan, work.final
         out = run_stage(work.source, work.spec,
                         lambda means: self._pointwise_spec(stage, plan, means, final), plan.needs_means,
-                        self._executor().map)
+                        self._executor().map, work.packed)
         if isinstance(work.source, DeviceViews):  # the decoder's images live until the kernels ran
             work.source.retire(torch.cuda.current_stream(work.source.device))
         return out
@@ -344,6 +363,7 @@ class _StageWork:
     source: Any
     spec: Any
     final: bool
+    packed: Any = None  # kernels.Packed: the kernel's inputs made ahead (prepare_split on CUDA)
 
 
 @dataclass

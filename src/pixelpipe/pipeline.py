@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._cached import cached_batch
+from ._cached import cached_batch, planned_epoch
 from ._collate import collate, labels_tensor
 from ._collate import shard_of as _shard
 from ._prefetch import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
@@ -256,7 +256,8 @@ class Pipeline:
         """The producer thread's items, from `start` slots into `epoch` on (see _prefetch.produce)."""
         one_torch_thread()  # planning works on a few hundred numbers: no OpenMP team (see _threads)
         side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        yield from produce(lambda e, s, m: self._open(e, s, m, stop),
+        later: dict[int, Any] = {}  # epochs planned ahead of their runs (pixelpipe._cached)
+        yield from produce(lambda e, s, m: self._open(e, s, m, stop, later),
                            lambda run, redo: self._next_batch(run, side, redo),
                            lambda made: self._finish(side, made.work),
                            epoch, start, made, stop)
@@ -275,8 +276,10 @@ class Pipeline:
             done.set_exception(e)
         return done
 
-    def _open(self, epoch: int, start: int, made: int, stop: threading.Event) -> Run:
-        slots = self._slots(epoch, stop)
+    def _open(self, epoch: int, start: int, made: int, stop: threading.Event,
+              later: dict[int, Any] | None = None) -> Run:
+        planned = planned_epoch(later, epoch, start, made)  # by the run before (cached epochs)
+        slots = planned.order if planned is not None else self._slots(epoch, stop)
         if isinstance(slots, EpochOrder):
             replay: Any = ArraySlots(slots)
             replay.skip(start)
@@ -284,7 +287,10 @@ class Pipeline:
             for _ in range(start):  # resume: streams replay their reads (no decoding)
                 next(slots, None)
             replay = Replay(slots)
-        return Run(epoch, replay, self._total(epoch), start, made, stop)
+        run = Run(epoch, replay, self._total(epoch), start, made, stop, later=later)
+        if planned is not None:
+            run.ahead.extend(planned.batches)
+        return run
 
     def _total(self, epoch: int) -> int | None:
         """Batches this epoch on every rank; None for streams of unknown length."""

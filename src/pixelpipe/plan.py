@@ -51,9 +51,10 @@ class Stage:
         return (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
                 f"pointwise[{col}; clamp; {norm}]")
 
-    def sample(self, seed: int, epoch: int, indices: Any, sizes: Any) -> StagePlan:
+    def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any) -> StagePlan:
         """Draw every op's parameters and fold them. indices: int64 [N] global sample indices
-        and sizes: float64 [N, 2] input (h, w), each a tensor or a numpy array."""
+        and sizes: float64 [N, 2] input (h, w), each a tensor or a numpy array; epoch: an int,
+        or int64 [N] per-sample epochs (random.epochs)."""
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
         shared = prefix(seed, epoch, indices)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Draws", "hash32", "op_hashes", "prefix", "uniform"]
+__all__ = ["Draws", "epochs", "hash32", "op_hashes", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -120,13 +120,27 @@ def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) ->
     return _unit(hash32(seed, epoch, indices, op, draw))
 
 
-def prefix(seed: int, epoch: int, indices: Any) -> np.ndarray:
+def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
     """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
     once per batch instead of once per op. Computed on the host whatever the indices' device
-    (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy)."""
+    (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy); epoch: an
+    int, or int64 [N] per-sample epochs (see `epochs`)."""
     if isinstance(indices, torch.Tensor):
         indices = indices.detach().to(torch.int64).cpu().numpy()
-    return _fold_numpy(0x5EED1234, (int(seed), int(epoch), np.asarray(indices, dtype=np.int64).reshape(-1)))
+    return _fold_numpy(0x5EED1234, (int(seed), epochs(epoch), np.asarray(indices, dtype=np.int64).reshape(-1)))
+
+
+def epochs(epoch: Any) -> int | np.ndarray:
+    """An epoch as the hash folds it: an int, or an int64 array [N] giving each sample its own
+    epoch, so that batches of consecutive epochs are planned in one evaluation (a Pipeline's
+    cached epochs of few batches). The fold is elementwise, so sample i gets exactly the bits
+    an int epoch[i] gives it."""
+    if isinstance(epoch, (np.ndarray, torch.Tensor)) and epoch.ndim:
+        arr = epoch.detach().cpu().numpy() if isinstance(epoch, torch.Tensor) else epoch
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"per-sample epochs must be integers, got {arr.dtype}")
+        return arr.astype(np.int64, copy=False).reshape(-1)
+    return int(epoch)
 
 
 def op_hashes(prefix: np.ndarray, ops: Sequence[int], draws: int) -> np.ndarray:
@@ -146,7 +160,8 @@ class Draws:
     """The per-sample random source an op gets: draw k gives a fresh [N] tensor.
 
     Args:
-        seed, epoch: the run's seed and the epoch number.
+        seed, epoch: the run's seed and the epoch number (or int64 [N], each sample's epoch,
+            when batches of consecutive epochs are planned together: see `epochs`).
         indices: int64 [N] global sample indices (which sample of the dataset each row is).
         op: the op's position in its Compose; two ops never share draws.
 
@@ -156,9 +171,9 @@ class Draws:
     [N] tensors costs more than the arithmetic.
     """
 
-    def __init__(self, seed: int, epoch: int, indices: Any, op: int, prefix: Any = None,
+    def __init__(self, seed: int, epoch: Any, indices: Any, op: int, prefix: Any = None,
                  block: np.ndarray | None = None) -> None:
-        self.seed, self.epoch, self.op = int(seed), int(epoch), int(op)
+        self.seed, self.epoch, self.op = int(seed), epochs(epoch), int(op)
         self._indices = indices  # int64 [N]: a tensor (any device) or numpy; see `indices`
         # the hash state after (seed, epoch, indices), which every op of a batch shares
         # (`prefix(seed, epoch, indices)`); None: folded here on the first draw

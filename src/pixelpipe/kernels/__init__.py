@@ -22,7 +22,7 @@ from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "run_stage", "gpu_kernels_available", "channel_means", "color_slopes",
+__all__ = ["WarpSpec", "PointwiseSpec", "Packed", "pack_ahead", "run_stage", "gpu_kernels_available", "channel_means", "color_slopes",
            "warp_reference", "pointwise_reference"]
 
 
@@ -55,14 +55,51 @@ def color_slopes(n: int, make_pointwise: Callable[[torch.Tensor | None], Pointwi
     return dataclasses.replace(folded, color=torch.from_numpy(c[0])), np.ascontiguousarray(slopes)
 
 
+@dataclasses.dataclass
+class Packed:
+    """The GPU kernel's per-sample inputs of a stage, made ahead for several batches at once
+    (Compose.prepare_split) and sliced per batch: the pointwise spec, the colour slopes (None
+    unless the chain needs the warped images' means) and the parameter rows, already on the
+    device (warp_triton.pack_params). run_stage's slow twin makes the same per batch."""
+
+    pointwise: PointwiseSpec
+    slopes: np.ndarray | None
+    params: torch.Tensor
+
+    def rows(self, rows: slice) -> Packed:
+        color = self.pointwise.color
+        pointwise = dataclasses.replace(self.pointwise, color=None if color is None else color[rows])
+        return Packed(pointwise, None if self.slopes is None else self.slopes[rows], self.params[rows])
+
+
+def pack_ahead(source: ImageBatch, spec: WarpSpec, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec],
+               needs_means: bool) -> Packed | None:
+    """The kernel inputs run_stage would make for `source` and `spec`, made and uploaded now
+    (on the current stream), or None where the Triton kernels do not run (the CPU, CUDA
+    without Triton). One evaluation, one packing and one upload for several batches instead
+    of one each: per batch they cost more host time than the launch."""
+    if not (source.data.is_cuda and gpu_kernels_available()):
+        return None
+    from ._device import to_device
+    from .warp_triton import pack_params
+
+    if needs_means:
+        pointwise, slopes = color_slopes(len(spec), make_pointwise)
+    else:
+        pointwise, slopes = make_pointwise(None), None
+    return Packed(pointwise, slopes, to_device(pack_params(spec, pointwise.color, slopes), source.data.device))
+
+
 def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], spec: WarpSpec,
               make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
-              map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map) -> torch.Tensor:
+              map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map,
+              packed: Packed | None = None) -> torch.Tensor:
     """One warp and one pointwise pass. make_pointwise(means) builds the pointwise spec from the
     per-sample mean colours of the warped images (None unless needs_means). map_fn runs the CPU
     per-sample fast paths (a thread pool's map spreads them over cores). source: a batch on any
     device, the views of a GPU decoder's images (read in place by the kernel), or load(i) giving CPU sample i as HWC uint8 (e.g. decoding its region right then,
-    on the worker thread that warps it)."""
+    on the worker thread that warps it). packed: the kernel inputs made ahead (pack_ahead), used
+    where the Triton kernels run."""
     if isinstance(source, DeviceViews):
         if not gpu_kernels_available():  # the twin reads one buffer
             source = source.contiguous()
@@ -74,6 +111,8 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
             table = source.kernel_table()  # uploaded once per batch
         from .warp_triton import warp_pointwise_gpu
 
+        if packed is not None:
+            return warp_pointwise_gpu(data, table, spec, packed.pointwise, slopes=packed.slopes, params=packed.params)
         if not needs_means:
             return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
         # two launches, no intermediate image and no host synchronisation: the sums, then warp

@@ -380,13 +380,17 @@ def warp_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, sums: bool
 
 
 def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, pspec: PointwiseSpec,
-                       block: int = 256, num_warps: int = 4, slopes: np.ndarray | None = None) -> torch.Tensor:
+                       block: int = 256, num_warps: int = 4, slopes: np.ndarray | None = None,
+                       params: torch.Tensor | None = None) -> torch.Tensor:
     """Warp, colour, clamp, normalise, cast and layout in one launch: the final tensor.
 
     slopes: [N, 3, 3] when pspec.color holds the colour matrices at mean colour 0 of a chain
     that depends on the warped images' means (out = A x + b0 + B mu, B the slopes): then a
     first launch warps into a float32 intermediate and sums it, and a pointwise launch
-    completes the offsets from the sums and finishes from the intermediate."""
+    completes the offsets from the sums and finishes from the intermediate.
+
+    params: pack_params(spec, pspec.color, slopes) already on the device (made ahead for
+    several batches, kernels.pack_ahead); packed here when None."""
     n = len(spec)
     H, W = spec.out_size
     c = pspec.channels
@@ -399,7 +403,10 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
     color = pspec.color is not None
     if slopes is not None and not color:
         raise ValueError("slopes need the colour matrices they complete (pspec.color)")
-    tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes))
+    if params is None:
+        tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes))
+    else:
+        tab = to_device(strided_table(table), data.device)
     if slopes is None:
         _launch(data, tab, spec, params, out, strides, color, False, _post(pspec), True, None, c == 1,
                 pspec.dtype == torch.uint8, block, num_warps)
