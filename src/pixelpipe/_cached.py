@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._collate import collate, labels_tensor
+from ._collate import collate, labels_tensor, placed
 from ._prefetch import ArraySlots, Made, Run
 
 __all__ = ["PLAN_AHEAD", "Planned", "cached_batch", "planned_epoch"]
@@ -65,18 +65,23 @@ def cached_batch(pipe: Any, run: Run, side: Any, make_items: Callable[[np.ndarra
     general path's items, only if a short tail must be padded from it."""
     if not run.ahead and not _plan_ahead(pipe, run, side):
         return None
-    index, valid, prepared = run.ahead.popleft()
+    index, valid, prepared, extras = run.ahead.popleft()
     saved = run.save()
     b = len(index)
     run.slots.skip(b)
     run.cursor += b
     run.made += 1
     run.last = lambda: make_items(index, valid)
-    labels = _labels(pipe, index)
     device = pipe.device
+    if extras is None:
+        labels = _labels(pipe, index)
 
     def work() -> dict[str, Any]:
-        return collate(pipe.transforms.finish(prepared), index, valid, labels, device)
+        images = pipe.transforms.finish(prepared)
+        if extras is None:
+            return collate(images, index, valid, labels, device)
+        label, index_t, valid_t = extras
+        return {"image": images, "label": label, "index": index_t, "valid": valid_t}
 
     return Made(run, work, saved, run.cursor, run.made, run.take_errors())
 
@@ -101,9 +106,10 @@ def _plan_ahead(pipe: Any, run: Run, side: Any) -> bool:
     index, valid, rows, epoch = index[: k * b], valid[: k * b], rows[: k * b], epoch[: k * b]
     with torch.cuda.stream(side) if side is not None else nullcontext():
         parts = pipe.transforms.prepare_split(pipe._cache.batch_rows(rows), pipe.seed, epoch, index, k)
+        extras = _extras_ahead(pipe, index, valid, k)
     for j, prepared in enumerate(parts):
         rows_j = slice(j * b, (j + 1) * b)
-        batch = (index[rows_j], valid[rows_j], prepared)
+        batch = (index[rows_j], valid[rows_j], prepared, extras[j])
         e = int(epoch[j * b])
         (run.ahead if e == run.epoch else run.later[e].batches).append(batch)  # type: ignore[index]
     return True
@@ -132,6 +138,19 @@ def _next_epochs(pipe: Any, run: Run, wanted: int, index: np.ndarray, valid: np.
         parts.append((order.index[: k * b], order.valid[: k * b], np.full(k * b, e, dtype=np.int64)))
         wanted -= k
     return tuple(np.concatenate(a) for a in zip(*parts))  # type: ignore[return-value]
+
+
+def _extras_ahead(pipe: Any, index: np.ndarray, valid: np.ndarray, k: int) -> list[Any]:
+    """Per batch of the window, its (label, index, valid) tensors on a CUDA device, all k
+    batches' in one pinned upload (on the current stream) instead of one each; elsewhere None
+    per batch (collated when the batch is finished: on the CPU each is a copy anyway)."""
+    if pipe.device.type != "cuda":
+        return [None] * k
+    b = len(index) // k
+    labels = _labels(pipe, index).numpy()
+    arrays = [a[j * b : (j + 1) * b] for j in range(k) for a in (labels, index, valid)]
+    tensors = placed(arrays, pipe.device)  # each at a 64-byte aligned offset of one buffer
+    return [tuple(tensors[3 * j : 3 * j + 3]) for j in range(k)]
 
 
 def _labels(pipe: Any, index: np.ndarray) -> torch.Tensor:
