@@ -242,20 +242,22 @@ def test_numpy_mixer_wraps_like_the_masked_int64_form():
     assert _mix_u32(x.copy()).tolist() == [_mix(int(v)) for v in x]
 
 
-def test_op_hashes_equal_each_op_and_draw_hashed_alone():
-    """A stage hashes the leading draws of all its ops in one evaluation: every entry must be
-    the full hash of its five keys, and Draws handed that block must give the numbers it gives
-    without it, inside the block and beyond it."""
-    from pixelpipe.random import op_hashes, prefix
+def test_op_blocks_equal_each_op_and_draw_hashed_alone():
+    """A stage hashes the leading draws of all its ops in one evaluation, as many per op as it
+    states: every entry must be the full hash of its five keys, and Draws handed its op's
+    block must give the numbers it gives without it, inside the block and beyond it."""
+    from pixelpipe.random import op_blocks, prefix
 
     idx = torch.tensor([0, 9, -4, 2**41 + 3, 500])
     ops = [0, 2, 7, 2**33]
-    block = op_hashes(prefix(5, 3, idx), ops, 6)
-    assert block.shape == (5, 4, 6) and block.dtype == np.uint32
+    widths = [6, 1, 0, 3]
+    blocks = op_blocks(prefix(5, 3, idx), ops, widths)
+    assert [b.shape for b in blocks] == [(5, w) for w in widths] and all(b.dtype == np.uint32 for b in blocks)
+    assert op_blocks(prefix(5, 3, idx), [], []) == [] or all(b.size == 0 for b in op_blocks(prefix(5, 3, idx), [], []))
     for k, op in enumerate(ops):
-        for d in range(6):
-            assert np.array_equal(block[:, k, d].astype(np.int64), hash32(5, 3, idx, op, d).numpy()), (op, d)
-        given = Draws(5, 3, idx, op, prefix(5, 3, idx), block[:, k])
+        for d in range(widths[k]):
+            assert np.array_equal(blocks[k][:, d].astype(np.int64), hash32(5, 3, idx, op, d).numpy()), (op, d)
+        given = Draws(5, 3, idx, op, prefix(5, 3, idx), blocks[k])
         alone = Draws(5, 3, idx, op)
         for draw in (0, 5, 6, 11):
             assert np.array_equal(given.uniform_np(draw), alone.uniform_np(draw)), (op, draw)

@@ -21,7 +21,7 @@ from .kernels.spec import WarpSpec, is_affine, stretch_at
 from .ops._base import ColorOp, GeometryOp, Op, Params, host
 from .ops.color import Normalize, apply_to_mean, compose, identity
 from .ops.tensor import Lambda
-from .random import Draws, op_hashes, prefix
+from .random import Draws, op_blocks, prefix
 
 _EPS = 1e-6
 
@@ -58,14 +58,13 @@ class Stage:
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
         shared = prefix(seed, epoch, indices)
-        # the leading draws of every op hashed in one evaluation (see random.op_hashes)
-        width = max((op.draws for _, op in self.ops), default=0)
-        blocks = op_hashes(shared, [pos for pos, _ in self.ops], width) if width and n else None
+        # the leading draws of every op hashed in one evaluation (see random.op_blocks)
+        blocks = op_blocks(shared, [pos for pos, _ in self.ops], [op.draws for _, op in self.ops]) if n else None
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
         for k, (pos, op) in enumerate(self.ops):
-            draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[:, k])
+            draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[k])
             if isinstance(op, GeometryOp):
                 m, cur = op.transform(op.sample(draws, cur), cur)
                 matrix = m if matrix is None else m @ matrix

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Draws", "epochs", "hash32", "op_hashes", "prefix", "uniform"]
+__all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -143,14 +143,19 @@ def epochs(epoch: Any) -> int | np.ndarray:
     return int(epoch)
 
 
-def op_hashes(prefix: np.ndarray, ops: Sequence[int], draws: int) -> np.ndarray:
-    """uint32 [N, K, D]: hash32(seed, epoch, index, ops[k], d) for every op k and draw d < draws,
+def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
+    """Per op k, uint32 [N, draws[k]]: hash32(seed, epoch, index, ops[k], d) for d < draws[k],
     from the batch's prefix (uint32 [N]), for all ops of a stage in one evaluation: the same
     bits as folding each op and each draw separately (the fold is elementwise, so it
-    broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead,
-    not arithmetic on a few thousand numbers)."""
-    state = _fold_numpy(prefix.reshape(-1, 1), (np.array(list(ops), dtype=np.int64).reshape(1, -1),))  # [N, K]
-    return _mix_u32(_fold_numpy(state[:, :, None], (np.arange(draws, dtype=np.int64).reshape(1, 1, -1),)))
+    broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead).
+    The (op, draw) pairs sit side by side as columns, so each op hashes only the draws it uses
+    (a flip's one, not a crop's 22)."""
+    ops, draws = list(ops), [int(d) for d in draws]
+    state = _fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
+    column_op = np.repeat(np.arange(len(ops)), draws)
+    column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws]) if ops else np.zeros(0, np.int64)
+    hashes = _mix_u32(_fold_numpy(state[:, column_op], (column_draw.reshape(1, -1),)))  # [N, sum(draws)]
+    return np.split(hashes, np.cumsum(draws)[:-1], axis=1)
 
 
 _BLOCK = 8  # single draws hashed together (see Draws._hash_np)

@@ -34,7 +34,7 @@ class Op:
 
     kind: str = "op"
     # how many leading draws (0..draws-1) sample() uses: a stage hashes them for all its ops in
-    # one evaluation (`random.op_hashes`); draws beyond are hashed when asked for
+    # one evaluation (`random.op_blocks`); draws beyond are hashed when asked for
     draws: int = 0
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
