@@ -16,7 +16,6 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,17 +24,17 @@ import torch
 from ._cached import cached_batch, planned_epoch
 from ._collate import collate, labels_tensor
 from ._collate import shard_of as _shard
+from ._decode_lanes import DecodeLanes
 from ._prefetch import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
+from ._reading import Item, fail, fill, pad
 from ._threads import one_torch_thread
 from .compose import Compose, SampleError
 from .ops._base import Op
 from .readers import open_reader
 from .sampler import (
-    Entry,
     EpochOrder,
     batches_per_epoch,
     indexable_epoch,
-    replacement,
     stream_epoch,
     stream_rank_totals,
 )
@@ -43,16 +42,6 @@ from .sampler import (
 __all__ = ["Pipeline"]
 
 POLICIES = ("raise", "skip", "replace")
-
-
-@dataclass
-class _Item:
-    data: Any
-    label: Any
-    index: int
-    source: str
-    valid: bool
-    attempt: int = 0  # how many replacements led here (on_error="replace")
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -146,9 +135,7 @@ class Pipeline:
         self._token: object | None = None  # the consumer iterator of the current epoch
         self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
         self.decode_thread = decode_thread
-        self._decoder: ThreadPoolExecutor | None = None  # CUDA: runs each batch's GPU decode
-        self._decode_streams: dict[int, Any] = {}  # ... on a stream of its decoder lane's
-        self._lane = 0  # the decoder lane of the next batch (they alternate)
+        self._lanes = DecodeLanes(self.transforms, self.device)  # CUDA: each batch's GPU decode
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         counts = self._stream_counts()
@@ -311,11 +298,11 @@ class Pipeline:
                 if made is not None:
                     return made
             if not redo:
-                exhausted = self._fill(run)
+                exhausted = fill(self, run)
                 if exhausted and len(run.pending) < b:
                     if run.total is None and (self.drop_last or not run.pending):
                         return None
-                    self._pad(run)
+                    pad(self, run)
             saved = run.save()
             items = run.pending[:b]
             with torch.cuda.stream(side) if side is not None else nullcontext():
@@ -327,19 +314,6 @@ class Pipeline:
                 return Made(run, work, saved, run.cursor, run.made, run.take_errors())
         return None
 
-    def _pad(self, run: Run) -> None:
-        """Fill the epoch's last batch by repeating samples (marked invalid)."""
-        last = run.last() if callable(run.last) else run.last
-        pool = [it for it in run.pending + last if it.index not in run.failed]
-        if not pool:
-            raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
-                               f"({len(run.failed)} failed this epoch; see pipe.errors)")
-        k = 0
-        while len(run.pending) < self.batch_size:
-            it = pool[k % len(pool)]
-            run.pending.append(_Item(it.data, it.label, it.index, it.source, False))
-            k += 1
-
     def _finisher_pool(self) -> ThreadPoolExecutor:
         if self._finisher is None:
             # CUDA: the finisher only plans launches (one torch thread, see _threads); CPU: it
@@ -347,33 +321,6 @@ class Pipeline:
             init = one_torch_thread if self.device.type == "cuda" else None
             self._finisher = ThreadPoolExecutor(1, thread_name_prefix="pixelpipe-finish", initializer=init)
         return self._finisher
-
-    def _decoder_pool(self) -> ThreadPoolExecutor:
-        if self._decoder is None:
-            self._decoder = ThreadPoolExecutor(self.transforms.gpu_decode_lanes, thread_name_prefix="pixelpipe-decode-gpu",
-                                               initializer=one_torch_thread)
-        return self._decoder
-
-    def _decode_on(self, prepared: Any, lane: int) -> Any:
-        """The GPU decode of a prepared batch, on a thread of its own and its decoder lane's
-        CUDA stream: it overlaps the planning of the next batch (producer thread), the kernels
-        of the one before (finisher thread, side stream) and, with several lanes, the decodes
-        of other batches; it never waits for those kernels. Returns an event the kernels wait
-        for. A SampleError surfaces in the finish, which then makes the batch again in one piece."""
-        stream = self._decode_streams.get(lane)
-        if stream is None:
-            stream = self._decode_streams[lane] = torch.cuda.Stream(self.device)
-        with torch.cuda.stream(stream):
-            self.transforms.decode(prepared)
-            done = torch.cuda.Event()
-            done.record(stream)
-        return done
-
-    def _finish_decoded(self, decoded: Any, prepared: Any, items: list[_Item]) -> dict[str, Any]:
-        """On the finisher thread (side stream current): wait for the decode, then the kernels.
-        The decoder's buffers outlive the kernels (DeviceViews.retire on the side stream)."""
-        torch.cuda.current_stream(self.device).wait_event(decoded.result())
-        return self._wrap(self.transforms.finish(prepared), items)
 
     @staticmethod
     def _finish_on(side: Any, work: Any) -> tuple[dict[str, Any], Any]:
@@ -394,53 +341,7 @@ class Pipeline:
                               self.rank, self.world, self.shuffle_buffer)
         return read_ahead(stream, 2 * self.batch_size, stop)
 
-    def _fill(self, run: Run) -> bool:
-        """Read slots until a batch is pending (reading errors go through the policy here);
-        whether the slots ran out."""
-        while len(run.pending) < self.batch_size:
-            slot = next(run.slots, None)
-            if slot is None:
-                return True
-            run.cursor += 1
-            if isinstance(slot, Entry) and slot.index in run.failed:
-                continue  # a padding repeat of a sample that already failed this epoch
-            item = self._read(run, slot)
-            if item is not None:
-                run.pending.append(item)
-        return False
-
-    def _read(self, run: Run, slot: Any, attempt: int = 0) -> _Item | None:
-        if isinstance(slot, Entry):
-            if slot.index in run.failed:
-                return self._substitute(run, slot.index, slot.valid, attempt)
-            known = self._cached.get(slot.index)
-            if known is not None:  # in the cache: nothing to read
-                return _Item(None, known[0], slot.index, known[1], slot.valid, attempt)
-            try:
-                s = self.reader.read(slot.index)
-            except (OSError, ValueError) as e:
-                return self._fail(run, slot.index, self.reader.sources(slot.index), str(e), slot.valid, attempt)
-            label = self._labels[slot.index] if self._labels is not None else s.label
-            return _Item(s.data, label, slot.index, s.source, slot.valid, attempt)
-        return _Item(slot.data, slot.label, slot.index, slot.source, True)
-
-    def _fail(self, run: Run, index: int, source: str, reason: str, valid: bool, attempt: int) -> _Item | None:
-        """Record a failed sample once per epoch and apply the policy."""
-        if index not in run.failed:
-            run.failed.add(index)
-            run.errors.append((index, source, reason))
-        if self.on_error == "raise":
-            raise SampleError(index, f"{source}: {reason}")
-        return self._substitute(run, index, valid, attempt)
-
-    def _substitute(self, run: Run, index: int, valid: bool, attempt: int) -> _Item | None:
-        """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
-        if self.on_error != "replace" or not self.reader.indexable or attempt >= 8:
-            return None
-        other = replacement(index, len(self.reader), self.seed, run.epoch, attempt)
-        return self._read(run, Entry(other, valid), attempt + 1)
-
-    def _make(self, run: Run, pending: list[_Item], split: bool = True) -> tuple[Any, list[_Item]]:
+    def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, list[Item]]:
         """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
         items and return a callable finishing the batch, and the rest; without split, run both
         halves here. On a sample error apply the policy and return None and the items left, to
@@ -450,14 +351,13 @@ class Pipeline:
         try:
             source = [it.data for it in items] if self._cache is None else self._from_cache(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
-            lane = self._lane
+            lane = self._lanes.next_lane()
             prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch,
                                                indices=torch.tensor([it.index for it in items], dtype=torch.int64),
                                                defer_decode=deferred, decode_lane=lane if deferred else None)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
-                self._lane = (lane + 1) % self.transforms.gpu_decode_lanes
-                decoded = self._decoder_pool().submit(self._decode_on, prepared, lane)
-                return (lambda: self._finish_decoded(decoded, prepared, items)), rest
+                decoded = self._lanes.submit(prepared, lane)
+                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items)), rest
             if not split:
                 batch = self._wrap(self.transforms.finish(prepared), items)
                 return (lambda: batch), rest
@@ -467,13 +367,13 @@ class Pipeline:
                 run.errors.append((bad.index, bad.source, e.reason))
                 raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
             keep = [it for it in items + rest if it.index != bad.index]
-            sub = self._fail(run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
+            sub = fail(self, run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
             if sub is not None:
                 keep.append(sub)
             return None, keep
         return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
 
-    def _wrap(self, images: torch.Tensor, items: list[_Item]) -> dict[str, Any]:
+    def _wrap(self, images: torch.Tensor, items: list[Item]) -> dict[str, Any]:
         n = len(items)
         index = np.fromiter((it.index for it in items), np.int64, n)
         valid = np.fromiter((it.valid for it in items), np.bool_, n)
@@ -483,15 +383,15 @@ class Pipeline:
             labels = labels_tensor([it.label for it in items])
         return collate(images, index, valid, labels, self.device)
 
-    def _cached_items(self, index: Any, valid: Any) -> list[_Item]:
+    def _cached_items(self, index: Any, valid: Any) -> list[Item]:
         """A batch of cached samples as items (to pad a short tail from)."""
         items = []
         for i, v in zip(index.tolist(), valid.tolist()):
             label, source = self._cached[i]
-            items.append(_Item(None, label, i, source, v))
+            items.append(Item(None, label, i, source, v))
         return items
 
-    def _from_cache(self, items: list[_Item]) -> Any:
+    def _from_cache(self, items: list[Item]) -> Any:
         """The batch as a view of the device cache, decoding (whole images) what is missing."""
         assert self._cache is not None
         batch = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
@@ -533,10 +433,10 @@ class Pipeline:
     def close(self) -> None:
         """Stop the background threads and the decoding threads."""
         self._shutdown()
-        for pool in (self._finisher, self._decoder):
-            if pool is not None:
-                pool.shutdown(wait=True)
-        self._finisher = self._decoder = None
+        if self._finisher is not None:
+            self._finisher.shutdown(wait=True)
+            self._finisher = None
+        self._lanes.close()
         self.transforms.close()
         if self._cache is not None:
             self._cache.clear()
