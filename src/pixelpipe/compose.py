@@ -54,9 +54,9 @@ class Compose:
         hw_fraction: on CUDA with nvImageCodec, the share of JPEGs for the hardware decoder
             (default 0.75); the rest go to the CUDA decoder, at the same time (None: the
             hardware decoder takes every JPEG it can). Measured in a Pipeline on an H100 (rn50,
-            500 ImageNet JPEGs, batch 256, alternating rounds; docs/benchmarks.md, session 7):
+            500 ImageNet JPEGs, batch 256, alternating rounds; docs/benchmarks-history.md, session 7):
             0.75 beat None in every round, by 8-25%; older single runs on an H200 had found no
-            difference (docs/benchmarks-history.md).
+            difference (docs/benchmarks-history-1-3.md and -4-5.md).
         gpu_fancy_upsampling: on CUDA, decode JPEG chroma with libjpeg's triangular filter so
             that pixels match the CPU decoder's (True), or by pixel replication (False,
             default, as DALI does): about 1.7x the decoding rate for 0.14 grey levels of mean
