@@ -99,7 +99,7 @@ def _epochs(pipe, n):
 def test_cached_epochs_equal_compose_on_the_whole_decoded_images(device):
     """Epochs 0 to 2 of a cached pipeline augment the whole decoded images: each sample's
     output equals Compose on that image with the pipeline's seed, epoch and index. Epoch 2's
-    first batch was planned with epoch 1's three (pixelpipe._cached plans 4 at once)."""
+    batches were planned with epoch 1's three (pixelpipe._cached plans up to 8 at once)."""
     blobs = images(9)
     ops = [pp.RandomResizedCrop(24), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
     where = "gpu" if device == "cuda" else "device"

@@ -3,7 +3,7 @@
 Once every sample of the next batches is in the device cache (later epochs), nothing is read
 or decoded: a batch is the cache's pixels, a plan, one kernel launch and its labels. Made one
 sample at a time, the bookkeeping (a slot, an item and a cache lookup per sample) and planning
-(numpy's per-call overhead, the same for 256 numbers as for 1,024) cost more than the launch.
+(numpy's per-call overhead, nearly the same for 256 numbers as for 2,048) cost more than the launch.
 So these batches are planned PLAN_AHEAD at a time from the epoch's order arrays
 (`_prefetch.ArraySlots`), split (`Compose.prepare_split`) and handed out one per call, each
 with the run state the general path would have left (slots taken, cursor, batches made). A
@@ -32,10 +32,10 @@ from ._prefetch import ArraySlots, Made, Run
 
 __all__ = ["PLAN_AHEAD", "Planned", "cached_batch", "planned_epoch"]
 
-# batches planned in one go. On an H100 host (rn50, batch 256) prepare_split took 1.49, 1.44,
-# 1.35 and 2.99 ms for 1, 2, 4 and 8 batches: past 4, the arithmetic on the larger arrays
-# outgrows the per-call overhead saved
-PLAN_AHEAD = 4
+# batches planned in one go. A cached Pipeline on an H100 (500 images, batch 256, 4 alternating
+# rounds, docs/benchmarks.md session 9): 8 against 4 gave rn50 253-327k against 188-248k
+# images/s (8 faster in every round) and rich 149-183k against 133-188k (even on average)
+PLAN_AHEAD = 8
 
 
 @dataclass
