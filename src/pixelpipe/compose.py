@@ -177,7 +177,9 @@ class Compose:
         per-call overhead more than arithmetic, so a Pipeline's cached epochs plan several
         batches at once; each part is what prepare() of its samples alone would give (every
         draw is a function of the sample index and epoch, not of the batch). epoch: an int, or
-        int64 [N] per-sample epochs, one epoch per part (batches of consecutive epochs)."""
+        int64 [N] per-sample epochs, one epoch per part (batches of consecutive epochs). On
+        CUDA the parts' kernel inputs (colour maps, parameter rows) are made and uploaded here,
+        once for all of them (kernels.pack_ahead), on the current stream."""
         if not isinstance(images, ImageBatch):
             raise TypeError("prepare_split takes a decoded ImageBatch")
         n = len(images)
