@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._collate import collate, labels_tensor, placed
+from ._collate import as_batch, labels_tensor, placed
 from ._prefetch import ArraySlots, Made, Run
 
 __all__ = ["PLAN_AHEAD", "Planned", "cached_batch", "planned_epoch"]
@@ -65,23 +65,16 @@ def cached_batch(pipe: Any, run: Run, side: Any, make_items: Callable[[np.ndarra
     general path's items, only if a short tail must be padded from it."""
     if not run.ahead and not _plan_ahead(pipe, run, side):
         return None
-    index, valid, prepared, extras = run.ahead.popleft()
+    index, valid, prepared, tensors = run.ahead.popleft()
     saved = run.save()
     b = len(index)
     run.slots.skip(b)
     run.cursor += b
     run.made += 1
     run.last = lambda: make_items(index, valid)
-    device = pipe.device
-    if extras is None:
-        labels = _labels(pipe, index)
 
     def work() -> dict[str, Any]:
-        images = pipe.transforms.finish(prepared)
-        if extras is None:
-            return collate(images, index, valid, labels, device)
-        label, index_t, valid_t = extras
-        return {"image": images, "label": label, "index": index_t, "valid": valid_t}
+        return as_batch(pipe.transforms.finish(prepared), *tensors)
 
     return Made(run, work, saved, run.cursor, run.made, run.take_errors())
 
@@ -106,10 +99,10 @@ def _plan_ahead(pipe: Any, run: Run, side: Any) -> bool:
     index, valid, rows, epoch = index[: k * b], valid[: k * b], rows[: k * b], epoch[: k * b]
     with torch.cuda.stream(side) if side is not None else nullcontext():
         parts = pipe.transforms.prepare_split(pipe._cache.batch_rows(rows), pipe.seed, epoch, index, k)
-        extras = _extras_ahead(pipe, index, valid, k)
+        tensors = _placed_ahead(pipe, index, valid, k)
     for j, prepared in enumerate(parts):
         rows_j = slice(j * b, (j + 1) * b)
-        batch = (index[rows_j], valid[rows_j], prepared, extras[j])
+        batch = (index[rows_j], valid[rows_j], prepared, tensors[j])
         e = int(epoch[j * b])
         (run.ahead if e == run.epoch else run.later[e].batches).append(batch)  # type: ignore[index]
     return True
@@ -129,7 +122,7 @@ def _next_epochs(pipe: Any, run: Run, wanted: int, index: np.ndarray, valid: np.
         planned = run.later.get(e)
         if planned is None:
             planned = run.later[e] = Planned(pipe._slots(e, run.stop))
-        if planned.batches:  # planned already (not expected: a run plans only when it has nothing ahead)
+        if planned.batches:  # its first batches are planned already (a run rewound after planning them)
             break
         k = min(wanted, len(planned.order) // b)
         if k == 0:
@@ -140,16 +133,14 @@ def _next_epochs(pipe: Any, run: Run, wanted: int, index: np.ndarray, valid: np.
     return tuple(np.concatenate(a) for a in zip(*parts))  # type: ignore[return-value]
 
 
-def _extras_ahead(pipe: Any, index: np.ndarray, valid: np.ndarray, k: int) -> list[Any]:
-    """Per batch of the window, its (label, index, valid) tensors on a CUDA device, all k
-    batches' in one pinned upload (on the current stream) instead of one each; elsewhere None
-    per batch (collated when the batch is finished: on the CPU each is a copy anyway)."""
-    if pipe.device.type != "cuda":
-        return [None] * k
+def _placed_ahead(pipe: Any, index: np.ndarray, valid: np.ndarray, k: int) -> list[tuple[torch.Tensor, ...]]:
+    """Per batch of the window, its (label, index, valid) tensors on the pipeline's device,
+    made for all k batches at once (on CUDA one pinned upload, each at a 64-byte aligned
+    offset, instead of one per batch)."""
     b = len(index) // k
     labels = _labels(pipe, index).numpy()
     arrays = [a[j * b : (j + 1) * b] for j in range(k) for a in (labels, index, valid)]
-    tensors = placed(arrays, pipe.device)  # each at a 64-byte aligned offset of one buffer
+    tensors = placed(arrays, pipe.device)
     return [tuple(tensors[3 * j : 3 * j + 3]) for j in range(k)]
 
 

@@ -8,15 +8,19 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["collate", "labels_tensor", "placed", "shard_of"]
+__all__ = ["as_batch", "collate", "labels_tensor", "placed", "shard_of"]
 
 
 def collate(images: torch.Tensor, index: np.ndarray, valid: np.ndarray, labels: torch.Tensor,
             device: torch.device) -> dict[str, Any]:
     """A Pipeline batch from its index (int64 [B]) and valid (bool [B]) arrays and its labels
     (int64 [B] or [B, K], -1 where a sample has none)."""
-    label, index_t, valid_t = placed([labels.numpy(), index, valid], device)
-    return {"image": images, "label": label, "index": index_t, "valid": valid_t}
+    return as_batch(images, *placed([labels.numpy(), index, valid], device))
+
+
+def as_batch(images: torch.Tensor, label: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> dict[str, Any]:
+    """The dict a Pipeline yields, from tensors already where they belong."""
+    return {"image": images, "label": label, "index": index, "valid": valid}
 
 
 def placed(arrays: list[np.ndarray], device: torch.device) -> list[torch.Tensor]:

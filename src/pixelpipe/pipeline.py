@@ -352,14 +352,14 @@ class Pipeline:
             source = [it.data for it in items] if self._cache is None else self._from_cache(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
             lane = self._lanes.next_lane()
-            prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch,
-                                               indices=torch.tensor([it.index for it in items], dtype=torch.int64),
+            index = np.fromiter((it.index for it in items), np.int64, len(items))  # also the batch's "index"
+            prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch, indices=index,
                                                defer_decode=deferred, decode_lane=lane if deferred else None)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
                 decoded = self._lanes.submit(prepared, lane)
-                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items)), rest
+                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items, index)), rest
             if not split:
-                batch = self._wrap(self.transforms.finish(prepared), items)
+                batch = self._wrap(self.transforms.finish(prepared), items, index)
                 return (lambda: batch), rest
         except SampleError as e:
             bad = items[e.position]
@@ -371,12 +371,11 @@ class Pipeline:
             if sub is not None:
                 keep.append(sub)
             return None, keep
-        return (lambda: self._wrap(self.transforms.finish(prepared), items)), rest
+        return (lambda: self._wrap(self.transforms.finish(prepared), items, index)), rest
 
-    def _wrap(self, images: torch.Tensor, items: list[Item]) -> dict[str, Any]:
-        n = len(items)
-        index = np.fromiter((it.index for it in items), np.int64, n)
-        valid = np.fromiter((it.valid for it in items), np.bool_, n)
+    def _wrap(self, images: torch.Tensor, items: list[Item], index: np.ndarray) -> dict[str, Any]:
+        """The batch dict; index: the items' sample indices (int64, made once by _make)."""
+        valid = np.fromiter((it.valid for it in items), np.bool_, len(items))
         if self._labels is not None:  # an indexable reader's table: one gather, not N rows stacked
             labels = self._labels[torch.from_numpy(index)]
         else:

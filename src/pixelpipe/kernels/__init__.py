@@ -80,6 +80,14 @@ def pack_ahead(source: ImageBatch, spec: WarpSpec, make_pointwise: Callable[[tor
     of one each: per batch they cost more host time than the launch."""
     if not (source.data.is_cuda and gpu_kernels_available()):
         return None
+    return _pack(spec, make_pointwise, needs_means, source.data.device)
+
+
+def _pack(spec: WarpSpec, make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], needs_means: bool,
+          device: torch.device) -> Packed:
+    """The Triton kernels' inputs: the pointwise spec, and the parameter rows on `device`.
+    A chain that needs the warped images' means is folded at mean colour 0 plus its slopes
+    (color_slopes): the kernel completes the offsets from the sums of its first launch."""
     from ._device import to_device
     from .warp_triton import pack_params
 
@@ -87,7 +95,7 @@ def pack_ahead(source: ImageBatch, spec: WarpSpec, make_pointwise: Callable[[tor
         pointwise, slopes = color_slopes(len(spec), make_pointwise)
     else:
         pointwise, slopes = make_pointwise(None), None
-    return Packed(pointwise, slopes, to_device(pack_params(spec, pointwise.color, slopes), source.data.device))
+    return Packed(pointwise, slopes, to_device(pack_params(spec, pointwise.color, slopes), device))
 
 
 def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], spec: WarpSpec,
@@ -111,14 +119,11 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
             table = source.kernel_table()  # uploaded once per batch
         from .warp_triton import warp_pointwise_gpu
 
-        if packed is not None:
-            return warp_pointwise_gpu(data, table, spec, packed.pointwise, slopes=packed.slopes, params=packed.params)
-        if not needs_means:
-            return warp_pointwise_gpu(data, table, spec, make_pointwise(None))
-        # two launches, no intermediate image and no host synchronisation: the sums, then warp
-        # + colour (its offsets completed from the sums in the kernel) + normalise + cast
-        zero, slopes = color_slopes(len(spec), make_pointwise)
-        return warp_pointwise_gpu(data, table, spec, zero, slopes=slopes)
+        if packed is None:  # made for this batch alone (prepare_split makes them for several)
+            packed = _pack(spec, make_pointwise, needs_means, data.device)
+        # with slopes, two launches, no intermediate image and no host synchronisation: the
+        # sums, then warp + colour (offsets completed from the sums) + normalise + cast
+        return warp_pointwise_gpu(data, table, spec, packed.pointwise, slopes=packed.slopes, params=packed.params)
     if data.is_cuda:  # CUDA without Triton: the reference on the device
         warped = warp_reference(data, table, spec)
         return pointwise_reference(warped, make_pointwise(channel_means(warped) if needs_means else None))

@@ -403,10 +403,7 @@ def warp_pointwise_gpu(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, 
     color = pspec.color is not None
     if slopes is not None and not color:
         raise ValueError("slopes need the colour matrices they complete (pspec.color)")
-    if params is None:
-        tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes))
-    else:
-        tab = to_device(strided_table(table), data.device)
+    tab, params = _inputs(data, table, pack_params(spec, pspec.color, slopes) if params is None else params)
     if slopes is None:
         _launch(data, tab, spec, params, out, strides, color, False, _post(pspec), True, None, c == 1,
                 pspec.dtype == torch.uint8, block, num_warps)
