@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import native
 from .kernels.spec import WarpSpec, is_affine, stretch_at
 from .ops._base import ColorOp, GeometryOp, Op, Params, host
 from .ops.color import Normalize, apply_to_mean, compose, identity
@@ -59,7 +60,7 @@ class Stage:
         n = sizes.shape[0]
         shared = prefix(seed, epoch, indices)
         # the leading draws of every op hashed in one evaluation (see random.op_blocks)
-        blocks = op_blocks(shared, [pos for pos, _ in self.ops], [op.draws for _, op in self.ops]) if n else None
+        blocks = op_blocks(shared, [pos for pos, _ in self.ops], [op.block_draws() for _, op in self.ops]) if n else None
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
@@ -151,6 +152,11 @@ class StagePlan:
         n = self.matrix.shape[0]
         if n == 0:
             return np.zeros((0, 4), dtype=np.int64)
+        lib = native.library()
+        if lib is not None and "_inverse" not in self.__dict__:
+            found = self._regions_native(lib)
+            if found is not None:
+                return found
         inv = self.inverse()
         h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
         # the two source axes side by side, [N, 2] in (x, y) order
@@ -176,6 +182,25 @@ class StagePlan:
         a0 = np.minimum(np.maximum(a0, 0), size - 1)
         a1 = np.maximum(np.minimum(a1, size), a0 + 1)
         return np.concatenate([a0[:, ::-1], a1[:, ::-1]], 1).astype(np.int64)
+
+    def _regions_native(self, lib: Any) -> np.ndarray | None:
+        """regions() and the inverse it needs from planner.c for affine plans (the same numbers),
+        or None for numpy to take a perspective batch."""
+        n = self.matrix.shape[0]
+        m = np.ascontiguousarray(self.matrix, dtype=np.float64)
+        outs = np.ascontiguousarray(self.out_sizes, dtype=np.float64)
+        ins = np.ascontiguousarray(self.in_sizes, dtype=np.float64)
+        inv, regions = np.empty((n, 3, 3)), np.empty((n, 4), dtype=np.int64)
+        wide = int(self.stage.border in ("reflect", "wrap"))
+        status = lib.pp_affine_regions(native.address(m), native.address(outs), native.address(ins), n, wide, _EPS,
+                                       native.address(inv), native.address(regions))
+        if 0 <= status < n:
+            return None
+        if status >= n:
+            self.inverse()  # numpy's path names the sample whose matrix has no inverse
+            raise AssertionError("planner.c found a singular matrix that numpy inverts")  # pragma: no cover
+        self.__dict__["_inverse"] = inv
+        return regions
 
     def shrink(self) -> np.ndarray:
         """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder
@@ -254,10 +279,12 @@ def _fold_colors(color_params: list[tuple[ColorOp, Params]], means: np.ndarray |
     """The chain folded into [N, 3, 4] (or [K, N, 3, 4] for means [K, N, 3])."""
     mean = np.zeros((n, 3)) if means is None else means
     total = identity(n)
-    for op, params in color_params:
+    for k, (op, params) in enumerate(color_params):
         m = _color_of(op, params, mean, n)
-        total = compose(m, total)
-        mean = apply_to_mean(m, mean)
+        # the first map after the identity is itself; the last one's output mean is not needed
+        total = m.copy() if k == 0 else compose(m, total)
+        if k + 1 < len(color_params):
+            mean = apply_to_mean(m, mean)
     if mean.ndim == 3 and total.ndim == 3:  # no op used the means
         total = np.broadcast_to(total, (mean.shape[0], *total.shape))
     return np.ascontiguousarray(total)

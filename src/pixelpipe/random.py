@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import native
+
 __all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
@@ -127,7 +129,20 @@ def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
     int, or int64 [N] per-sample epochs (see `epochs`)."""
     if isinstance(indices, torch.Tensor):
         indices = indices.detach().to(torch.int64).cpu().numpy()
-    return _fold_numpy(0x5EED1234, (int(seed), epochs(epoch), np.asarray(indices, dtype=np.int64).reshape(-1)))
+    indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    per = epochs(epoch)
+    lib = native.library()
+    if lib is None:
+        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
+    scalar = isinstance(per, int)
+    h = _fold_numpy(0x5EED1234, (int(seed), per) if scalar else (int(seed),))  # a Python int
+    per = None if scalar else np.ascontiguousarray(per)
+    if per is not None and per.shape != indices.shape:  # numpy broadcasts them: let it say how
+        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
+    out = np.empty(indices.shape, dtype=np.uint32)
+    lib.pp_prefix(h, None if per is None else native.address(per), native.address(indices), len(indices),
+                  native.address(out))
+    return out
 
 
 def epochs(epoch: Any) -> int | np.ndarray:
@@ -151,6 +166,17 @@ def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> l
     The (op, draw) pairs sit side by side as columns, so each op hashes only the draws it uses
     (a flip's one, not a crop's 22)."""
     ops, draws = list(ops), [int(d) for d in draws]
+    if not ops:
+        return []
+    lib = native.library()
+    if lib is not None:  # the same bits from planner.c, in one call
+        pre = np.ascontiguousarray(prefix.reshape(-1), dtype=np.uint32)
+        op_arr, draw_arr = np.array(ops, dtype=np.int64), np.array(draws, dtype=np.int64)
+        out = np.empty((len(pre), sum(draws)), dtype=np.uint32)
+        lib.pp_op_blocks(native.address(pre), len(pre), native.address(op_arr), native.address(draw_arr), len(ops),
+                         native.address(out))
+        ends = np.cumsum([0, *draws]).tolist()
+        return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
     state = _fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
     column_op = np.repeat(np.arange(len(ops)), draws)
     column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws]) if ops else np.zeros(0, np.int64)
@@ -224,6 +250,13 @@ class Draws:
 
     def __len__(self) -> int:
         return int(self._indices.shape[0])
+
+    def prefix_np(self) -> np.ndarray:
+        """uint32 [N], C-contiguous: the hash state after (seed, epoch, index), shared by every op
+        of the batch (`prefix`); the C planner folds the op and the draws into it itself."""
+        if self._prefix is None:
+            self._prefix = prefix(self.seed, self.epoch, self._indices)
+        return np.ascontiguousarray(self._prefix, dtype=np.uint32)
 
     def uniform_np(self, draw: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
         """uniform() as a float32 numpy array."""

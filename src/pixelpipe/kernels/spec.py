@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import native
+
 _AFFINE_ROW = np.array([0.0, 0.0, 1.0])
 
 
@@ -126,6 +128,9 @@ class WarpSpec:
         concatenation of converted parts)."""
         n = len(self)
         out = np.empty((n, 21))
+        lib = native.library()
+        if lib is not None and n and self._rows_native(lib, out):
+            return out
         out[:, 0:9] = self.inverse.reshape(n, 9)
         out[:, 9:11] = self.image_size
         out[:, 11:13] = self.origin
@@ -133,6 +138,26 @@ class WarpSpec:
         out[:, 17:19] = self.max_scale()
         out[:, 19:21] = self.taps()
         return out
+
+
+    def _rows_native(self, lib: Any, out: np.ndarray) -> bool:
+        """packed_np's rows from planner.c (the same numbers) for affine inverses; False for
+        numpy to take a perspective batch. Keeps the max scale it computed, as max_scale() does."""
+        from .filters import MAX_AA_SCALE, SUPPORT
+
+        nearest = self.interpolation == "nearest"
+        stretch = int(self.antialias and not nearest and "_max_scale" not in self.__dict__)
+        arrays = [np.ascontiguousarray(a) for a in (self.inverse, self.image_size, self.origin, self.clip)]
+        two_r = 0.0 if nearest else 2 * SUPPORT[self.interpolation]
+        if lib.pp_warp_rows(*(native.address(a) for a in arrays), len(self), stretch, two_r, MAX_AA_SCALE,
+                            native.address(out)) >= 0:
+            return False
+        if "_max_scale" in self.__dict__:  # computed before (a window's spec, sliced): its numbers
+            out[:, 17:19] = self.__dict__["_max_scale"]
+            out[:, 19:21] = self.taps()
+        else:
+            self.__dict__["_max_scale"] = out[:, 17:19].copy()
+        return True
 
 
 def _array(x: Any, dtype: type) -> np.ndarray:

@@ -37,6 +37,11 @@ class Op:
     # one evaluation (`random.op_blocks`); draws beyond are hashed when asked for
     draws: int = 0
 
+    def block_draws(self) -> int:
+        """How many leading draws the stage hashes for this op up front: `draws`, or 0 for an op
+        whose sampling hashes its own (RandomResizedCrop with the C planner)."""
+        return self.draws
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         """Draw this op's per-sample parameters. sizes: float64 [N, 2] (height, width)."""
         return {}

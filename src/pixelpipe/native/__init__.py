@@ -1,0 +1,129 @@
+"""The planner's hot spots in C (planner.c), compiled on first use and loaded with ctypes.
+
+Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred numbers, so it
+costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the
+rn50 pipeline spent about 1.3 ms of its 1.7 ms of host time planning (session 10's profile in
+docs/benchmarks.md) while its kernels take 0.63 ms: the host bounds augment-only batches and
+cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's window, the affine
+inverse and source regions, and the warp kernel's rows in one call each.
+
+The numpy code stays the reference and runs wherever this module gives None: without a C
+compiler (`cc`, or $CC), with PIXELPIPE_NATIVE=0, or inside `disabled()`. Both give the same
+bits, with one documented exception: exp() in RandomResizedCrop's aspect ratio is the C
+library's here, and numpy may use its own SIMD exp, which can differ in the last bit; a crop
+side changes only if sqrt(area * ratio) falls within that bit of a half-integer (the tests
+compare 100,000 windows and find them equal).
+
+The library is built with `-O3 -ffp-contract=off` (no fused multiply-adds, no fast-math, so
+each float64 operation rounds as numpy's does) into $PIXELPIPE_CACHE, or ~/.cache/pixelpipe
+(XDG_CACHE_HOME honoured), named by a hash of the source and the command: a new version
+builds its own file, and concurrent first uses each write a temporary file and rename it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes as C
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["address", "disabled", "library"]
+
+_SOURCE = Path(__file__).with_name("planner.c")
+_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99"]
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {"tried": False, "lib": None, "off": os.environ.get("PIXELPIPE_NATIVE", "1") == "0"}
+_P, _I64, _F64, _U32, _INT = C.c_void_p, C.c_int64, C.c_double, C.c_uint32, C.c_int
+_SIGNATURES = {
+    "pp_prefix": (None, [_U32, _P, _P, _I64, _P]),
+    "pp_op_blocks": (None, [_P, _I64, _P, _P, _I64, _P]),
+    "pp_random_resized_crop": (None, [_P, _I64, _P, _I64, _I64, _F64, _F64, _F64, _F64, _F64, _F64, _P]),
+    "pp_affine_regions": (_I64, [_P, _P, _P, _I64, _INT, _F64, _P, _P]),
+    "pp_warp_rows": (_I64, [_P, _P, _P, _P, _I64, _INT, _F64, _F64, _P]),
+}
+
+
+def library() -> C.CDLL | None:
+    """The compiled planner, or None where the numpy code runs instead (see the module
+    docstring). Built on the first call of the process."""
+    if _STATE["off"]:
+        return None
+    if not _STATE["tried"]:
+        with _LOCK:
+            if not _STATE["tried"]:
+                _STATE["lib"] = _load()
+                _STATE["tried"] = True
+    return _STATE["lib"]  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Plan with the numpy code inside the block (the reference; tests and A/B runs)."""
+    before = _STATE["off"]
+    _STATE["off"] = True
+    try:
+        yield
+    finally:
+        _STATE["off"] = before
+
+
+def address(a: np.ndarray) -> int:
+    """The data pointer of a C-contiguous array (the caller keeps the array alive). Through
+    ctypes' buffer protocol where the array is writable (a third of the time of
+    `__array_interface__`, which builds a dict; a planner passes a dozen pointers per batch)."""
+    try:
+        return C.addressof(C.c_char.from_buffer(a))
+    except (TypeError, ValueError):  # read-only, or empty
+        return a.__array_interface__["data"][0]
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("PIXELPIPE_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pixelpipe"
+
+
+def _load() -> C.CDLL | None:
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        _notice("no C compiler (cc) found")
+        return None
+    source = _SOURCE.read_bytes()
+    key = hashlib.sha256(source + " ".join([cc, *_FLAGS, sys.platform]).encode()).hexdigest()[:16]
+    target = _cache_dir() / f"planner-{key}.so"
+    try:
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+            os.close(fd)
+            try:
+                done = subprocess.run([cc, *_FLAGS, "-o", tmp, str(_SOURCE), "-lm"], capture_output=True, text=True)
+                if done.returncode != 0:
+                    _notice(f"{cc} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
+                    return None
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        lib = C.CDLL(str(target))
+    except OSError as e:
+        _notice(f"could not build or load {target}: {e}")
+        return None
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def _notice(why: str) -> None:
+    print(f"pixelpipe: planning in numpy ({why}); the C planner needs a C compiler", file=sys.stderr)

@@ -1,0 +1,189 @@
+/* pixelpipe's planner hot spots in C: the same arithmetic as the numpy code they replace
+ * (random.prefix / op_blocks / Draws hashes, RandomResizedCrop.sample, StagePlan.inverse and
+ * .regions for affine plans), one call per batch instead of dozens of numpy calls. The numpy
+ * code stays the reference; tests/test_native.py checks that both give the same numbers.
+ *
+ * Built by pixelpipe/native/__init__.py with `cc -O3 -ffp-contract=off`: no fused multiply-adds
+ * and no fast-math, so every float64 operation rounds as numpy's does. exp() is the C library's;
+ * numpy may use its own SIMD exp, which can differ in the last bit (see the loader's docstring).
+ */
+#include <math.h>
+#include <stdint.h>
+
+#define GOLDEN 0x9E3779B9u
+
+static inline uint32_t mix(uint32_t x) {  /* random._mix_u32 */
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    return x;
+}
+
+static inline uint32_t fold(uint32_t h, int64_t key) {  /* random._fold_numpy: low word, then high */
+    uint64_t k = (uint64_t)key;
+    h = mix((h + GOLDEN) ^ (uint32_t)(k & 0xFFFFFFFFu));
+    return mix((h + GOLDEN) ^ (uint32_t)(k >> 32));
+}
+
+/* out[i] = the state after (seed, epoch, index): h is the state after the seed (and after the
+ * epoch when epochs is NULL); epochs: per-sample epochs or NULL. */
+void pp_prefix(uint32_t h, const int64_t *epochs, const int64_t *indices, int64_t n, uint32_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = epochs ? fold(h, epochs[i]) : h;
+        out[i] = fold(s, indices[i]);
+    }
+}
+
+/* random.op_blocks: out [n, sum(draws)], op k's draws 0..draws[k]-1 side by side. */
+void pp_op_blocks(const uint32_t *prefix, int64_t n, const int64_t *ops, const int64_t *draws, int64_t k,
+                  uint32_t *out) {
+    int64_t width = 0;
+    for (int64_t j = 0; j < k; j++) width += draws[j];
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t *row = out + i * width;
+        for (int64_t j = 0; j < k; j++) {
+            uint32_t s = fold(prefix[i], ops[j]);
+            for (int64_t d = 0; d < draws[j]; d++) *row++ = mix(fold(s, d));
+        }
+    }
+}
+
+static inline double unit(uint32_t h) {  /* random._unit_numpy: float32 of the top 24 bits */
+    return (double)((float)(h >> 8) * (float)(1.0 / (1 << 24)));
+}
+
+/* RandomResizedCrop.sample: prefix [n] (random.prefix) and op (the op's position): draw d of
+ * sample i is unit(mix(fold(fold(prefix[i], op), d))), hashed only for the tries it takes
+ * (draws 2t, 2t + 1 for try t; 2 tries and 2 tries + 1 for the window's corner). sizes [n, 2]
+ * (h, w); out [n, 4]: top, left, height, width. s0, ds: the area range's start and width;
+ * r0, r1: the ratio range; lr0, dlr: log(r0) and log(r1) - log(r0), as Python computes them. */
+void pp_random_resized_crop(const uint32_t *prefix, int64_t op, const double *sizes, int64_t n, int64_t tries,
+                            double s0, double ds, double r0, double r1, double lr0, double dlr, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = fold(prefix[i], op);
+        double H = sizes[2 * i], W = sizes[2 * i + 1], area = H * W, h = 0.0, w = 0.0;
+        int found = 0;
+        for (int64_t t = 0; t < tries && !found; t++) {
+            double target = area * (s0 + ds * unit(mix(fold(s, 2 * t))));
+            double aspect = exp(lr0 + dlr * unit(mix(fold(s, 2 * t + 1))));
+            double cw = rint(sqrt(target * aspect)), ch = rint(sqrt(target / aspect));
+            if (cw > 0 && ch > 0 && cw <= W && ch <= H) {
+                h = ch;
+                w = cw;
+                found = 1;
+            }
+        }
+        double top, left;
+        if (found) {
+            h = fmax(h, 1.0);
+            w = fmax(w, 1.0);
+            top = fmin(floor(unit(mix(fold(s, 2 * tries))) * (H - h + 1)), H - h);
+            left = fmin(floor(unit(mix(fold(s, 2 * tries + 1))) * (W - w + 1)), W - w);
+        } else {  /* a centred crop, the aspect ratio clamped into the range */
+            double ratio = W / H;
+            w = ratio < r0 ? W : (ratio > r1 ? rint(H * r1) : W);
+            h = ratio < r0 ? rint(W / r0) : H;
+            if (ratio > r1) h = H;
+            h = fmax(h, 1.0);
+            w = fmax(w, 1.0);
+            top = floor((H - h) / 2);
+            left = floor((W - w) / 2);
+        }
+        out[4 * i] = top;
+        out[4 * i + 1] = left;
+        out[4 * i + 2] = h;
+        out[4 * i + 3] = w;
+    }
+}
+
+/* StagePlan.inverse and .regions for affine matrices: m [n, 3, 3] input -> output, out_sizes and
+ * in_sizes [n, 2] (h, w); wide: border reflect or wrap (an axis whose footprint leaves the image
+ * takes all of it). Writes inv [n, 3, 3] and regions [n, 4] (y0, x0, y1, x1). Returns -1, or
+ * the first sample whose matrix is not affine (nothing written for it: numpy's general path
+ * takes the batch), or n + the first sample whose inverse is not finite. */
+int64_t pp_affine_regions(const double *m, const double *out_sizes, const double *in_sizes, int64_t n, int wide,
+                          double eps, double *inv, int64_t *regions) {
+    for (int64_t i = 0; i < n; i++) {
+        const double *a = m + 9 * i;
+        if (a[6] != 0.0 || a[7] != 0.0 || a[8] != 1.0) return i;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double *q = m + 9 * i;
+        double a = q[0], b = q[1], tx = q[2], c = q[3], d = q[4], ty = q[5];
+        double det = a * d - b * c;
+        double *r = inv + 9 * i;
+        r[0] = d / det;
+        r[1] = -b / det;
+        r[2] = (b * ty - d * tx) / det;
+        r[3] = -c / det;
+        r[4] = a / det;
+        r[5] = (c * tx - a * ty) / det;
+        r[6] = 0.0;
+        r[7] = 0.0;
+        r[8] = 1.0;
+        for (int k = 0; k < 6; k++)
+            if (!isfinite(r[k])) return n + i;
+        double h = out_sizes[2 * i], w = out_sizes[2 * i + 1];
+        double size[2] = {in_sizes[2 * i + 1], in_sizes[2 * i]}; /* (w, h): axis 0 is x */
+        double a0[2], a1[2];
+        for (int ax = 0; ax < 2; ax++) {
+            double p = r[3 * ax] * w, q2 = r[3 * ax + 1] * h, c0 = r[3 * ax + 2];
+            double lo = (fmin(p, 0.0) + fmin(q2, 0.0)) + c0;
+            double hi = (fmax(p, 0.0) + fmax(q2, 0.0)) + c0;
+            double lo0 = floor(lo + eps), hi1 = ceil(hi - eps);
+            if (wide && (lo0 < 0 || hi1 > size[ax])) {
+                lo0 = 0.0;
+                hi1 = size[ax];
+            }
+            lo0 = fmin(fmax(lo0, 0.0), size[ax] - 1);
+            hi1 = fmax(fmin(hi1, size[ax]), lo0 + 1);
+            a0[ax] = lo0;
+            a1[ax] = hi1;
+        }
+        int64_t *g = regions + 4 * i;
+        g[0] = (int64_t)a0[1];
+        g[1] = (int64_t)a0[0];
+        g[2] = (int64_t)a1[1];
+        g[3] = (int64_t)a1[0];
+    }
+    return -1;
+}
+
+/* WarpSpec.packed_np for affine inverses: out [n, 21] = inverse (9), image h, w, origin y, x,
+ * clip y0, x0, y1, x1, max scale y, x, taps y, x. stretch: 0 = no antialiasing stretch (all
+ * ones), 1 = the affine Jacobian's row norms, clamped to [1, max_scale]; two_r: 2 * the filter's
+ * support (taps = max(ceil(two_r * scale - 1e-9), 1)), or 0 for nearest (one tap). Returns -1,
+ * or the first sample whose inverse is not affine (numpy's general path takes the batch). */
+int64_t pp_warp_rows(const double *inv, const int64_t *image_size, const int64_t *origin, const int64_t *clip,
+                     int64_t n, int stretch, double two_r, double max_scale, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const double *r = inv + 9 * i;
+        if (r[6] != 0.0 || r[7] != 0.0 || r[8] != 1.0) return i;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double *r = inv + 9 * i;
+        double *o = out + 21 * i;
+        for (int k = 0; k < 9; k++) o[k] = r[k];
+        o[9] = (double)image_size[2 * i];
+        o[10] = (double)image_size[2 * i + 1];
+        o[11] = (double)origin[2 * i];
+        o[12] = (double)origin[2 * i + 1];
+        for (int k = 0; k < 4; k++) o[13 + k] = (double)clip[4 * i + k];
+        double sy = 1.0, sx = 1.0;
+        if (stretch) {
+            sy = fmin(fmax(hypot(r[3], r[4]), 1.0), max_scale);
+            sx = fmin(fmax(hypot(r[0], r[1]), 1.0), max_scale);
+        }
+        o[17] = sy;
+        o[18] = sx;
+        if (two_r > 0) {
+            o[19] = fmax((double)(int64_t)ceil(two_r * sy - 1e-9), 1.0);
+            o[20] = fmax((double)(int64_t)ceil(two_r * sx - 1e-9), 1.0);
+        } else {
+            o[19] = o[20] = 1.0;
+        }
+    }
+    return -1;
+}
