@@ -3,6 +3,7 @@ kernel launch (sampling every op, folding the matrices and colours, the regions,
 kernel's per-sample geometry), for a batch of ragged image sizes.
 
     python benchmarks/plan_host.py [--pipelines rn50,rich,val] [--batch 256] [--calls 400]
+    PIXELPIPE_NATIVE=0 python benchmarks/plan_host.py ...   # the numpy twin of the C planner
 
 Prints min / 20th percentile / median milliseconds per batch over `--calls` batches (new
 epochs each, the first 50 not counted), with one torch thread. On the GPU path this work
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 import pixelpipe as pp
+from pixelpipe import native
 from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.kernels import color_slopes
 
@@ -34,7 +36,8 @@ def main() -> None:
     n = args.batch
     sizes = torch.from_numpy(rng.integers(200, 500, (n, 2)).astype(np.float64))  # ImageNet-like sides
     idx = torch.arange(n)
-    print(f"{'pipeline':9s} {'min ms':>8s} {'p20 ms':>8s} {'median ms':>10s}   (batch {n}, {args.calls} calls)")
+    planner = "C planner (pixelpipe.native)" if native.library() is not None else "numpy planner"
+    print(f"{'pipeline':9s} {'min ms':>8s} {'p20 ms':>8s} {'median ms':>10s}   (batch {n}, {args.calls} calls, {planner})")
     for name in args.pipelines.split(","):
         t = pp.Compose(pipeline_ops(name), dtype=torch.float16)
 

@@ -33,7 +33,7 @@ from ._prefetch import ArraySlots, Made, Run
 __all__ = ["PLAN_AHEAD", "Planned", "cached_batch", "planned_epoch"]
 
 # batches planned in one go. A cached Pipeline on an H100 (500 images, batch 256, 4 alternating
-# rounds, docs/benchmarks.md session 9): 8 against 4 gave rn50 253-327k against 188-248k
+# rounds, docs/benchmarks-history.md, session 9): 8 against 4 gave rn50 253-327k against 188-248k
 # images/s (8 faster in every round) and rich 149-183k against 133-188k (even on average)
 PLAN_AHEAD = 8
 
