@@ -52,7 +52,7 @@ _SIGNATURES = {
 }
 
 
-def library() -> C.CDLL | None:
+def library() -> C.PyDLL | None:
     """The compiled planner, or None where the numpy code runs instead (see the module
     docstring). Built on the first call of the process."""
     if _STATE["off"]:
@@ -67,7 +67,8 @@ def library() -> C.CDLL | None:
 
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
-    """Plan with the numpy code inside the block (the reference; tests and A/B runs)."""
+    """Plan with the numpy code inside the block (the reference; tests and A/B runs). The switch
+    is process-wide, so other threads plan in numpy meanwhile too (the same numbers)."""
     before = _STATE["off"]
     _STATE["off"] = True
     try:
@@ -93,7 +94,7 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pixelpipe"
 
 
-def _load() -> C.CDLL | None:
+def _load() -> C.PyDLL | None:
     cc = shutil.which(os.environ.get("CC", "cc"))
     if cc is None:
         _notice("no C compiler (cc) found")
@@ -115,7 +116,10 @@ def _load() -> C.CDLL | None:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-        lib = C.CDLL(str(target))
+        # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
+        # invite another of a Pipeline's threads to take it and hold it for up to the
+        # interpreter's switch interval (5 ms) before this thread got it back
+        lib = C.PyDLL(str(target))
     except OSError as e:
         _notice(f"could not build or load {target}: {e}")
         return None
