@@ -151,6 +151,42 @@ def test_warp_rows_of_perspective_specs_come_from_numpy():
     assert np.array_equal(fast, slow) and not np.all(fast[:, 17:19] == fast[:1, 17:19])
 
 
+@pytest.mark.parametrize("ops", [
+    [pp.RandomFlip(0.5, 0.3), pp.RandomAffine(7, shear=(-5.7, 5.7))],
+    [pp.RandomAffine((-30, 45), translate=(0.2, 0.1), scale=(0.5, 1.5), shear=(-10, 10, -3, 8), p=0.6),
+     pp.RandomFlip(0.0, 1.0)],
+    [pp.RandomResizedCrop(64), pp.RandomAffine(0, scale=(0.9, 1.1))],
+])
+def test_flip_and_affine_matrices_equal(ops):
+    rng = np.random.default_rng(6)
+    n = 3000
+    sizes = rng.integers(1, 900, (n, 2)).astype(np.float64)
+    stage = _stage(ops)
+    for epoch in range(2):
+        fast, slow = both(lambda epoch=epoch: stage.sample(4, epoch, np.arange(n), sizes))
+        assert np.array_equal(fast.matrix, slow.matrix) and np.array_equal(fast.out_sizes, slow.out_sizes)
+    op = next(o for o in ops if isinstance(o, pp.RandomAffine))
+    fast, slow = both(lambda: op.sample(Draws(4, 0, np.arange(n), 1), sizes))
+    assert fast.keys() == slow.keys() and all(np.array_equal(fast[k], slow[k]) for k in fast)
+    drawn = fast["angle"] if op.degrees[1] > op.degrees[0] else fast["scale"] - 1.0
+    assert (drawn != 0).mean() > 0.5 * op.p  # drawn, not left at the identity
+
+
+@pytest.mark.parametrize("jitter", [pp.ColorJitter(0.2, 0.2, 0.2, 0.05), pp.ColorJitter(0, (0.5, 1.5), 0, (-0.5, 0.2), p=0.7),
+                                    pp.ColorJitter(0.4, 0, 0.9, 0)])
+def test_color_jitter_numbers_equal(jitter):
+    """Parameters, and the colour maps at one mean colour per sample and at four (the GPU
+    path's probes), from planner.c and from numpy."""
+    rng = np.random.default_rng(7)
+    n = 2000
+    draws = lambda: Draws(9, 3, np.arange(n), 2)
+    fast, slow = both(lambda: jitter.sample(draws(), np.ones((n, 2))))
+    assert fast.keys() == slow.keys() and all(np.array_equal(fast[k], slow[k]) for k in fast)
+    for means in (None, rng.uniform(0, 255, (n, 3)), rng.uniform(0, 255, (4, n, 3))):
+        f, s_ = both(lambda means=means: jitter.color(fast, means))
+        assert f.shape == s_.shape and np.array_equal(f, s_)
+
+
 class _nothing:
     def __enter__(self):
         return None

@@ -67,7 +67,7 @@ class Stage:
         for k, (pos, op) in enumerate(self.ops):
             draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[k])
             if isinstance(op, GeometryOp):
-                m, cur = op.transform(op.sample(draws, cur), cur)
+                m, cur = op.plan(draws, cur)
                 matrix = m if matrix is None else m @ matrix
             elif isinstance(op, ColorOp):
                 color_params.append((op, op.sample(draws, cur)))

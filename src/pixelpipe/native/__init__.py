@@ -49,6 +49,11 @@ _SIGNATURES = {
     "pp_random_resized_crop": (None, [_P, _I64, _P, _I64, _I64, _F64, _F64, _F64, _F64, _F64, _F64, _P]),
     "pp_affine_regions": (_I64, [_P, _P, _P, _I64, _INT, _F64, _P, _P]),
     "pp_warp_rows": (_I64, [_P, _P, _P, _P, _I64, _INT, _F64, _F64, _P]),
+    "pp_random_flip": (None, [_P, _I64, _P, _I64, _F64, _F64, _P]),
+    "pp_random_affine": (None, [_P, _I64, _P, _I64, _F64, _P, _INT, _P]),
+    "pp_affine_matrix": (None, [_P, _P, _P, _I64, _P]),
+    "pp_color_jitter": (None, [_P, _I64, _I64, _F64, _P, _P, _P]),
+    "pp_jitter_color": (None, [_P, _P, _P, _I64, _I64, _P, _P, _P]),
 }
 
 

@@ -187,3 +187,123 @@ int64_t pp_warp_rows(const double *inv, const int64_t *image_size, const int64_t
     }
     return -1;
 }
+
+/* Draws.uniform_np / bernoulli_np of draw d from the op's state s: float32 arithmetic, as numpy's
+ * float32(low) + float32(high - low) * unit. */
+static inline float uniform32(uint32_t s, int64_t d, double low, double high) {
+    float u = (float)(mix(fold(s, d)) >> 8) * (float)(1.0 / (1 << 24));
+    return (float)low + (float)(high - low) * u;
+}
+
+static inline int bernoulli(uint32_t s, int64_t d, double p) {
+    return (float)(mix(fold(s, d)) >> 8) * (float)(1.0 / (1 << 24)) < (float)p;
+}
+
+/* RandomFlip.sample + transform: m [n, 3, 3] (mirror x with probability ph, y with pv). */
+void pp_random_flip(const uint32_t *prefix, int64_t op, const double *sizes, int64_t n, double ph, double pv,
+                    double *m) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = fold(prefix[i], op);
+        int h = bernoulli(s, 0, ph), v = bernoulli(s, 1, pv);
+        double *o = m + 9 * i;
+        o[0] = h ? -1.0 : 1.0;
+        o[1] = 0.0;
+        o[2] = h ? sizes[2 * i + 1] : 0.0;
+        o[3] = 0.0;
+        o[4] = v ? -1.0 : 1.0;
+        o[5] = v ? sizes[2 * i] : 0.0;
+        o[6] = o[7] = 0.0;
+        o[8] = 1.0;
+    }
+}
+
+/* RandomAffine.sample: out [n, 6] angle, tx, ty, scale, shear x, shear y (degrees and pixels).
+ * ranges: degrees (2), translate fractions (2), scale (2), shear (4); has: translate, scale,
+ * shear given (bits 1, 2, 4). */
+void pp_random_affine(const uint32_t *prefix, int64_t op, const double *sizes, int64_t n, double p,
+                      const double *ranges, int has, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = fold(prefix[i], op);
+        double *o = out + 6 * i;
+        int on = bernoulli(s, 0, p);
+        double angle = (double)uniform32(s, 1, ranges[0], ranges[1]), tx = 0.0, ty = 0.0, zoom = 1.0, shx = 0.0,
+               shy = 0.0;
+        if (has & 1) {
+            tx = rint((double)uniform32(s, 2, -1.0, 1.0) * ranges[2] * sizes[2 * i + 1]);
+            ty = rint((double)uniform32(s, 3, -1.0, 1.0) * ranges[3] * sizes[2 * i]);
+        }
+        if (has & 2) zoom = (double)uniform32(s, 4, ranges[4], ranges[5]);
+        if (has & 4) {
+            shx = (double)uniform32(s, 5, ranges[6], ranges[7]);
+            shy = (double)uniform32(s, 6, ranges[8], ranges[9]);
+        }
+        o[0] = on ? angle : 0.0;
+        o[1] = on ? tx : 0.0;
+        o[2] = on ? ty : 0.0;
+        o[3] = on ? zoom : 1.0;
+        o[4] = on ? shx : 0.0;
+        o[5] = on ? shy : 0.0;
+    }
+}
+
+/* RandomAffine.transform from numpy's trigonometry: trig [n, 4] cos, sin of the angle, tan of
+ * the x and y shears; params [n, 6] as pp_random_affine writes them; m [n, 3, 3]: the linear
+ * part rotation @ shear * scale about the image centre, shifted by (tx, ty). */
+void pp_affine_matrix(const double *trig, const double *params, const double *sizes, int64_t n, double *m) {
+    for (int64_t i = 0; i < n; i++) {
+        const double *t = trig + 4 * i, *q = params + 6 * i;
+        double c = t[0], s = t[1], kx = t[2], ky = t[3], z = q[3];
+        double a = (c + s * ky) * z, b = (c * kx + s) * z, cc = (c * ky - s) * z, d = (c - s * kx) * z;
+        double cy = sizes[2 * i] / 2, cx = sizes[2 * i + 1] / 2;
+        double ox = sizes[2 * i + 1] / 2 + q[1], oy = sizes[2 * i] / 2 + q[2];
+        double *o = m + 9 * i;
+        o[0] = a;
+        o[1] = b;
+        o[2] = ox - (a * cx + b * cy);
+        o[3] = cc;
+        o[4] = d;
+        o[5] = oy - (cc * cx + d * cy);
+        o[6] = o[7] = 0.0;
+        o[8] = 1.0;
+    }
+}
+
+/* ColorJitter.sample: out [n, 4] brightness, contrast, saturation, hue; ranges [4, 2] with
+ * given[k] = 0 for a factor not jittered (its base: 1, or 0 for hue). */
+void pp_color_jitter(const uint32_t *prefix, int64_t op, int64_t n, double p, const double *ranges,
+                     const int64_t *given, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = fold(prefix[i], op);
+        int on = bernoulli(s, 0, p);
+        for (int k = 0; k < 4; k++) {
+            double base = k == 3 ? 0.0 : 1.0;
+            double f = given[k] ? (double)uniform32(s, 1 + k, ranges[2 * k], ranges[2 * k + 1]) : base;
+            out[4 * i + k] = on ? f : base;
+        }
+    }
+}
+
+/* ColorJitter.color from numpy's trigonometry: trig [n, 2] cos, sin of 2 pi hue; params [n, 4];
+ * means [k, n, 3] (k = 1 with zeros for none); hue [3, 3, 3] (color._HUE); grey [3]. out
+ * [k, n, 3, 4]: b c (HUE0 + s cos HUE1 + s sin HUE2), offset b (1 - c) grey(mean). */
+void pp_jitter_color(const double *trig, const double *params, const double *means, int64_t k, int64_t n,
+                     const double *hue, const double *grey, double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const double *q = params + 4 * i;
+        double b = q[0], c = q[1], s = q[2], sc = s * trig[2 * i], ss = s * trig[2 * i + 1], scale = b * c;
+        double lin[9];
+        for (int e = 0; e < 9; e++) lin[e] = scale * ((hue[e] + sc * hue[9 + e]) + ss * hue[18 + e]);
+        double gain = b * (1 - c);
+        for (int64_t j = 0; j < k; j++) {
+            const double *mu = means + 3 * (j * n + i);
+            double offset = gain * ((mu[0] * grey[0] + mu[1] * grey[1]) + mu[2] * grey[2]);
+            double *o = out + 12 * (j * n + i);
+            for (int r = 0; r < 3; r++) {
+                o[4 * r] = lin[3 * r];
+                o[4 * r + 1] = lin[3 * r + 1];
+                o[4 * r + 2] = lin[3 * r + 2];
+                o[4 * r + 3] = offset;
+            }
+        }
+    }
+}

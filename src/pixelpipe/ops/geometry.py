@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import native
 from ..random import Draws
 from ._base import (
     BORDERS,
@@ -67,6 +68,19 @@ class RandomFlip(GeometryOp):
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         return {"horizontal": draws.bernoulli_np(0, self.horizontal), "vertical": draws.bernoulli_np(1, self.vertical)}
+
+    def block_draws(self) -> int:
+        return 0 if native.library() is not None else self.draws
+
+    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lib = native.library()
+        if lib is None:
+            return super().plan(draws, sizes)
+        hw = np.ascontiguousarray(sizes, dtype=np.float64)
+        m = np.empty((len(hw), 3, 3))
+        lib.pp_random_flip(native.address(draws.prefix_np()), draws.op, native.address(hw), len(hw),
+                           self.horizontal, self.vertical, native.address(m))
+        return m, sizes
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h, v = params["horizontal"], params["vertical"]
@@ -155,7 +169,14 @@ class RandomAffine(_Warping):
 
     draws = 7
 
+    def block_draws(self) -> int:
+        return 0 if native.library() is not None else self.draws
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        lib = native.library()
+        if lib is not None:  # the same numbers from planner.c
+            columns = self._sample_native(lib, draws, sizes).T.copy()  # contiguous, as numpy's are
+            return dict(zip(("angle", "tx", "ty", "scale", "shear_x", "shear_y"), columns))
         f64 = np.float64
         on = draws.bernoulli_np(0, self.p)
         angle = draws.uniform_np(1, *self.degrees).astype(f64)
@@ -173,13 +194,43 @@ class RandomAffine(_Warping):
         return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
                 "scale": keep(zoom, 1.0), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
 
+    def _sample_native(self, lib: Any, draws: Draws, sizes: np.ndarray) -> np.ndarray:
+        """[N, 6]: angle, tx, ty, scale, shear x, shear y."""
+        hw = np.ascontiguousarray(sizes, dtype=np.float64)
+        ranges = np.array([*self.degrees, *(self.translate or (0.0, 0.0)), *(self.scale or (1.0, 1.0)),
+                           *(self.shear or (0.0,) * 4)], dtype=np.float64)
+        has = (self.translate is not None) | (self.scale is not None) << 1 | (self.shear is not None) << 2
+        out = np.empty((len(hw), 6))
+        lib.pp_random_affine(native.address(draws.prefix_np()), draws.op, native.address(hw), len(hw), self.p,
+                             native.address(ranges), has, native.address(out))
+        return out
+
+    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lib = native.library()
+        if lib is None:
+            return super().plan(draws, sizes)
+        params = self._sample_native(lib, draws, sizes)
+        # numpy's trigonometry on contiguous columns, as transform() calls it: the same numbers
+        # (numpy may take a SIMD path for contiguous arrays only)
+        columns = params.T.copy()
+        a = np.deg2rad(columns[0])
+        trig = np.stack([np.cos(a), np.sin(a), np.tan(np.deg2rad(columns[4])), np.tan(np.deg2rad(columns[5]))], 1)
+        hw = np.ascontiguousarray(sizes, dtype=np.float64)
+        m = np.empty((len(params), 3, 3))
+        lib.pp_affine_matrix(native.address(trig), native.address(params), native.address(hw), len(hw),
+                             native.address(m))
+        return m, sizes
+
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = sizes.shape[0]
-        shear = np.empty((n, 2, 2))
-        shear[:, 0, 0] = shear[:, 1, 1] = 1.0
-        shear[:, 0, 1] = np.tan(np.deg2rad(params["shear_x"]))
-        shear[:, 1, 0] = np.tan(np.deg2rad(params["shear_y"]))
-        linear = _rotation(params["angle"]) @ shear * params["scale"][:, None, None]
+        a = np.deg2rad(params["angle"])
+        c, s = np.cos(a), np.sin(a)
+        kx, ky = np.tan(np.deg2rad(params["shear_x"])), np.tan(np.deg2rad(params["shear_y"]))
+        z = params["scale"]
+        # rotation [[c, s], [-s, c]] @ shear [[1, kx], [ky, 1]], times the scale, written out
+        # (a stacked matmul may go through BLAS, whose roundings the C planner could not repeat)
+        linear = np.empty((len(z), 2, 2))
+        linear[:, 0, 0], linear[:, 0, 1] = (c + s * ky) * z, (c * kx + s) * z
+        linear[:, 1, 0], linear[:, 1, 1] = (c * ky - s) * z, (c - s * kx) * z
         shift = np.stack([params["tx"], params["ty"]], 1)
         return _about_centre(linear, sizes, shift=shift), sizes
 
