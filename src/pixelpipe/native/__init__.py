@@ -4,15 +4,17 @@ Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred 
 costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the
 rn50 pipeline spent about 1.3 ms of its 1.7 ms of host time planning (session 10's profile in
 docs/benchmarks.md) while its kernels take 0.63 ms: the host bounds augment-only batches and
-cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's window, the affine
-inverse and source regions, and the warp kernel's rows in one call each.
+cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's window, RandomFlip's
+and RandomAffine's matrices, ColorJitter's parameters and colour maps, the affine inverse and
+source regions, and the warp kernel's rows in one call each.
 
 The numpy code stays the reference and runs wherever this module gives None: without a C
 compiler (`cc`, or $CC), with PIXELPIPE_NATIVE=0, or inside `disabled()`. Both give the same
 bits, with one documented exception: exp() in RandomResizedCrop's aspect ratio is the C
 library's here, and numpy may use its own SIMD exp, which can differ in the last bit; a crop
 side changes only if sqrt(area * ratio) falls within that bit of a half-integer (the tests
-compare 100,000 windows and find them equal).
+compare 360,000 windows and find them equal). The other sines, cosines and tangents are
+numpy's, handed to the C code.
 
 The library is built with `-O3 -ffp-contract=off` (no fused multiply-adds, no fast-math, so
 each float64 operation rounds as numpy's does) into $PIXELPIPE_CACHE, or ~/.cache/pixelpipe
