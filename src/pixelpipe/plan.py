@@ -60,7 +60,8 @@ class Stage:
         n = sizes.shape[0]
         shared = prefix(seed, epoch, indices)
         # the leading draws of every op hashed in one evaluation (see random.op_blocks)
-        blocks = op_blocks(shared, [pos for pos, _ in self.ops], [op.block_draws() for _, op in self.ops]) if n else None
+        blocks = (op_blocks(shared, [pos for pos, _ in self.ops], [op.block_draws() for _, op in self.ops])
+                  if n else None)
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []

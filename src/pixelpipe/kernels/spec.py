@@ -139,7 +139,6 @@ class WarpSpec:
         out[:, 19:21] = self.taps()
         return out
 
-
     def _rows_native(self, lib: Any, out: np.ndarray) -> bool:
         """packed_np's rows from planner.c (the same numbers) for affine inverses; False for
         numpy to take a perspective batch. Keeps the max scale it computed, as max_scale() does."""

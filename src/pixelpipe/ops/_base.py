@@ -39,7 +39,7 @@ class Op:
 
     def block_draws(self) -> int:
         """How many leading draws the stage hashes for this op up front: `draws`, or 0 for an op
-        whose sampling hashes its own (RandomResizedCrop with the C planner)."""
+        whose C path (pixelpipe.native) hashes its own draws."""
         return self.draws
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:

@@ -174,8 +174,10 @@ class ColorJitter(ColorOp):
         linear = scale * (_HUE[0] + (s * np.cos(a))[:, None, None] * _HUE[1] + (s * np.sin(a))[:, None, None] * _HUE[2])
         out = np.empty((mu.shape[0], n, 3, 4))
         out[..., :3] = linear
-        grey = (mu[..., 0] * _GREY_NP[0] + mu[..., 1] * _GREY_NP[1]) + mu[..., 2] * _GREY_NP[2]  # written out: see
-        out[..., 3] = (b * (1 - c) * grey)[..., None]  # RandomAffine.transform
+        # the grey of the means written out, not `mu @ _GREY_NP`: a matmul may round through BLAS,
+        # which planner.c could not repeat bit for bit
+        grey = (mu[..., 0] * _GREY_NP[0] + mu[..., 1] * _GREY_NP[1]) + mu[..., 2] * _GREY_NP[2]
+        out[..., 3] = (b * (1 - c) * grey)[..., None]
         return out if stacked else out[0]
 
 
