@@ -7,6 +7,10 @@ centred window, tiny and extreme images, perspective matrices (left to numpy), s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -222,3 +226,10 @@ def test_built_once_into_the_cache(monkeypatch, tmp_path):
     mtime = built[0].stat().st_mtime_ns
     assert native._load() is not None and built[0].stat().st_mtime_ns == mtime  # reused, not rebuilt
     assert not [p for p in tmp_path.iterdir() if p not in built]  # no temporary file left behind
+
+
+def test_environment_switch_turns_it_off():
+    code = "from pixelpipe import native; print(native.library() is None)"
+    env = {**os.environ, "PIXELPIPE_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
