@@ -353,6 +353,10 @@ def main(argv: list[str] | None = None) -> None:
         sums.zero_()
     batches.close()  # stop the prefetching threads before the interpreter exits
     if world > 1:
+        # every rank reaches the teardown before any closes its connections: a rank that tore
+        # down while another was still in gloo's last collective aborted now and then (SIGABRT,
+        # "terminate called without an active exception") on a busy 2-core machine
+        dist.barrier()
         dist.destroy_process_group()
 
 
