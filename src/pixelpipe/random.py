@@ -179,7 +179,7 @@ def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> l
         return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
     state = _fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
     column_op = np.repeat(np.arange(len(ops)), draws)
-    column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws]) if ops else np.zeros(0, np.int64)
+    column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws])
     hashes = _mix_u32(_fold_numpy(state[:, column_op], (column_draw.reshape(1, -1),)))  # [N, sum(draws)]
     return np.split(hashes, np.cumsum(draws)[:-1], axis=1)
 
@@ -210,7 +210,7 @@ class Draws:
         # (`prefix(seed, epoch, indices)`); None: folded here on the first draw
         self._prefix = prefix
         self._state: np.ndarray | None = None  # the prefix with this op folded in
-        # draw // _BLOCK -> uint32 hashes [N, _BLOCK]; `block` ([N, D], `op_hashes` of a stage)
+        # draw // _BLOCK -> uint32 hashes [N, _BLOCK]; `block` ([N, D], `op_blocks` of a stage)
         # holds draws 0..D-1 already
         self._blocks: dict[int, np.ndarray] = {}
         self._given = block

@@ -22,8 +22,8 @@ from .pointwise_torch import channel_means, pointwise_reference
 from .spec import PointwiseSpec, WarpSpec
 from .warp_torch import warp_reference
 
-__all__ = ["WarpSpec", "PointwiseSpec", "Packed", "pack_ahead", "run_stage", "gpu_kernels_available", "channel_means", "color_slopes",
-           "warp_reference", "pointwise_reference"]
+__all__ = ["WarpSpec", "PointwiseSpec", "Packed", "pack_ahead", "run_stage", "gpu_kernels_available",
+           "channel_means", "color_slopes", "warp_reference", "pointwise_reference"]
 
 
 def gpu_kernels_available() -> bool:

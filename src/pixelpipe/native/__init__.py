@@ -87,7 +87,10 @@ def disabled() -> Iterator[None]:
 def address(a: np.ndarray) -> int:
     """The data pointer of a C-contiguous array (the caller keeps the array alive). Through
     ctypes' buffer protocol where the array is writable (a third of the time of
-    `__array_interface__`, which builds a dict; a planner passes a dozen pointers per batch)."""
+    `__array_interface__`, which builds a dict; a planner passes a dozen pointers per batch).
+    Raises ValueError for a strided array: the C code would read the wrong numbers."""
+    if not a.flags.c_contiguous:
+        raise ValueError("the C planner takes C-contiguous arrays")
     try:
         return C.addressof(C.c_char.from_buffer(a))
     except (TypeError, ValueError):  # read-only, or empty

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import native
 from ..random import Draws
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
@@ -36,11 +37,13 @@ class Op:
     # how many leading draws (0..draws-1) sample() uses: a stage hashes them for all its ops in
     # one evaluation (`random.op_blocks`); draws beyond are hashed when asked for
     draws: int = 0
+    # True: the op's C path (pixelpipe.native) hashes its own draws from the batch's prefix
+    native_draws: bool = False
 
     def block_draws(self) -> int:
-        """How many leading draws the stage hashes for this op up front: `draws`, or 0 for an op
-        whose C path (pixelpipe.native) hashes its own draws."""
-        return self.draws
+        """How many leading draws the stage hashes for this op up front: `draws`, or 0 when the
+        op's C path runs and hashes its own (`native_draws`)."""
+        return 0 if self.native_draws and native.library() is not None else self.draws
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         """Draw this op's per-sample parameters. sizes: float64 [N, 2] (height, width)."""

@@ -114,9 +114,7 @@ class ColorJitter(ColorOp):
 
     stacked_means = True  # color() takes means [K, N, 3] too: the chain at K mean colours at once
     draws = 5
-
-    def block_draws(self) -> int:
-        return 0 if native.library() is not None else self.draws
+    native_draws = True
 
     def _ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """float64 [4, 2] factor ranges and int64 [4] whether each is drawn (planner.c's form)."""

@@ -166,6 +166,7 @@ class RandomResizedCrop(GeometryOp):
 
     TRIES = 10
     draws = 2 * TRIES + 2
+    native_draws = True  # planner.c hashes only the tries a window takes (1.3 of 10 on ImageNet-like sizes)
 
     def __init__(self, size: int | tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
                  ratio: tuple[float, float] = (3 / 4, 4 / 3), interpolation: str | None = None) -> None:
@@ -209,10 +210,6 @@ class RandomResizedCrop(GeometryOp):
         top = np.where(fallback, np.floor((H - h) / 2), top)
         left = np.where(fallback, np.floor((W - w) / 2), left)
         return {"top": top, "left": left, "height": h, "width": w}
-
-    def block_draws(self) -> int:
-        # planner.c hashes only the tries a window takes (1.3 of 10 on ImageNet-like sizes)
-        return 0 if native.library() is not None else self.draws
 
     def _sample_native(self, lib: Any, draws: Draws, sizes: np.ndarray) -> Params:
         pre = draws.prefix_np()

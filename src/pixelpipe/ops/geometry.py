@@ -61,6 +61,7 @@ class RandomFlip(GeometryOp):
     """Mirror each image left-right with probability `horizontal`, top-bottom with `vertical`."""
 
     draws = 2
+    native_draws = True
 
     def __init__(self, horizontal: float = 0.5, vertical: float = 0.0) -> None:
         self.horizontal = check_prob("horizontal", horizontal)
@@ -68,9 +69,6 @@ class RandomFlip(GeometryOp):
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         return {"horizontal": draws.bernoulli_np(0, self.horizontal), "vertical": draws.bernoulli_np(1, self.vertical)}
-
-    def block_draws(self) -> int:
-        return 0 if native.library() is not None else self.draws
 
     def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lib = native.library()
@@ -168,9 +166,7 @@ class RandomAffine(_Warping):
         raise ValueError(f"shear must be a number, 2 or 4 numbers (degrees), got {shear!r}")
 
     draws = 7
-
-    def block_draws(self) -> int:
-        return 0 if native.library() is not None else self.draws
+    native_draws = True
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         lib = native.library()
