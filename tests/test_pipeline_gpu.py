@@ -125,14 +125,20 @@ def test_lanes_fall_back_to_one_with_the_python_binding(monkeypatch) -> None:
 
 def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     """Over five epochs (same batches every epoch: shuffle off) the device's used memory
-    (nvImageCodec's own buffers included) grows by at most 64 MiB, and torch's high-water mark
-    (which holds the decoder's output buffers too) after epoch 5 exceeds the one after epoch 1
-    by at most one batch's buffers: the batches in flight are bounded (prefetch depth, one
-    decoding, one finishing), but which of them coexist on the allocator at its peak depends
-    on thread timing (measured on an H100, in bytes: [735744, 904704, 977408, 977408, 977408]
-    and [811520, 811520, 811520, 811520, 877568]: plateaus, not growth; a 1% bound fails such
-    runs). After close() torch holds what it held before, give or take 64 KiB of per-device
-    constants made once."""
+    (nvImageCodec's own buffers included) grows by at most 64 MiB, plus, with pixelpipe's
+    allocators for nvImageCodec, the per-thread buffers its CUDA decoder makes on a thread's
+    first image (one device buffer of DEVICE_PADDING per executor thread and the caller, in the
+    pool's 32 MiB chunks: a plateau, which this test's 6 CUDA-decoded images per epoch reach
+    only over several epochs, where a real epoch reaches it in its first batches). Torch's
+    high-water mark (which holds the decoder's output buffers too) after epoch 5 exceeds the
+    one after epoch 1 by at most one batch's buffers: the batches in flight are bounded
+    (prefetch depth, one decoding, one finishing), but which of them coexist on the allocator
+    at its peak depends on thread timing (measured on an H100, in bytes: [735744, 904704,
+    977408, 977408, 977408] and [811520, 811520, 811520, 811520, 877568]: plateaus, not
+    growth; a 1% bound fails such runs). After close() torch holds what it held before, give
+    or take 64 KiB of per-device constants made once."""
+    from pixelpipe.decode.nvimgcodec_alloc import DEVICE_PADDING
+
     data = [(_jpeg(i), i) for i in range(24)]
     batch = 8
     biggest = sorted((Image.open(io.BytesIO(b)).size for b, _ in data), key=lambda s: -s[0] * s[1])[:batch]
@@ -148,8 +154,11 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
         peaks.append(torch.cuda.max_memory_allocated())
         free, total = torch.cuda.mem_get_info()
         used.append(total - free)
+    decoder = pipe.transforms._decoder
+    chunk = 32 << 20
+    per_thread = -(-(decoder.num_cpu_threads + 1) * DEVICE_PADDING // chunk) * chunk if decoder.allocators_used else 0
     assert peaks[-1] <= peaks[0] + one_batch, (peaks, one_batch)
-    assert used[-1] - used[0] <= 64 << 20, used
+    assert used[-1] - used[0] <= (64 << 20) + per_thread, (used, per_thread)
     pipe.close()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() <= before + (64 << 10), (torch.cuda.memory_allocated(), before)

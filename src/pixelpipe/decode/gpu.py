@@ -84,7 +84,7 @@ import torch
 from .._threads import one_torch_thread
 from ..batch import ImageBatch
 from ..views import DeviceViews
-from . import nvimgcodec_c
+from . import nvimgcodec_alloc, nvimgcodec_c
 from .cpu import decode_region
 from .gpu_binding import BindingPath
 from .gpu_plan import Planned, plan_job
@@ -181,6 +181,7 @@ class GpuDecoder(BindingPath):
         options: str = "",
         api: str = "auto",
         lanes: int = 1,
+        allocators: bool = True,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -215,6 +216,7 @@ class GpuDecoder(BindingPath):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
         backends = _backends(hw_fraction)
         capi = nvimgcodec_c.load() if api != "python" else None
+        alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
         if api == "c" and capi is None:
             raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
                                "release's structs); use api='python'")
@@ -223,7 +225,7 @@ class GpuDecoder(BindingPath):
             try:
                 for _ in range(lanes):
                     self._c.append(nvimgcodec_c.CDecoder(capi, device.index, max(1, num_cpu_threads // lanes),
-                                                         backends, options))
+                                                         backends, options, alloc))
             except RuntimeError as e:
                 for made in self._c:
                     made.close()
@@ -244,6 +246,7 @@ class GpuDecoder(BindingPath):
             self._params = nvc.DecodeParams(color_spec=nvc.ColorSpec.SRGB,
                                             apply_exif_orientation=False, allow_any_depth=False)
         self.api = "c" if self._c else "python"
+        self.allocators_used = bool(self._c) and alloc is not None
         # each lane decodes in its stream's order (its images are made at planning time, when
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
         self._c_streams = [torch.cuda.Stream(device) for _ in self._c]
@@ -264,6 +267,8 @@ class GpuDecoder(BindingPath):
             self._decoder = None
             for lane in self._c:
                 lane.close()
+            if self._c and self.allocators_used:
+                nvimgcodec_alloc.trim(self.device.index)  # what the decoders freed goes back
             self._c = []
             with self._free_lock:
                 self._free = []
@@ -275,7 +280,8 @@ class GpuDecoder(BindingPath):
     def __repr__(self) -> str:
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
                 f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode}, "
-                f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r}, lanes={self.lanes})")
+                f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r}, lanes={self.lanes}, "
+                f"allocators={self.allocators_used})")
 
     # ------------------------------------------------------------------------------ decoding
     def decode_regions(

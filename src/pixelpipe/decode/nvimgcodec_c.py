@@ -231,8 +231,10 @@ class CDecoder:
     beside a `decode` of another batch."""
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
-                 backends: list[tuple[str, float | None]], options: str) -> None:
-        """backends: (BackendKind name, load hint or None for the default), in order."""
+                 backends: list[tuple[str, float | None]], options: str, allocators: Any = None) -> None:
+        """backends: (BackendKind name, load hint or None for the default), in order.
+        allocators: `nvimgcodec_alloc.Allocators` for the device (kept alive by the caller
+        for as long as the decoder lives), or None for nvImageCodec's defaults."""
         self._api = api
         info = _make(_InstanceCreateInfo, _ST_INSTANCE)
         info.load_builtin_modules, info.load_extension_modules = 1, 1
@@ -249,6 +251,9 @@ class CDecoder:
         ex = _make(_ExecutionParams, _ST_EXECUTION)
         ex.max_num_cpu_threads, ex.device_id, ex.pre_init = num_cpu_threads, device_index, 1
         ex.num_backends, ex.backends = len(backends), self._backends
+        if allocators is not None:
+            ex.device_allocator, ex.pinned_allocator = allocators.addresses()
+        self.allocators = allocators
         self._decoder = _P()
         status = api.free.nvimgcodecDecoderCreate(self._instance, C.byref(self._decoder), C.byref(ex),
                                                   options.encode())

@@ -1,4 +1,6 @@
-"""The planner's hot spots in C (planner.c), compiled on first use and loaded with ctypes.
+"""The planner's hot spots in C (planner.c), compiled on first use and loaded with ctypes; and
+`build()`, which compiles this package's other C file (alloc.c: nvImageCodec's allocators, see
+decode/nvimgcodec_alloc.py) the same way.
 
 Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred numbers, so it
 costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the
@@ -38,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["address", "disabled", "library"]
+__all__ = ["address", "build", "disabled", "library"]
 
 _SOURCE = Path(__file__).with_name("planner.c")
 _FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99"]
@@ -104,34 +106,49 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pixelpipe"
 
 
-def _load() -> C.PyDLL | None:
+def build(source: Path, what: str) -> Path | None:
+    """`source` (a C file of this package) compiled into the cache (see the module docstring):
+    the shared library's path, or None after a one-line notice on stderr: `what` (what pixelpipe
+    does instead) and why."""
     cc = shutil.which(os.environ.get("CC", "cc"))
     if cc is None:
-        _notice("no C compiler (cc) found")
+        _notice("no C compiler (cc) found", what)
         return None
-    source = _SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join([cc, *_FLAGS, sys.platform]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"planner-{key}.so"
+    text = source.read_bytes()
+    key = hashlib.sha256(text + " ".join([cc, *_FLAGS, sys.platform]).encode()).hexdigest()[:16]
+    target = _cache_dir() / f"{source.stem}-{key}.so"
     try:
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
             os.close(fd)
             try:
-                done = subprocess.run([cc, *_FLAGS, "-o", tmp, str(_SOURCE), "-lm"], capture_output=True, text=True)
+                done = subprocess.run([cc, *_FLAGS, "-o", tmp, str(source), "-lm"], capture_output=True, text=True)
                 if done.returncode != 0:
-                    _notice(f"{cc} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
+                    _notice(f"{cc} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}", what)
                     return None
                 os.replace(tmp, target)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+    except OSError as e:
+        _notice(f"could not build {target}: {e}", what)
+        return None
+    return target
+
+
+def _load() -> C.PyDLL | None:
+    what = "planning in numpy, not with the C planner"
+    target = build(_SOURCE, what)
+    if target is None:
+        return None
+    try:
         # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
         # invite another of a Pipeline's threads to take it and hold it for up to the
         # interpreter's switch interval (5 ms) before this thread got it back
         lib = C.PyDLL(str(target))
     except OSError as e:
-        _notice(f"could not build or load {target}: {e}")
+        _notice(f"could not load {target}: {e}", what)
         return None
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
@@ -139,5 +156,5 @@ def _load() -> C.PyDLL | None:
     return lib
 
 
-def _notice(why: str) -> None:
-    print(f"pixelpipe: planning in numpy ({why}); the C planner needs a C compiler", file=sys.stderr)
+def _notice(why: str, what: str) -> None:
+    print(f"pixelpipe: {what} ({why}; this needs a C compiler)", file=sys.stderr)

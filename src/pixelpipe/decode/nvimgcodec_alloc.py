@@ -1,0 +1,179 @@
+"""Device and pinned memory allocators for nvImageCodec, with the padding that lets its JPEG
+decoders keep their buffers.
+
+Why: nvImageCodec's JPEG decoders grow per-thread nvJPEG buffers (device and pinned) as images
+need them. With nvImageCodec's default allocators the buffers are exactly as large as the
+largest image seen so far, each growth is a cudaFree and cudaMalloc (cudaFree waits for the whole
+device), and the padding options are ignored: nvjpeg_cuda_decoder sets its device padding to 0
+unless it is given allocators. Given a device and a pinned allocator and a padding, every buffer
+is rounded up to a multiple of the padding and almost never grows again. DALI passes its own.
+Measured on one H100 (`.gpu-host/scripts/s11_alloc.py`, session 11, docs/benchmarks.md):
+nvImageCodec's decode call alone went from 13.1k / 16.4k / 14.9k to 21.6k / 18.7k / 20.9k
+images/s in alternating rounds with 16 MiB device and 8 MiB pinned padding, and was no faster
+with the allocators but no padding.
+
+Why both allocators, always: nvidia-nvimgcodec 0.9's nvjpeg_cuda_decoder reads the pinned
+allocator's padding whenever a device allocator is given, without checking that a pinned one
+is; a device allocator alone crashes `nvimgcodecDecoderCreate` (SIGSEGV, seen in session 10).
+
+How: `native/alloc.c` (compiled on first use, like the C planner) holds the four functions
+nvImageCodec calls from its threads. They forward to the CUDA runtime the process already
+loaded (torch's libcudart, found in /proc/self/maps): device memory from a memory pool of
+pixelpipe's own, one per device, in stream order (cudaMallocFromPoolAsync / cudaFreeAsync: no
+device-wide synchronisation, whatever the calling thread's current device), pinned memory
+portable (cudaHostAlloc / cudaFreeHost). The pool keeps what is freed for the next allocation
+(release threshold: unlimited; with the default of 0 it would hand its memory back to the driver
+at every synchronisation and map it again for the next batch). `trim(device_index)`, which
+GpuDecoder.close() calls, returns the unused part to the driver. The device's default pool, which
+other code may use, is left alone.
+
+`allocators(device_index)` gives None, and nvImageCodec keeps its defaults, where the runtime or
+a C compiler is missing, or with PIXELPIPE_NVIMGCODEC_ALLOCATORS=0 in the environment.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import ctypes.util
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "trim"]
+
+DEVICE_PADDING = 8 << 20  # bytes: device buffers grow in steps of this
+PINNED_PADDING = 4 << 20  # bytes: pinned host buffers grow in steps of this
+_POOL_PROPS_BYTES = 256  # cudaMemPoolProps is 88 bytes in CUDA 12 and 13: room to spare, zeroed
+_ATTR_RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold
+_ST_DEVICE_ALLOCATOR, _ST_PINNED_ALLOCATOR = 3, 4  # nvimgcodecStructureType_t
+_HEAD = [("struct_type", C.c_int), ("struct_size", C.c_size_t), ("struct_next", C.c_void_p)]
+
+
+class DeviceAllocator(C.Structure):
+    """nvimgcodecDeviceAllocator_t"""
+
+    _fields_ = [*_HEAD, ("device_malloc", C.c_void_p), ("device_free", C.c_void_p), ("device_ctx", C.c_void_p),
+                ("device_mem_padding", C.c_size_t)]
+
+
+class PinnedAllocator(C.Structure):
+    """nvimgcodecPinnedAllocator_t"""
+
+    _fields_ = [*_HEAD, ("pinned_malloc", C.c_void_p), ("pinned_free", C.c_void_p), ("pinned_ctx", C.c_void_p),
+                ("pinned_mem_padding", C.c_size_t)]
+
+
+@dataclass
+class Allocators:
+    """The two allocator structs for one device, to put in nvimgcodecExecutionParams_t. They and
+    the pool handle they point to live as long as the process (nvImageCodec keeps the pointers)."""
+
+    device: DeviceAllocator
+    pinned: PinnedAllocator
+    pool: C.c_void_p
+    runtime: C.CDLL
+
+    def addresses(self) -> tuple[int, int]:
+        return C.addressof(self.device), C.addressof(self.pinned)
+
+
+_LOCK = threading.Lock()
+_MADE: dict[int, Allocators | None] = {}
+_SHIM: list[C.CDLL | None] = []
+
+
+def allocators(device_index: int) -> Allocators | None:
+    """The allocators for CUDA device `device_index` (made once per process), or None where
+    the CUDA runtime or the shim is not available, or PIXELPIPE_NVIMGCODEC_ALLOCATORS=0
+    (nvImageCodec then uses its own)."""
+    if os.environ.get("PIXELPIPE_NVIMGCODEC_ALLOCATORS", "1") == "0":
+        return None
+    with _LOCK:
+        if device_index not in _MADE:
+            _MADE[device_index] = _make(device_index)
+        return _MADE[device_index]
+
+
+def trim(device_index: int) -> None:
+    """Hand the memory the device's pool holds but no decoder uses back to the driver (after
+    the device has finished the work that freed it)."""
+    with _LOCK:
+        made = _MADE.get(device_index)
+    if made is not None:
+        import torch
+
+        torch.cuda.synchronize(device_index)
+        made.runtime.cudaMemPoolTrimTo(made.pool, C.c_size_t(0))
+
+
+def cudart_path(maps: str = "/proc/self/maps") -> str | None:
+    """The path of the CUDA runtime library this process has loaded (torch's), or None."""
+    try:
+        with open(maps) as f:
+            for line in f:
+                path = line.rstrip("\n").split(" ", 5)[-1].strip()
+                if Path(path).name.startswith("libcudart.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _shim() -> C.CDLL | None:
+    if not _SHIM:
+        from .. import native
+
+        built = native.build(Path(native.__file__).with_name("alloc.c"),
+                             "nvImageCodec allocates with its own defaults, not pixelpipe's allocators")
+        lib = C.CDLL(str(built)) if built is not None else None  # called from nvImageCodec's threads
+        if lib is not None:
+            lib.pp_alloc_set.argtypes = [C.c_void_p] * 4
+            lib.pp_alloc_set.restype = None
+        _SHIM.append(lib)
+    return _SHIM[0]
+
+
+def _make(device_index: int) -> Allocators | None:
+    import torch
+
+    torch.cuda.init()  # loads the runtime
+    path = cudart_path() or ctypes.util.find_library("cudart")
+    shim = _shim()
+    if path is None or shim is None:
+        return None
+    try:
+        rt = C.CDLL(path)
+        names = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")
+        fns = [C.cast(getattr(rt, name), C.c_void_p) for name in names]
+    except (OSError, AttributeError):
+        return None
+    pool = _pool(rt, device_index)
+    if pool is None:
+        return None
+    shim.pp_alloc_set(*fns)
+    device = DeviceAllocator(_ST_DEVICE_ALLOCATOR, C.sizeof(DeviceAllocator), None,
+                             C.cast(shim.pp_device_malloc, C.c_void_p), C.cast(shim.pp_device_free, C.c_void_p),
+                             C.addressof(pool), DEVICE_PADDING)
+    pinned = PinnedAllocator(_ST_PINNED_ALLOCATOR, C.sizeof(PinnedAllocator), None,
+                             C.cast(shim.pp_pinned_malloc, C.c_void_p), C.cast(shim.pp_pinned_free, C.c_void_p),
+                             None, PINNED_PADDING)
+    return Allocators(device, pinned, pool, rt)
+
+
+def _pool(rt: C.CDLL, device_index: int) -> C.c_void_p | None:
+    """A new stream-ordered pool of device memory on the device that keeps what is freed."""
+    # cudaMemPoolProps: allocType (cudaMemAllocationTypePinned = 1), handleTypes (none = 0),
+    # location {type (cudaMemLocationTypeDevice = 1), id}; every later field 0 (the defaults)
+    props = (C.c_int * (_POOL_PROPS_BYTES // 4))()
+    props[0], props[1], props[2], props[3] = 1, 0, 1, device_index
+    pool = C.c_void_p()
+    if rt.cudaMemPoolCreate(C.byref(pool), C.byref(props)) != 0 or not pool:
+        rt.cudaGetLastError()  # clear the error for torch's next check
+        return None
+    keep = C.c_uint64(2**64 - 1)
+    if rt.cudaMemPoolSetAttribute(pool, C.c_int(_ATTR_RELEASE_THRESHOLD), C.byref(keep)) != 0:
+        rt.cudaGetLastError()
+        rt.cudaMemPoolDestroy(pool)
+        return None
+    return pool

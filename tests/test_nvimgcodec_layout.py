@@ -1,0 +1,76 @@
+"""The ctypes mirrors of nvImageCodec's structs (decode/nvimgcodec_c.py, nvimgcodec_alloc.py)
+have the sizes and field offsets the installed library's own header gives: a small C program
+compiled against `nvimgcodec.h` of the installed wheel prints them. Needs the wheel
+(pixelpipe[gpu]) and a C compiler, not a GPU; skipped otherwise."""
+
+from __future__ import annotations
+
+import ctypes as C
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pixelpipe.decode import nvimgcodec_alloc as alloc
+from pixelpipe.decode import nvimgcodec_c as capi
+
+
+def _include_dir() -> Path | None:
+    try:
+        spec = importlib.util.find_spec("nvidia.nvimgcodec")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]) / "include"
+    return inc if (inc / "nvimgcodec.h").is_file() else None
+
+
+INCLUDE = _include_dir()
+pytestmark = pytest.mark.skipif(INCLUDE is None or shutil.which("cc") is None,
+                                reason="needs nvImageCodec's header (pip install 'pixelpipe[gpu]') and a C compiler")
+
+MIRRORS = {  # C type -> ctypes mirror
+    "nvimgcodecProperties_t": capi._Properties,
+    "nvimgcodecBackendParams_t": capi._BackendParams,
+    "nvimgcodecBackend_t": capi._Backend,
+    "nvimgcodecExecutionParams_t": capi._ExecutionParams,
+    "nvimgcodecInstanceCreateInfo_t": capi._InstanceCreateInfo,
+    "nvimgcodecOrientation_t": capi._Orientation,
+    "nvimgcodecImagePlaneInfo_t": capi._PlaneInfo,
+    "nvimgcodecImageInfo_t": capi._ImageInfo,
+    "nvimgcodecRegion_t": capi._Region,
+    "nvimgcodecCodeStreamView_t": capi._CodeStreamView,
+    "nvimgcodecDecodeParams_t": capi._DecodeParams,
+    "nvimgcodecDeviceAllocator_t": alloc.DeviceAllocator,
+    "nvimgcodecPinnedAllocator_t": alloc.PinnedAllocator,
+}
+
+
+@pytest.fixture(scope="module")
+def header_layout(tmp_path_factory) -> dict[str, int]:
+    """'type' -> sizeof, 'type.field' -> offsetof, from the C compiler."""
+    d = tmp_path_factory.mktemp("layout")
+    # the header includes cuda_runtime_api.h for cudaStream_t only: a stand-in keeps the CUDA toolkit out
+    (d / "cuda_runtime_api.h").write_text("typedef struct CUstream_st *cudaStream_t;\n")
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "nvimgcodec.h"', "int main(void) {"]
+    for ctype, mirror in MIRRORS.items():
+        lines.append(f'printf("{ctype} %zu\\n", sizeof({ctype}));')
+        for name, *_ in mirror._fields_:
+            lines.append(f'printf("{ctype}.{name} %zu\\n", offsetof({ctype}, {name}));')
+    lines += ["return 0;", "}"]
+    (d / "layout.c").write_text("\n".join(lines))
+    subprocess.run(["cc", "-std=c99", f"-I{d}", f"-I{INCLUDE}", "-o", str(d / "layout"), str(d / "layout.c")],
+                   check=True, capture_output=True)
+    out = subprocess.run([str(d / "layout")], check=True, capture_output=True, text=True).stdout
+    return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+
+
+@pytest.mark.parametrize("ctype", sorted(MIRRORS))
+def test_mirror_matches_the_header(header_layout: dict[str, int], ctype: str) -> None:
+    mirror = MIRRORS[ctype]
+    assert C.sizeof(mirror) == header_layout[ctype], ctype
+    for name, *_ in mirror._fields_:
+        assert getattr(mirror, name).offset == header_layout[f"{ctype}.{name}"], f"{ctype}.{name}"
