@@ -6,13 +6,16 @@ Wraps the steps of each thread of a Pipeline (batch 256, 8 threads, prefetch 2) 
 the planning thread's `Compose.prepare` (headers, sampling, the decoder's per-image calls),
 the decode thread's `Compose.decode` and, inside it, nvImageCodec's decode call, and the
 finishing thread's `Compose.finish` (the kernels' launches); with several decoder lanes
-each lane's decode call is listed under the thread that made it. A thread busy for (nearly) the
-whole epoch is the bottleneck. Needs CUDA, Triton and nvImageCodec.
+each lane's decode call is listed under the thread that made it, and split (where the batch is
+decoded in one native call, native/decode.c) into the time inside nvImageCodec and the wait for
+the GIL afterwards. A thread busy for (nearly) the whole epoch is the bottleneck. Needs CUDA,
+Triton and nvImageCodec.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
 import threading
 import time
 from typing import Any
@@ -38,7 +41,10 @@ def main() -> None:
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--lanes", type=int, default=1, help="decoder lanes (Compose gpu_decode_lanes; its default 1)")
+    ap.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval (s) for the run")
     args = ap.parse_args()
+    if args.switch is not None:
+        sys.setswitchinterval(args.switch)
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.decode import nvimgcodec_c
@@ -47,7 +53,20 @@ def main() -> None:
     pp.Compose.prepare = timed("plan a batch (Compose.prepare)", pp.Compose.prepare)
     pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)
     pp.Compose.finish = timed("launch the kernels (Compose.finish)", pp.Compose.finish)
-    nvimgcodec_c.CDecoder._run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
+    run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
+
+    def run_and_split(self: Any, *args: Any) -> Any:
+        self.last_times = None
+        try:
+            return run(self, *args)
+        finally:
+            if self.last_times is not None:  # native/decode.c: the call's parts
+                issued, waited, back = self.last_times
+                name = threading.current_thread().name
+                EVENTS.append(("    in nvImageCodec (issue + wait)", name, waited - issued))
+                EVENTS.append(("    then taking the GIL back", name, back - waited))
+
+    nvimgcodec_c.CDecoder._run = run_and_split
     blobs = read_jpegs(args.data)
     for name in args.pipelines.split(","):
         with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16,
@@ -58,7 +77,8 @@ def main() -> None:
         busy: dict[tuple[str, str], float] = collections.defaultdict(float)
         for step, thread, seconds in EVENTS:
             busy[(step, thread)] += seconds / args.epochs
-        print(f"{name}, {args.lanes} lane(s): {rate:,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
+        print(f"{name}, {args.lanes} lane(s), switch interval {sys.getswitchinterval() * 1e3:g} ms: "
+              f"{rate:,.0f} images/s, {epoch * 1e3:.1f} ms per epoch")
         for (step, thread), seconds in sorted(busy.items(), key=lambda kv: -kv[1]):
             if seconds > 0.0005:
                 print(f"  {step:40s} {thread:28s} {seconds * 1e3:7.1f} ms/epoch ({seconds / epoch:4.0%})")

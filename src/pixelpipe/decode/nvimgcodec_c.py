@@ -24,6 +24,7 @@ import ctypes as C
 import importlib.util
 import os
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,31 @@ class _Api:
     free: C.CDLL  # calls that release the GIL (decode, wait)
     held: C.PyDLL  # quick calls that keep it
     extensions: str
+    batch: Any = None  # native/decode.c's pp_decode_batch (a batch in one call), or None
+
+
+def _batch_call(free: C.CDLL) -> Any:
+    """native/decode.c wired to the library, or None without a C compiler (then `_run` makes
+    the same calls one by one through ctypes: its twin)."""
+    from pathlib import Path
+
+    from .. import native
+
+    built = native.build(Path(native.__file__).with_name("decode.c"),
+                         "nvImageCodec's decode steps called one by one from Python")
+    if built is None:
+        return None
+    lib = C.CDLL(str(built))  # without the GIL
+    lib.pp_decode_set.argtypes = [C.c_void_p] * 4
+    lib.pp_decode_set.restype = None
+    lib.pp_decode_set(*[C.cast(getattr(free, name), C.c_void_p) for name in (
+        "nvimgcodecDecoderDecode", "nvimgcodecFutureWaitForAll", "nvimgcodecFutureGetProcessingStatus",
+        "nvimgcodecFutureDestroy")])
+    fn = lib.pp_decode_batch
+    fn.argtypes = [_P, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p, C.POINTER(C.c_size_t),
+                   C.c_void_p, C.POINTER(C.c_int)]
+    fn.restype = C.c_int
+    return fn
 
 
 _LOADED: list[_Api | None] = []
@@ -168,7 +194,7 @@ def _load() -> _Api | None:
     props = _make(_Properties, _ST_PROPERTIES)
     if held.nvimgcodecGetProperties(C.byref(props)) != 0 or not 900 <= props.version < 1000:
         return None
-    return _Api(free, held, os.path.join(base, "extensions"))
+    return _Api(free, held, os.path.join(base, "extensions"), _batch_call(free))
 
 
 class Slot:
@@ -268,6 +294,8 @@ class CDecoder:
         # (a pipeline stopped between planning and decoding) releases its own in Opened.__del__
         self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
         self._decoded: list[Opened] = []  # decoded batches whose handles the next open() releases
+        self.native_batch = True  # decode a batch in one native call where native/decode.c was built
+        self.last_times: tuple[float, float, float] | None = None  # see _run
 
     def close(self) -> None:
         with self._open_lock:
@@ -412,6 +440,28 @@ class CDecoder:
         return out
 
     def _run(self, streams: Any, images: Any, n: int) -> list[int]:
+        """The processing status of each of the n images: in one native call (native/decode.c)
+        where it was built, else call by call (`_run_steps`, its twin). `last_times` keeps
+        (issued, waited, back) in time.perf_counter seconds: when the decode was issued, when
+        the wait ended, and when this thread held the GIL again."""
+        batch = self._api.batch
+        if batch is None or not self.native_batch:
+            return self._run_steps(streams, images, n)
+        status = (C.c_uint32 * n)()
+        size = C.c_size_t(n)
+        times = (C.c_double * 2)()
+        failure = C.c_int(0)
+        step = batch(self._decoder, streams, images, n, C.byref(self._params), status, C.byref(size), times,
+                     C.byref(failure))
+        self.last_times = (times[0], times[1], time.perf_counter())
+        if step:
+            what = {1: "decoding", 2: "waiting for the decode", 3: "reading the statuses"}[step]
+            _check(failure.value, what)
+        if size.value != n:
+            raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
+        return list(status)
+
+    def _run_steps(self, streams: Any, images: Any, n: int) -> list[int]:
         free, held = self._api.free, self._api.held
         future = _P()
         _check(free.nvimgcodecDecoderDecode(self._decoder, streams, images, n, C.byref(self._params),

@@ -1,7 +1,8 @@
-"""GpuDecoder with pixelpipe's allocators for nvImageCodec (decode/nvimgcodec_alloc.py, the
-default) against nvImageCodec's own: the same pixels bit for bit, batch after batch, so the
-buffers grow on the way; the decoder reports which it uses. Needs a CUDA device, nvImageCodec
-and the ImageNet sample; skipped otherwise."""
+"""GpuDecoder's native helpers on a GPU, each against its twin: pixelpipe's allocators for
+nvImageCodec (decode/nvimgcodec_alloc.py, the default) against nvImageCodec's own, and a batch
+decoded in one native call (native/decode.c) against the same calls made one by one from
+Python. The same pixels bit for bit, batch after batch (so the buffers grow on the way). Needs
+a CUDA device, nvImageCodec and the ImageNet sample; skipped otherwise."""
 
 from __future__ import annotations
 
@@ -69,3 +70,29 @@ def test_environment_switch_keeps_nvimgcodecs_own() -> None:
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True,
                          text=True, check=True, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_one_native_call_decodes_what_the_calls_one_by_one_decode(jpegs: list[bytes]) -> None:
+    fast = GpuDecoder(CUDA, api="c")
+    slow = GpuDecoder(CUDA, api="c")
+    if fast._c[0]._api.batch is None:
+        pytest.skip("native/decode.c was not built here (no C compiler)")
+    for lane in slow._c:
+        lane.native_batch = False
+    rng = np.random.default_rng(6)
+    for start in range(0, len(jpegs), 32):
+        blobs = jpegs[start:start + 32]
+        regions = []
+        for b in blobs:
+            h, w = read_header(b).oriented_size
+            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+        got, fell_a, _ = fast.decode_regions(blobs, regions)
+        want, fell_b, _ = slow.decode_regions(blobs, regions)
+        torch.cuda.synchronize()
+        assert fell_a == fell_b
+        assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+    issued, waited, back = fast._c[0].last_times
+    assert issued <= waited <= back and slow._c[0].last_times is None
+    fast.close()
+    slow.close()

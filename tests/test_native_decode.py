@@ -1,0 +1,104 @@
+"""native/decode.c: nvImageCodec's decode, wait, statuses and release in one C call. Checked
+with stand-ins for the library's four functions (no GPU needed): the calls, their order and
+arguments, the statuses handed back, the future released exactly once whatever step fails.
+tests/test_decode_gpu_native.py decodes through it and call by call on a GPU and compares."""
+
+from __future__ import annotations
+
+import ctypes as C
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pixelpipe import native
+
+SHIM = native.build(Path(native.__file__).with_name("decode.c"), "test") if shutil.which("cc") else None
+pytestmark = pytest.mark.skipif(SHIM is None, reason="no C compiler: native/decode.c cannot be built")
+
+DECODE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.POINTER(C.c_void_p))
+WAIT = C.CFUNCTYPE(C.c_int, C.c_void_p)
+STATUS = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint32), C.POINTER(C.c_size_t))
+DESTROY = C.CFUNCTYPE(C.c_int, C.c_void_p)
+FUTURE = 0xF00
+
+
+@pytest.fixture()
+def lib(tmp_path):
+    """A private copy of decode.c's library (its function pointers are process-wide) wired to
+    stand-ins; `fail` names the step that returns an error (status 7)."""
+    copy = tmp_path / "decode-test.so"
+    shutil.copy(SHIM, copy)
+    lib = C.CDLL(str(copy))
+    calls: list[tuple] = []
+    fail = {"step": None}
+
+    def decode(decoder, streams, images, n, params, future):
+        calls.append(("decode", decoder, streams, images, n, params))
+        if fail["step"] == "decode":
+            return 7
+        future[0] = FUTURE
+        return 0
+
+    def wait(future):
+        time.sleep(0.002)
+        calls.append(("wait", future))
+        return 7 if fail["step"] == "wait" else 0
+
+    def status(future, out, size):
+        calls.append(("status", future, size[0]))
+        if fail["step"] == "status":
+            return 7
+        for i in range(size[0]):
+            out[i] = 1 if i % 2 == 0 else 0x43
+        size[0] = size[0] - 1 if fail["step"] == "short" else size[0]
+        return 0
+
+    def destroy(future):
+        calls.append(("destroy", future))
+        return 0
+
+    keep = [DECODE(decode), WAIT(wait), STATUS(status), DESTROY(destroy)]
+    lib.pp_decode_set.argtypes = [C.c_void_p] * 4
+    lib.pp_decode_set(*[C.cast(f, C.c_void_p) for f in keep])
+    lib.pp_decode_batch.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p,
+                                    C.POINTER(C.c_size_t), C.c_void_p, C.POINTER(C.c_int)]
+    return lib, calls, fail, keep
+
+
+def run(lib, n=5):
+    status = (C.c_uint32 * n)()
+    size = C.c_size_t(n)
+    times = (C.c_double * 2)()
+    failure = C.c_int(0)
+    t0 = time.perf_counter()
+    step = lib.pp_decode_batch(0xDEC, 0x51, 0x1A, n, 0x9A, status, C.byref(size), times, C.byref(failure))
+    return step, list(status), size.value, (t0, times[0], times[1], time.perf_counter()), failure.value
+
+
+def test_a_batch_in_one_call(lib):
+    lib, calls, _, _ = lib
+    step, status, size, (t0, issued, waited, t1), failure = run(lib)
+    assert step == 0 and failure == 0 and size == 5
+    assert status == [1, 0x43, 1, 0x43, 1]
+    assert calls == [("decode", 0xDEC, 0x51, 0x1A, 5, 0x9A), ("wait", FUTURE), ("status", FUTURE, 5),
+                     ("destroy", FUTURE)]
+    assert t0 <= issued <= waited <= t1 and waited - issued >= 0.002  # the same clock as perf_counter
+
+
+def test_a_short_status_list_is_handed_back(lib):
+    lib, _, fail, _ = lib
+    fail["step"] = "short"
+    step, _, size, _, _ = run(lib)
+    assert step == 0 and size == 4  # CDecoder._run raises on it
+
+
+@pytest.mark.parametrize("where, code, destroyed", [("decode", 1, False), ("wait", 2, True), ("status", 3, True)])
+def test_a_failing_step_is_named_and_the_future_released_once(lib, where, code, destroyed):
+    lib, calls, fail, _ = lib
+    fail["step"] = where
+    step, _, _, _, failure = run(lib)
+    assert step == code and failure == 7
+    assert [c for c in calls if c[0] == "destroy"] == ([("destroy", FUTURE)] if destroyed else [])
+    assert [c[0] for c in calls][-1] == ("destroy" if destroyed else "decode")
