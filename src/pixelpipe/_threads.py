@@ -1,5 +1,4 @@
-"""One torch intra-op thread inside pixelpipe's own threads; a shorter GIL switch interval
-while a GPU Pipeline runs.
+"""One torch intra-op thread inside pixelpipe's own threads.
 
 torch runs CPU ops on an OpenMP team as large as the machine. pixelpipe's threads run either
 small planning ops (a few hundred numbers per batch) while other threads keep the cores busy
@@ -18,13 +17,11 @@ alone and the call leaves everything as it was.
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable
 
 import torch
 
-__all__ = ["hold_switch_interval", "one_torch_thread"]
+__all__ = ["one_torch_thread"]
 
 _LOCK = threading.Lock()
 
@@ -42,38 +39,3 @@ def one_torch_thread() -> bool:
         restore.start()
         restore.join()
     return torch.get_num_threads() == 1
-
-
-_SWITCH_LOCK = threading.Lock()
-_SWITCH: dict[str, object] = {"holders": [], "saved": None}
-
-
-def hold_switch_interval(seconds: float) -> Callable[[], None]:
-    """Lower the interpreter's GIL switch interval (`sys.setswitchinterval`) to `seconds`
-    until the returned function is called (once; later calls do nothing). Holders nest: the
-    interval is the smallest one held, and the one found before the first holder comes back
-    when the last lets go. An interval already lower is left alone.
-
-    Why (measured, docs/benchmarks.md, session 11): a GPU Pipeline's decode thread waits for
-    nvImageCodec without the GIL and, when a batch is done, for the GIL. The planning thread
-    holds it most of the time, so that wait lasted the whole 5 ms default interval, once per
-    batch, while the JPEG engine had nothing to do: 9-20% of an epoch. At 0.5 ms it was 2-3%."""
-    token = object()
-    with _SWITCH_LOCK:
-        holders: list = _SWITCH["holders"]  # type: ignore[assignment]
-        if not holders:
-            _SWITCH["saved"] = sys.getswitchinterval()
-        holders.append((token, seconds))
-        sys.setswitchinterval(min(_SWITCH["saved"], *(s for _, s in holders)))  # type: ignore[call-overload]
-
-    def release() -> None:
-        with _SWITCH_LOCK:
-            holders: list = _SWITCH["holders"]  # type: ignore[assignment]
-            mine = [h for h in holders if h[0] is token]
-            if not mine:
-                return
-            holders.remove(mine[0])
-            saved: float = _SWITCH["saved"]  # type: ignore[assignment]
-            sys.setswitchinterval(min(saved, *(s for _, s in holders)) if holders else saved)
-
-    return release

@@ -27,7 +27,7 @@ from ._collate import shard_of as _shard
 from ._decode_lanes import DecodeLanes
 from ._prefetch import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
 from ._reading import Item, fail, fill, pad
-from ._threads import hold_switch_interval, one_torch_thread
+from ._threads import one_torch_thread
 from .compose import Compose, SampleError
 from .ops._base import Op
 from .readers import open_reader
@@ -92,14 +92,6 @@ class Pipeline:
             thread. Measured on an H200 (500 ImageNet JPEGs, batch 256, 8 threads, two runs
             each): rn50 8.2k against 7.1-7.4k images/s, rich 5.9-7.4k against 4.9-6.5k, val
             7.2-8.6k against 6.7-6.8k. Same batches either way. No effect on the CPU.
-        gil_switch_interval: on CUDA, while the Pipeline's threads run (from an epoch's
-            `iter()` until it ends, breaks or `close()`), the interpreter's switch interval
-            (`sys.setswitchinterval`, process-wide) is at most this many seconds, and goes
-            back to what it was afterwards. The decode thread then gets the GIL back soon after
-            each batch instead of after up to 5 ms (the default) while the JPEG engine idles:
-            measured on an H100, 9-20% of an epoch before, 2-3% after, and 7-33% more images/s
-            (docs/benchmarks.md). Default 0.0005; None leaves the interval alone. No effect on
-            the CPU.
 
     Each batch is a dict: "image" (the transforms' tensor), "label" (int64 [B] or [B, K], -1
     where a sample has none), "index" (global sample indices) and "valid" (bool [B]).
@@ -112,13 +104,11 @@ class Pipeline:
                  prefetch: int = 2, shard: tuple[int, int] | None = None, on_error: str = "raise",
                  shuffle_buffer: int = 2048, max_pixels: int = 100_000_000, cache: str | None = None,
                  cache_max_side: int | None = None, cache_budget: int | None = None,
-                 decode_thread: bool = True, gil_switch_interval: float | None = 0.0005) -> None:
+                 decode_thread: bool = True) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if prefetch < 1:
             raise ValueError(f"prefetch must be >= 1, got {prefetch}")
-        if gil_switch_interval is not None and not gil_switch_interval > 0:
-            raise ValueError(f"gil_switch_interval must be None or > 0 seconds, got {gil_switch_interval}")
         if on_error not in POLICIES:
             raise ValueError(f"on_error must be one of {POLICIES}, got {on_error!r}")
         self.reader = open_reader(reader)
@@ -145,8 +135,6 @@ class Pipeline:
         self._token: object | None = None  # the consumer iterator of the current epoch
         self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
         self.decode_thread = decode_thread
-        self.gil_switch_interval = gil_switch_interval
-        self._switch_release: Any = None  # gives the switch interval back (see _threads)
         self._lanes = DecodeLanes(self.transforms, self.device)  # CUDA: each batch's GPU decode
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
@@ -213,8 +201,6 @@ class Pipeline:
             self._cursor, self._made = 0, 0
         if not ahead:
             epoch, start, made = self.epoch, self._cursor, self._made
-            if self.device.type == "cuda" and self.gil_switch_interval is not None:
-                self._switch_release = hold_switch_interval(self.gil_switch_interval)
             self._producer = Producer(lambda stop: self._produce(epoch, start, made, stop), self.prefetch)
         self._done = False
         self._token = token = object()
@@ -442,9 +428,6 @@ class Pipeline:
         producer, self._producer, self._token = self._producer, None, None
         if producer is not None:
             producer.stop()
-        release, self._switch_release = self._switch_release, None
-        if release is not None:
-            release()
 
     def close(self) -> None:
         """Stop the background threads and the decoding threads."""

@@ -443,7 +443,11 @@ class CDecoder:
         """The processing status of each of the n images: in one native call (native/decode.c)
         where it was built, else call by call (`_run_steps`, its twin). `last_times` keeps
         (issued, waited, back) in time.perf_counter seconds: when the decode was issued, when
-        the wait ended, and when this thread held the GIL again."""
+        the wait ended, and when this thread held the GIL again (benchmarks/
+        gpu_pipeline_threads.py reports them). One call instead of four takes the GIL back
+        once per batch instead of twice; a Pipeline measured no faster for it (H100, session
+        11: the wait that matters, after the decode, remains), nor with a shorter switch
+        interval, which cut that wait from 9-20% to 2-3% of an epoch (docs/benchmarks.md)."""
         batch = self._api.batch
         if batch is None or not self.native_batch:
             return self._run_steps(streams, images, n)
