@@ -126,7 +126,10 @@ def _shim() -> C.CDLL | None:
 
         built = native.build(Path(native.__file__).with_name("alloc.c"),
                              "nvImageCodec allocates with its own defaults, not pixelpipe's allocators")
-        lib = C.CDLL(str(built)) if built is not None else None  # called from nvImageCodec's threads
+        try:  # called from nvImageCodec's threads, without the GIL
+            lib = C.CDLL(str(built)) if built is not None else None
+        except OSError:
+            lib = None
         if lib is not None:
             lib.pp_alloc_set.argtypes = [C.c_void_p] * 4
             lib.pp_alloc_set.restype = None

@@ -134,7 +134,10 @@ def _batch_call(free: C.CDLL) -> Any:
                          "nvImageCodec's decode steps called one by one from Python")
     if built is None:
         return None
-    lib = C.CDLL(str(built))  # without the GIL
+    try:
+        lib = C.CDLL(str(built))  # without the GIL
+    except OSError:
+        return None
     lib.pp_decode_set.argtypes = [C.c_void_p] * 4
     lib.pp_decode_set.restype = None
     lib.pp_decode_set(*[C.cast(getattr(free, name), C.c_void_p) for name in (

@@ -1,6 +1,7 @@
 """The planner's hot spots in C (planner.c), compiled on first use and loaded with ctypes; and
-`build()`, which compiles this package's other C file (alloc.c: nvImageCodec's allocators, see
-decode/nvimgcodec_alloc.py) the same way.
+`build()`, which compiles this package's other C files the same way: alloc.c (nvImageCodec's
+allocators, see decode/nvimgcodec_alloc.py) and decode.c (a batch's nvImageCodec calls in one,
+see decode/nvimgcodec_c.py).
 
 Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred numbers, so it
 costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the
