@@ -7,14 +7,17 @@ the op contract (another dtype, another batch, another seed, the op list without
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from pixelpipe import Compose, ImageBatch
+from pixelpipe import Compose, ImageBatch, native
 from pixelpipe.ops import Op
 
 DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
@@ -191,3 +194,16 @@ def check_op(op: Op, *, head: Sequence[Op] = (), tail: Sequence[Op] = (), random
         if tuple(empty.shape) != shape or empty.dtype != dt:
             raise EmptyBatchMismatch(f"empty batch gave {tuple(empty.shape)} {empty.dtype}, "
                                      f"expected {shape} {dt}")
+
+
+def native_built(name: str) -> Path | None:
+    """pixelpipe/native/<name> compiled into the cache (None without a C compiler)."""
+    return native.build(Path(native.__file__).with_name(name), "test") if shutil.which("cc") else None
+
+
+def private_copy(library: Path, tmp_path: Path) -> ctypes.CDLL:
+    """A copy of a built native library, loaded on its own: its process-wide function pointers
+    can be wired to stand-ins without touching those of the copy pixelpipe itself loaded."""
+    copy = tmp_path / f"private-{library.name}"
+    shutil.copy(library, copy)
+    return ctypes.CDLL(str(copy))

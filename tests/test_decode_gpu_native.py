@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,6 +39,27 @@ def jpegs() -> list[bytes]:
     return out
 
 
+def batches(jpegs: list[bytes], seed: int) -> Iterator[tuple[list[bytes], list[tuple[int, int, int, int]]]]:
+    """Batches of 32 of the sample, each with a random region per image."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, len(jpegs), 32):  # growing images, so growing buffers
+        blobs = jpegs[start:start + 32]
+        regions = []
+        for b in blobs:
+            h, w = read_header(b).oriented_size
+            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+        yield blobs, regions
+
+
+def assert_same_decode(a: GpuDecoder, b: GpuDecoder, blobs: list[bytes], regions: Any) -> None:
+    got, fell_a, _ = a.decode_regions(blobs, regions)
+    want, fell_b, _ = b.decode_regions(blobs, regions)
+    torch.cuda.synchronize()
+    assert fell_a == fell_b
+    assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+
+
 @pytest.mark.parametrize("hw_fraction", [None, 0.0, 0.75])
 def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_fraction) -> None:
     """hw_fraction 0.0 sends every JPEG through the CUDA decoder, whose per-thread buffers the
@@ -45,20 +68,9 @@ def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_f
     theirs = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c", allocators=False)
     assert ours.allocators_used and not theirs.allocators_used
     assert "allocators=True" in repr(ours)
-    rng = np.random.default_rng(5)
-    for start in range(0, len(jpegs), 32):  # growing images, so growing buffers
-        blobs = jpegs[start:start + 32]
-        regions = []
-        for b in blobs:
-            h, w = read_header(b).oriented_size
-            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
+    for blobs, regions in batches(jpegs, 5):
         for regs in (None, regions):
-            got, fell_a, _ = ours.decode_regions(blobs, regs)
-            want, fell_b, _ = theirs.decode_regions(blobs, regs)
-            torch.cuda.synchronize()
-            assert fell_a == fell_b
-            assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+            assert_same_decode(ours, theirs, blobs, regs)
     ours.close()
     theirs.close()
 
@@ -79,19 +91,8 @@ def test_one_native_call_decodes_what_the_calls_one_by_one_decode(jpegs: list[by
         pytest.skip("native/decode.c was not built here (no C compiler)")
     for lane in slow._c:
         lane.native_batch = False
-    rng = np.random.default_rng(6)
-    for start in range(0, len(jpegs), 32):
-        blobs = jpegs[start:start + 32]
-        regions = []
-        for b in blobs:
-            h, w = read_header(b).oriented_size
-            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
-        got, fell_a, _ = fast.decode_regions(blobs, regions)
-        want, fell_b, _ = slow.decode_regions(blobs, regions)
-        torch.cuda.synchronize()
-        assert fell_a == fell_b
-        assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+    for blobs, regions in batches(jpegs, 6):
+        assert_same_decode(fast, slow, blobs, regions)
     issued, waited, back = fast._c[0].last_times
     assert issued <= waited <= back and slow._c[0].last_times is None
     fast.close()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pixelpipe import Compose, RandomResizedCrop
-from pixelpipe.decode.gpu import split_by_pixels
+from pixelpipe.decode.gpu_plan import split_by_pixels
 from pixelpipe.decode.gpu_views import Job
 
 

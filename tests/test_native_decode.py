@@ -1,20 +1,18 @@
 """native/decode.c: nvImageCodec's decode, wait, statuses and release in one C call. Checked
 with stand-ins for the library's four functions (no GPU needed): the calls, their order and
-arguments, the statuses handed back, the future released exactly once whatever step fails.
+arguments, the statuses handed back, the future released exactly once whatever step fails; and
+CDecoder._run through it against its twin, the same calls made one by one from Python.
 tests/test_decode_gpu_native.py decodes through it and call by call on a GPU and compares."""
 
 from __future__ import annotations
 
 import ctypes as C
-import shutil
 import time
-from pathlib import Path
 
 import pytest
+from helpers import native_built, private_copy
 
-from pixelpipe import native
-
-SHIM = native.build(Path(native.__file__).with_name("decode.c"), "test") if shutil.which("cc") else None
+SHIM = native_built("decode.c")
 pytestmark = pytest.mark.skipif(SHIM is None, reason="no C compiler: native/decode.c cannot be built")
 
 DECODE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.POINTER(C.c_void_p))
@@ -28,9 +26,7 @@ FUTURE = 0xF00
 def lib(tmp_path):
     """A private copy of decode.c's library (its function pointers are process-wide) wired to
     stand-ins; `fail` names the step that returns an error (status 7)."""
-    copy = tmp_path / "decode-test.so"
-    shutil.copy(SHIM, copy)
-    lib = C.CDLL(str(copy))
+    lib = private_copy(SHIM, tmp_path)
     calls: list[tuple] = []
     fail = {"step": None}
 
@@ -102,3 +98,46 @@ def test_a_failing_step_is_named_and_the_future_released_once(lib, where, code, 
     assert step == code and failure == 7
     assert [c for c in calls if c[0] == "destroy"] == ([("destroy", FUTURE)] if destroyed else [])
     assert [c[0] for c in calls][-1] == ("destroy" if destroyed else "decode")
+
+
+def _decoder(lib, keep, native: bool):
+    """A CDecoder around the stand-ins (no library instance): its `_run` through decode.c
+    (native) or through the four calls one by one from Python (its twin)."""
+    from types import SimpleNamespace
+
+    from pixelpipe.decode import nvimgcodec_c as capi
+
+    calls = SimpleNamespace(nvimgcodecDecoderDecode=keep[0], nvimgcodecFutureWaitForAll=keep[1],
+                            nvimgcodecFutureGetProcessingStatus=keep[2], nvimgcodecFutureDestroy=keep[3])
+    dec = object.__new__(capi.CDecoder)
+    dec._api = SimpleNamespace(free=calls, held=calls, batch=lib.pp_decode_batch if native else None)
+    dec._decoder = C.c_void_p(0xDEC)
+    dec._params = capi._make(capi._DecodeParams, capi._ST_DECODE_PARAMS)
+    dec.native_batch, dec.last_times = True, None
+    return dec
+
+
+@pytest.mark.parametrize("where", [None, "decode", "wait", "status", "short"])
+def test_cdecoder_run_agrees_with_its_twin(lib, where):
+    """CDecoder._run through decode.c and call by call: the same statuses, the same library
+    calls, the same errors (a failing step named, a short status list refused)."""
+    lib, calls, fail, keep = lib
+    fail["step"] = where
+    seen = []
+    for native in (True, False):
+        calls.clear()
+        dec = _decoder(lib, keep, native)
+        streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
+        try:
+            got = dec._run(streams, images, 4)
+        except RuntimeError as e:
+            got = str(e)
+        seen.append((got, [c[0] for c in calls], dec.last_times is not None))
+    assert seen[0][:2] == seen[1][:2]
+    assert seen[0][2] and not seen[1][2]  # timestamps from decode.c only
+    expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
+                "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
+    if isinstance(expected, list):
+        assert seen[0][0] == expected
+    else:
+        assert expected in seen[0][0]

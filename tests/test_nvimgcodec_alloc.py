@@ -6,15 +6,13 @@ without the allocators on a GPU and compares the pixels."""
 from __future__ import annotations
 
 import ctypes as C
-import shutil
-from pathlib import Path
 
 import pytest
+from helpers import native_built, private_copy
 
-from pixelpipe import native
 from pixelpipe.decode import nvimgcodec_alloc as alloc
 
-SHIM = native.build(Path(native.__file__).with_name("alloc.c"), "test") if shutil.which("cc") else None
+SHIM = native_built("alloc.c")
 needs_cc = pytest.mark.skipif(SHIM is None, reason="no C compiler: the allocator shim cannot be built")
 
 POOL_MALLOC = C.CFUNCTYPE(C.c_int, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_void_p)
@@ -28,10 +26,7 @@ def shim(tmp_path):
     """A private copy of the shim (its function pointers are process-wide globals: the copy
     keeps the library's own, which a GPU decoder may be using, untouched), wired to
     stand-ins that record their arguments and return `status`."""
-    assert SHIM is not None
-    copy = tmp_path / "alloc-test.so"
-    shutil.copy(SHIM, copy)
-    lib = C.CDLL(str(copy))
+    lib = private_copy(SHIM, tmp_path)
     calls: list[tuple] = []
     status = {"rc": 0}
 

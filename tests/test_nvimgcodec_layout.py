@@ -6,7 +6,6 @@ compiled against `nvimgcodec.h` of the installed wheel prints them. Needs the wh
 from __future__ import annotations
 
 import ctypes as C
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,13 +17,10 @@ from pixelpipe.decode import nvimgcodec_c as capi
 
 
 def _include_dir() -> Path | None:
-    try:
-        spec = importlib.util.find_spec("nvidia.nvimgcodec")
-    except (ImportError, ValueError):
+    base = capi.package_dir()
+    if base is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    inc = Path(list(spec.submodule_search_locations)[0]) / "include"
+    inc = Path(base) / "include"
     return inc if (inc / "nvimgcodec.h").is_file() else None
 
 

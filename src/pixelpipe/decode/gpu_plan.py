@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .cpu import _JPEG_END, _check_region, _stored_box
 from .gpu_views import Job
 from .headers import DecodeError, parse_jpeg, read_header
 
-__all__ = ["Planned", "plan_job"]
+__all__ = ["Planned", "plan_job", "split_by_pixels"]
 
 _MAX_PIXELS = 100_000_000  # decode_region's default; larger files go to it and fail there
 _LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
@@ -62,3 +64,15 @@ def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
     whole = stored == (0, 0, info.height, info.width)
     return Job(i, (box[2] - box[0], box[3] - box[1]), (info.height, info.width), stored,
                orientation, roi_decode and not whole)
+
+
+def split_by_pixels(jobs: list[Job], lanes: int) -> list[tuple[int, list[Job]]]:
+    """The jobs in at most `lanes` consecutive parts of about equal decoded pixel counts, as
+    (lane, part), empty parts left out: what each of the lanes decodes."""
+    if lanes == 1 or len(jobs) < 2:
+        return [(0, jobs)] if jobs else []
+    area = np.cumsum([h * w for h, w in (job.decoded_size for job in jobs)], dtype=np.float64)
+    # each part ends with the job whose running pixel count reaches its share of the total
+    cuts = np.minimum(np.searchsorted(area, area[-1] * np.arange(1, lanes) / lanes) + 1, len(jobs))
+    bounds = [0, *cuts.tolist(), len(jobs)]
+    return [(lane, jobs[a:b]) for lane, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a]

@@ -7,10 +7,10 @@ largest image seen so far, each growth is a cudaFree and cudaMalloc (cudaFree wa
 device), and the padding options are ignored: nvjpeg_cuda_decoder sets its device padding to 0
 unless it is given allocators. Given a device and a pinned allocator and a padding, every buffer
 is rounded up to a multiple of the padding and almost never grows again. DALI passes its own.
-Measured on one H100 (`.gpu-host/scripts/s11_alloc.py`, session 11, docs/benchmarks.md):
-nvImageCodec's decode call alone went from 13.1k / 16.4k / 14.9k to 21.6k / 18.7k / 20.9k
-images/s in alternating rounds with 16 MiB device and 8 MiB pinned padding, and was no faster
-with the allocators but no padding.
+Measured on H100s (session 11, docs/benchmarks.md), nvImageCodec's decode call alone, images/s
+in alternating rounds without / with these allocators (8 MiB device, 4 MiB pinned padding):
+19.2k / 17.2k / 17.7k against 22.6k / 22.1k / 22.7k on one machine, 16.7k / 17.3k / 18.3k
+against 18.8k / 20.1k / 20.5k on another (1.1-1.3x). With allocators but no padding: no gain.
 
 Why both allocators, always: nvidia-nvimgcodec 0.9's nvjpeg_cuda_decoder reads the pinned
 allocator's padding whenever a device allocator is given, without checking that a pinned one
@@ -124,12 +124,8 @@ def _shim() -> C.CDLL | None:
     if not _SHIM:
         from .. import native
 
-        built = native.build(Path(native.__file__).with_name("alloc.c"),
-                             "nvImageCodec allocates with its own defaults, not pixelpipe's allocators")
-        try:  # called from nvImageCodec's threads, without the GIL
-            lib = C.CDLL(str(built)) if built is not None else None
-        except OSError:
-            lib = None
+        # CDLL: nvImageCodec calls these from its own threads, without the GIL
+        lib = native.load("alloc.c", "nvImageCodec allocates with its own defaults, not pixelpipe's allocators")
         if lib is not None:
             lib.pp_alloc_set.argtypes = [C.c_void_p] * 4
             lib.pp_alloc_set.restype = None

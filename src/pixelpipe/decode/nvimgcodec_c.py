@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CDecoder", "Opened", "Slot", "load"]
+__all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
 _ST_PROPERTIES, _ST_INSTANCE, _ST_DECODE_PARAMS, _ST_REGION, _ST_VIEW = 1, 2, 5, 8, 9
 _ST_IMAGE_INFO, _ST_PLANE_INFO, _ST_BACKEND, _ST_BACKEND_PARAMS, _ST_EXECUTION = 11, 12, 17, 29, 30
@@ -126,17 +126,10 @@ class _Api:
 def _batch_call(free: C.CDLL) -> Any:
     """native/decode.c wired to the library, or None without a C compiler (then `_run` makes
     the same calls one by one through ctypes: its twin)."""
-    from pathlib import Path
-
     from .. import native
 
-    built = native.build(Path(native.__file__).with_name("decode.c"),
-                         "nvImageCodec's decode steps called one by one from Python")
-    if built is None:
-        return None
-    try:
-        lib = C.CDLL(str(built))  # without the GIL
-    except OSError:
+    lib = native.load("decode.c", "nvImageCodec's decode steps called one by one from Python")  # CDLL: no GIL
+    if lib is None:
         return None
     lib.pp_decode_set.argtypes = [C.c_void_p] * 4
     lib.pp_decode_set.restype = None
@@ -148,6 +141,18 @@ def _batch_call(free: C.CDLL) -> Any:
                    C.c_void_p, C.POINTER(C.c_int)]
     fn.restype = C.c_int
     return fn
+
+
+def package_dir() -> str | None:
+    """The folder of the installed nvidia.nvimgcodec package (its library, extensions and
+    include/), or None where it is not installed."""
+    try:
+        spec = importlib.util.find_spec("nvidia.nvimgcodec")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
 
 
 _LOADED: list[_Api | None] = []
@@ -164,13 +169,9 @@ def load() -> _Api | None:
 
 
 def _load() -> _Api | None:
-    try:
-        spec = importlib.util.find_spec("nvidia.nvimgcodec")
-    except (ImportError, ValueError):
+    base = package_dir()
+    if base is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    base = list(spec.submodule_search_locations)[0]
     path = os.path.join(base, "libnvimgcodec.so.0")
     if not os.path.isfile(path):
         return None
@@ -451,11 +452,18 @@ class CDecoder:
         once per batch instead of twice; a Pipeline measured no faster for it (H100, session
         11: the wait that matters, after the decode, remains), nor with a shorter switch
         interval, which cut that wait from 9-20% to 2-3% of an epoch (docs/benchmarks.md)."""
-        batch = self._api.batch
-        if batch is None or not self.native_batch:
-            return self._run_steps(streams, images, n)
         status = (C.c_uint32 * n)()
         size = C.c_size_t(n)
+        batch = self._api.batch
+        if batch is None or not self.native_batch:
+            self._run_steps(streams, images, n, status, size)
+        else:
+            self._run_native(batch, streams, images, n, status, size)
+        if size.value != n:
+            raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
+        return list(status)
+
+    def _run_native(self, batch: Any, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         times = (C.c_double * 2)()
         failure = C.c_int(0)
         step = batch(self._decoder, streams, images, n, C.byref(self._params), status, C.byref(size), times,
@@ -464,23 +472,15 @@ class CDecoder:
         if step:
             what = {1: "decoding", 2: "waiting for the decode", 3: "reading the statuses"}[step]
             _check(failure.value, what)
-        if size.value != n:
-            raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
-        return list(status)
 
-    def _run_steps(self, streams: Any, images: Any, n: int) -> list[int]:
+    def _run_steps(self, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         free, held = self._api.free, self._api.held
         future = _P()
         _check(free.nvimgcodecDecoderDecode(self._decoder, streams, images, n, C.byref(self._params),
                                             C.byref(future)), "decoding")
         try:
             _check(free.nvimgcodecFutureWaitForAll(future), "waiting for the decode")
-            status = (C.c_uint32 * n)()
-            size = C.c_size_t(n)
             _check(held.nvimgcodecFutureGetProcessingStatus(future, status, C.byref(size)), "reading the statuses")
-            if size.value != n:
-                raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
-            return list(status)
         finally:
             held.nvimgcodecFutureDestroy(future)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["address", "build", "disabled", "library"]
+__all__ = ["address", "build", "disabled", "library", "load"]
 
 _SOURCE = Path(__file__).with_name("planner.c")
 _FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99"]
@@ -138,18 +138,26 @@ def build(source: Path, what: str) -> Path | None:
     return target
 
 
-def _load() -> C.PyDLL | None:
-    what = "planning in numpy, not with the C planner"
-    target = build(_SOURCE, what)
+def load(name: str, what: str, dll: type = C.CDLL) -> C.CDLL | None:
+    """This package's C file `name` built (`build`) and loaded as `dll` (CDLL: calls release
+    the GIL; PyDLL: they keep it), or None after the one-line notice: `what` pixelpipe does
+    instead, and why."""
+    target = build(Path(__file__).with_name(name), what)
     if target is None:
         return None
     try:
-        # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
-        # invite another of a Pipeline's threads to take it and hold it for up to the
-        # interpreter's switch interval (5 ms) before this thread got it back
-        lib = C.PyDLL(str(target))
+        return dll(str(target))
     except OSError as e:
         _notice(f"could not load {target}: {e}", what)
+        return None
+
+
+def _load() -> C.PyDLL | None:
+    # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
+    # invite another of a Pipeline's threads to take it and hold it for up to the
+    # interpreter's switch interval (5 ms) before this thread got it back
+    lib = load(_SOURCE.name, "planning in numpy, not with the C planner", C.PyDLL)
+    if lib is None:
         return None
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
