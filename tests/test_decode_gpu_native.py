@@ -1,11 +1,14 @@
 """GpuDecoder's native helpers on a GPU, each against its twin: pixelpipe's allocators for
-nvImageCodec (decode/nvimgcodec_alloc.py, the default) against nvImageCodec's own, and a batch
+nvImageCodec (decode/nvimgcodec_alloc.py, the default) against nvImageCodec's own; a batch
 decoded in one native call (native/decode.c) against the same calls made one by one from
-Python. The same pixels bit for bit, batch after batch (so the buffers grow on the way). Needs
-a CUDA device, nvImageCodec and the ImageNet sample; skipped otherwise."""
+Python; batches decoded ahead on the decode queue's thread (native/queue.c, the default)
+against batches decoded when asked. The same pixels bit for bit, batch after batch (so the
+buffers grow on the way). Needs a CUDA device, nvImageCodec and the ImageNet sample; skipped
+otherwise."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -75,13 +78,16 @@ def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_f
     theirs.close()
 
 
-def test_environment_switch_keeps_nvimgcodecs_own() -> None:
+@pytest.mark.parametrize("variable, attribute", [("PIXELPIPE_NVIMGCODEC_ALLOCATORS", "allocators_used"),
+                                                 ("PIXELPIPE_DECODE_AHEAD", "decode_ahead_used")])
+def test_environment_switches_turn_the_helpers_off(variable, attribute) -> None:
     code = ("import torch; from pixelpipe.decode.gpu import GpuDecoder; "
-            "d = GpuDecoder(torch.device('cuda'), api='c'); print(d.allocators_used); d.close()")
-    env = {"PIXELPIPE_NVIMGCODEC_ALLOCATORS": "0", "PYTHONPATH": ":".join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True,
-                         text=True, check=True, timeout=300)
-    assert out.stdout.strip().splitlines()[-1] == "False"
+            f"d = GpuDecoder(torch.device('cuda'), api='c'); print(d.{attribute}); d.close()")
+    for value, want in (("0", "False"), ("1", "True")):
+        env = {variable: value, "PYTHONPATH": ":".join(sys.path)}
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True,
+                             text=True, check=True, timeout=300)
+        assert out.stdout.strip().splitlines()[-1] == want, (variable, value)
 
 
 def test_one_native_call_decodes_what_the_calls_one_by_one_decode(jpegs: list[bytes]) -> None:
@@ -95,5 +101,90 @@ def test_one_native_call_decodes_what_the_calls_one_by_one_decode(jpegs: list[by
         assert_same_decode(fast, slow, blobs, regions)
     issued, waited, back = fast._c[0].last_times
     assert issued <= waited <= back and slow._c[0].last_times is None
+    fast.close()
+    slow.close()
+
+
+def ahead_and_asked(**kwargs: Any) -> tuple[GpuDecoder, GpuDecoder]:
+    fast = GpuDecoder(CUDA, api="c", **kwargs)
+    slow = GpuDecoder(CUDA, api="c", decode_ahead=False, **kwargs)
+    if not fast.decode_ahead_used:
+        pytest.skip("native/queue.c or decode.c was not built here (no C compiler)")
+    assert not slow.decode_ahead_used and "decode_ahead=True" in repr(fast)
+    return fast, slow
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_decoding_ahead_decodes_what_decoding_when_asked_decodes(jpegs: list[bytes], lanes: int) -> None:
+    """lanes=2: a batch split over two lanes, each decoding on its own queue's thread."""
+    fast, slow = ahead_and_asked(lanes=lanes)
+    for blobs, regions in batches(jpegs, 7):
+        for regs in (None, regions):
+            assert_same_decode(fast, slow, blobs, regs)
+    fast.close()
+    slow.close()
+
+
+def test_batches_planned_ahead_decode_in_order_on_another_stream(jpegs: list[bytes]) -> None:
+    """Every batch planned (and so queued) before the first is asked for, as a Pipeline's
+    planning thread works ahead; each read on a stream of its own, which must see exactly its
+    batch's pixels once decode_views returns."""
+    fast, slow = ahead_and_asked()
+    work = list(batches(jpegs, 8))
+    planned = [fast.plan(blobs, regions) for blobs, regions in work]
+    assert all(lane._queue is not None for lane in fast._c)
+    for (blobs, regions), plan in zip(work, planned):
+        stream = torch.cuda.Stream()
+        views, fell, _ = fast.decode_views(blobs, regions, stream, planned=plan)
+        with torch.cuda.stream(stream):
+            got = views.contiguous()
+            views.retire(stream)
+        want, fell_slow, _ = slow.decode_regions(blobs, regions)
+        stream.synchronize()
+        torch.cuda.synchronize()
+        assert fell == fell_slow
+        assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
+    fast.close()
+    slow.close()
+
+
+def test_planned_batches_never_decoded_are_taken_back(jpegs: list[bytes]) -> None:
+    """A planned batch dropped before its decode is cancelled or waited for, never left
+    writing into freed memory; close() with batches still queued returns, and what was
+    planned before it cannot be decoded after it."""
+    fast, slow = ahead_and_asked()
+    work = list(batches(jpegs, 9))
+    planned = [fast.plan(blobs, regions) for blobs, regions in work]
+    del planned[1:3]  # dropped: queued or decoding
+    gc.collect()
+    blobs, regions = work[0]
+    got, _, _ = fast.decode_regions(blobs, regions)  # the decoder still works
+    want, _, _ = slow.decode_regions(blobs, regions)
+    torch.cuda.synchronize()
+    assert torch.equal(got.data, want.data)
+    left = fast.plan(*work[-1])
+    fast.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        fast.decode_views(*work[-1], planned=left)
+    slow.close()
+
+
+def test_a_batch_opened_in_one_native_call_decodes_what_the_calls_one_by_one_decode(jpegs: list[bytes]) -> None:
+    """native/open.c against CDecoder's per-image calls from Python (native_open=False)."""
+    from pixelpipe.decode import nvimgcodec_open
+
+    fast = GpuDecoder(CUDA, api="c")
+    slow = GpuDecoder(CUDA, api="c")
+    if nvimgcodec_open.library(fast._c[0]._api) is None:
+        pytest.skip("native/open.c was not built here (no C compiler)")
+    for lane in slow._c:
+        lane.native_open = False
+    for blobs, regions in batches(jpegs, 10):
+        for regs in (None, regions):
+            assert_same_decode(fast, slow, blobs, regs)
+    planned = fast.plan(*next(batches(jpegs, 11)))
+    assert planned.opened[0][2].native is not None  # made by open.c
+    planned = slow.plan(*next(batches(jpegs, 11)))
+    assert planned.opened[0][2].native is None and planned.opened[0][2].images
     fast.close()
     slow.close()

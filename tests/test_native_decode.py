@@ -106,13 +106,14 @@ def _decoder(lib, keep, native: bool):
     from types import SimpleNamespace
 
     from pixelpipe.decode import nvimgcodec_c as capi
+    from pixelpipe.decode import nvimgcodec_structs as S
 
     calls = SimpleNamespace(nvimgcodecDecoderDecode=keep[0], nvimgcodecFutureWaitForAll=keep[1],
                             nvimgcodecFutureGetProcessingStatus=keep[2], nvimgcodecFutureDestroy=keep[3])
     dec = object.__new__(capi.CDecoder)
     dec._api = SimpleNamespace(free=calls, held=calls, batch=lib.pp_decode_batch if native else None)
     dec._decoder = C.c_void_p(0xDEC)
-    dec._params = capi._make(capi._DecodeParams, capi._ST_DECODE_PARAMS)
+    dec._params = S.make(S.DecodeParams, S.ST_DECODE_PARAMS)
     dec.native_batch, dec.last_times = True, None
     return dec
 
@@ -135,6 +136,46 @@ def test_cdecoder_run_agrees_with_its_twin(lib, where):
         seen.append((got, [c[0] for c in calls], dec.last_times is not None))
     assert seen[0][:2] == seen[1][:2]
     assert seen[0][2] and not seen[1][2]  # timestamps from decode.c only
+    expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
+                "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
+    if isinstance(expected, list):
+        assert seen[0][0] == expected
+    else:
+        assert expected in seen[0][0]
+
+
+@pytest.mark.parametrize("where", [None, "decode", "wait", "status", "short"])
+def test_the_queue_decodes_what_run_decodes(lib, where):
+    """A batch submitted to the decode queue (native/queue.c, its thread calling decode.c) and
+    collected (`CDecoder._collect`) against `_run` on this thread: the same statuses, the same
+    library calls, the same errors."""
+    from pixelpipe.decode import nvimgcodec_queue
+
+    qlib = nvimgcodec_queue.library()
+    if qlib is None:
+        pytest.skip("native/queue.c cannot be built here")
+    lib, calls, fail, keep = lib
+    fail["step"] = where
+    seen = []
+    for queued in (True, False):
+        calls.clear()
+        dec = _decoder(lib, keep, True)
+        streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
+        queue = nvimgcodec_queue.DecodeQueue.start(qlib, C.cast(lib.pp_decode_batch, C.c_void_p), None, None, 0)
+        try:
+            if queued:
+                ticket = queue.submit(dec._decoder, streams, images, 4, dec._params)
+                got = dec._collect(ticket, 4)
+            else:
+                got = dec._run(streams, images, 4)
+        except RuntimeError as e:
+            got = str(e)
+        finally:
+            queue.close()
+        seen.append((got, [c[0] for c in calls], dec.last_times))
+    assert seen[0][:2] == seen[1][:2]
+    issued, waited, back = seen[0][2]
+    assert 0 < issued <= waited <= back  # decode.c's timestamps, through the queue
     expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
                 "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
     if isinstance(expected, list):

@@ -10,6 +10,7 @@ import ctypes as C
 import pytest
 from helpers import native_built, private_copy
 
+from pixelpipe.decode import cudart
 from pixelpipe.decode import nvimgcodec_alloc as alloc
 
 SHIM = native_built("alloc.c")
@@ -93,10 +94,10 @@ def test_runtime_found_in_the_maps(tmp_path):
         "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libc.so.6\n"
         "7f02-7f03 r-xp 00000000 08:01 2 /opt/venv/nvidia/cu13/lib/libcudart.so.13\n"
         "7f04-7f05 rw-p 00000000 00:00 0 \n")
-    assert alloc.cudart_path(str(maps)) == "/opt/venv/nvidia/cu13/lib/libcudart.so.13"
+    assert cudart.path(str(maps)) == "/opt/venv/nvidia/cu13/lib/libcudart.so.13"
     maps.write_text("7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/libc.so.6\n")
-    assert alloc.cudart_path(str(maps)) is None
-    assert alloc.cudart_path(str(tmp_path / "absent")) is None
+    assert cudart.path(str(maps)) is None
+    assert cudart.path(str(tmp_path / "absent")) is None
 
 
 def test_struct_layouts_match_the_header():

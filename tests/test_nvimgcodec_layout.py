@@ -1,4 +1,4 @@
-"""The ctypes mirrors of nvImageCodec's structs (decode/nvimgcodec_c.py, nvimgcodec_alloc.py)
+"""The ctypes mirrors of nvImageCodec's structs (decode/nvimgcodec_structs.py)
 have the sizes and field offsets the installed library's own header gives: a small C program
 compiled against `nvimgcodec.h` of the installed wheel prints them. Needs the wheel
 (pixelpipe[gpu]) and a C compiler, not a GPU; skipped otherwise."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pixelpipe.decode import nvimgcodec_alloc as alloc
 from pixelpipe.decode import nvimgcodec_c as capi
+from pixelpipe.decode import nvimgcodec_structs as S
 
 
 def _include_dir() -> Path | None:
@@ -29,19 +29,19 @@ pytestmark = pytest.mark.skipif(INCLUDE is None or shutil.which("cc") is None,
                                 reason="needs nvImageCodec's header (pip install 'pixelpipe[gpu]') and a C compiler")
 
 MIRRORS = {  # C type -> ctypes mirror
-    "nvimgcodecProperties_t": capi._Properties,
-    "nvimgcodecBackendParams_t": capi._BackendParams,
-    "nvimgcodecBackend_t": capi._Backend,
-    "nvimgcodecExecutionParams_t": capi._ExecutionParams,
-    "nvimgcodecInstanceCreateInfo_t": capi._InstanceCreateInfo,
-    "nvimgcodecOrientation_t": capi._Orientation,
-    "nvimgcodecImagePlaneInfo_t": capi._PlaneInfo,
-    "nvimgcodecImageInfo_t": capi._ImageInfo,
-    "nvimgcodecRegion_t": capi._Region,
-    "nvimgcodecCodeStreamView_t": capi._CodeStreamView,
-    "nvimgcodecDecodeParams_t": capi._DecodeParams,
-    "nvimgcodecDeviceAllocator_t": alloc.DeviceAllocator,
-    "nvimgcodecPinnedAllocator_t": alloc.PinnedAllocator,
+    "nvimgcodecProperties_t": S.Properties,
+    "nvimgcodecBackendParams_t": S.BackendParams,
+    "nvimgcodecBackend_t": S.Backend,
+    "nvimgcodecExecutionParams_t": S.ExecutionParams,
+    "nvimgcodecInstanceCreateInfo_t": S.InstanceCreateInfo,
+    "nvimgcodecOrientation_t": S.Orientation,
+    "nvimgcodecImagePlaneInfo_t": S.PlaneInfo,
+    "nvimgcodecImageInfo_t": S.ImageInfo,
+    "nvimgcodecRegion_t": S.Region,
+    "nvimgcodecCodeStreamView_t": S.CodeStreamView,
+    "nvimgcodecDecodeParams_t": S.DecodeParams,
+    "nvimgcodecDeviceAllocator_t": S.DeviceAllocator,
+    "nvimgcodecPinnedAllocator_t": S.PinnedAllocator,
 }
 
 

@@ -20,7 +20,7 @@ Both use the same backends and options, and give the same pixels bit for bit.
 
 API facts relied on, for nvidia-nvimgcodec-cu13 0.9.0.20 (module `nvidia.nvimgcodec`; from the
 docstrings in its extension module, NVIDIA/nvImageCodec sources of earlier releases, and the
-issues named):
+issues named; the binding's calls are described in gpu_binding, the C API's in nvimgcodec_c):
 
 - `Decoder(device_id=, max_num_cpu_threads=, backends=[Backend(kind, load_hint=f,
   load_hint_policy=LoadHintPolicy.FIXED)], options=)`. A load hint is the share of a batch a
@@ -36,19 +36,6 @@ issues named):
   8 threads: 0 decodes 14.5-16.9k images/s against 8.4-9.5k for 1 (the hardware engine is
   much slower with 1); against Pillow, 0 is off by 0.14 levels on average (worst image 4.4,
   single pixels up to 69 at sharp colour edges), 1 by under 0.001.
-- `decode(srcs, *, images=None, params=None, cuda_stream=0)` (keyword-only after `srcs`, a
-  list of CodeStreams; bytes convert implicitly): one entry per input, None where a sample
-  failed (very old releases dropped those instead: we check the length); the whole call can
-  also raise (we then retry sample by sample). Outputs are allocated and made ready in the
-  order of `cuda_stream` (an int cudaStream_t). `images=` only reuses Images that own their
-  buffer, so decoding straight into our buffer is impossible: hence views of its buffers.
-- `CodeStream(bytes)` keeps a reference to the bytes; `cs.get_sub_code_stream(region=Region(
-  start_y=, start_x=, end_y=, end_x=))` (end-exclusive) is a ROI view of it (no nesting).
-- `DecodeParams(color_spec=ColorSpec.SRGB, apply_exif_orientation=, allow_any_depth=False)`:
-  interleaved RGB uint8 (grey comes out as 3 equal channels). An `Image` has shape (H, W, C),
-  `.strides` in bytes (rows may be padded), `__cuda_array_interface__` v3 with its stream (older
-  releases gave strides=None for interleaved images whatever the pitch: we use `.strides`),
-  `__dlpack__`, `.cpu()`.
 
 Known problems, and what this module does about them:
 
@@ -74,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -163,6 +151,14 @@ class GpuDecoder(BindingPath):
             measured 1.1-1.3x faster on H100s. True (default) where a C compiler and the CUDA
             runtime are there; False, or PIXELPIPE_NVIMGCODEC_ALLOCATORS=0, keeps nvImageCodec's
             own. `allocators_used` says which.
+        decode_ahead: with the C API, each lane decodes on a native thread of its own, batch
+            after batch in the order `plan` made them, starting each as soon as it is planned
+            and the previous one is done (`nvimgcodec_queue`); `decode_views` waits for it.
+            Without it, a batch starts when a Python thread asks, which in a Pipeline waited
+            for the GIL: the rn50 Pipeline measured 1.2-1.3x faster with it on an H100. True
+            (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes when
+            asked. `decode_ahead_used` says which. A planned batch never decoded costs its
+            decode; dropping it, or close(), cancels it if it has not started.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
@@ -188,6 +184,7 @@ class GpuDecoder(BindingPath):
         api: str = "auto",
         lanes: int = 1,
         allocators: bool = True,
+        decode_ahead: bool = True,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -223,6 +220,7 @@ class GpuDecoder(BindingPath):
         backends = _backends(hw_fraction)
         capi = nvimgcodec_c.load() if api != "python" else None
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
+        ahead = decode_ahead and os.environ.get("PIXELPIPE_DECODE_AHEAD", "1") != "0"
         if api == "c" and capi is None:
             raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
                                "release's structs); use api='python'")
@@ -231,7 +229,7 @@ class GpuDecoder(BindingPath):
             try:
                 for _ in range(lanes):
                     self._c.append(nvimgcodec_c.CDecoder(capi, device.index, max(1, num_cpu_threads // lanes),
-                                                         backends, options, alloc))
+                                                         backends, options, alloc, ahead))
             except RuntimeError as e:
                 for made in self._c:
                     made.close()
@@ -253,6 +251,7 @@ class GpuDecoder(BindingPath):
                                             apply_exif_orientation=False, allow_any_depth=False)
         self.api = "c" if self._c else "python"
         self.allocators_used = bool(self._c) and alloc is not None
+        self.decode_ahead_used = bool(self._c) and all(lane.ahead for lane in self._c)
         # each lane decodes in its stream's order (its images are made at planning time, when
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
         self._c_streams = [torch.cuda.Stream(device) for _ in self._c]
@@ -287,7 +286,7 @@ class GpuDecoder(BindingPath):
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
                 f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode}, "
                 f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r}, lanes={self.lanes}, "
-                f"allocators={self.allocators_used})")
+                f"allocators={self.allocators_used}, decode_ahead={self.decode_ahead_used})")
 
     # ------------------------------------------------------------------------------ decoding
     def decode_regions(
@@ -440,17 +439,16 @@ class GpuDecoder(BindingPath):
             with self._pools_lock:
                 if self._lane_pool is None:
                     self._lane_pool = ThreadPoolExecutor(len(self._c) - 1, thread_name_prefix="pixelpipe-decode-lane")
-        others = [self._lane_pool.submit(self._c[lane].run, opened)  # type: ignore[union-attr]
+        # each run makes the caller's stream wait for its lane's pixels
+        others = [self._lane_pool.submit(self._c[lane].run, opened, stream)  # type: ignore[union-attr]
                   for lane, _, opened in parts[1:]]
         try:  # each raises for a planned batch decoded before
-            results = self._c[parts[0][0]].run(parts[0][2])
+            results = self._c[parts[0][0]].run(parts[0][2], stream)
         finally:  # no lane may still write into its buffer when this returns or raises
             for fut in others:
                 fut.exception()
         for fut in others:
             results.extend(fut.result())
-        for lane, _, _ in parts:  # the caller's stream sees the decoded pixels
-            stream.wait_stream(self._c_streams[lane])
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(planned.decodable, results):
             if isinstance(res, str):

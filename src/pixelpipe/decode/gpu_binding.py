@@ -2,7 +2,25 @@
 is not usable): code streams made by the binding, its decode call, and the reuse of its images
 across batches. GpuDecoder mixes this in; it provides `_nvc` (the nvidia.nvimgcodec module),
 `_decoder` and `_params` (the binding's decoder and decode parameters) and the free list
-(`_free`, `_free_lock`, `_free_cap`)."""
+(`_free`, `_free_lock`, `_free_cap`).
+
+The binding's API as relied on here (nvidia-nvimgcodec-cu13 0.9.0.20; `Decoder(...)`, its
+backends and options, and the known problems are in gpu's docstring):
+
+- `decode(srcs, *, images=None, params=None, cuda_stream=0)` (keyword-only after `srcs`, a
+  list of CodeStreams; bytes convert implicitly): one entry per input, None where a sample
+  failed (very old releases dropped those instead: we check the length); the whole call can
+  also raise (we then retry sample by sample). Outputs are allocated and made ready in the
+  order of `cuda_stream` (an int cudaStream_t). `images=` only reuses Images that own their
+  buffer, so decoding straight into our buffer is impossible: hence views of its buffers.
+- `CodeStream(bytes)` keeps a reference to the bytes; `cs.get_sub_code_stream(region=Region(
+  start_y=, start_x=, end_y=, end_x=))` (end-exclusive) is a ROI view of it (no nesting).
+- `DecodeParams(color_spec=ColorSpec.SRGB, apply_exif_orientation=, allow_any_depth=False)`:
+  interleaved RGB uint8 (grey comes out as 3 equal channels). An `Image` has shape (H, W, C),
+  `.strides` in bytes (rows may be padded), `__cuda_array_interface__` v3 with its stream (older
+  releases gave strides=None for interleaved images whatever the pitch: we use `.strides`),
+  `__dlpack__`, `.cpu()`.
+"""
 
 from __future__ import annotations
 

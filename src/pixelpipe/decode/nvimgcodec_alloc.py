@@ -18,7 +18,7 @@ is; a device allocator alone crashes `nvimgcodecDecoderCreate` (SIGSEGV, seen in
 
 How: `native/alloc.c` (compiled on first use, like the C planner) holds the four functions
 nvImageCodec calls from its threads. They forward to the CUDA runtime the process already
-loaded (torch's libcudart, found in /proc/self/maps): device memory from a memory pool of
+loaded (torch's libcudart, `cudart.runtime()`): device memory from a memory pool of
 pixelpipe's own, one per device, in stream order (cudaMallocFromPoolAsync / cudaFreeAsync: no
 device-wide synchronisation, whatever the calling thread's current device), pinned memory
 portable (cudaHostAlloc / cudaFreeHost). The pool keeps what is freed for the next allocation
@@ -34,11 +34,12 @@ a C compiler is missing, or with PIXELPIPE_NVIMGCODEC_ALLOCATORS=0 in the enviro
 from __future__ import annotations
 
 import ctypes as C
-import ctypes.util
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+
+from . import cudart
+from .nvimgcodec_structs import ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR, DeviceAllocator, PinnedAllocator
 
 __all__ = ["DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "trim"]
 
@@ -46,22 +47,6 @@ DEVICE_PADDING = 8 << 20  # bytes: device buffers grow in steps of this
 PINNED_PADDING = 4 << 20  # bytes: pinned host buffers grow in steps of this
 _POOL_PROPS_BYTES = 256  # cudaMemPoolProps is 88 bytes in CUDA 12 and 13: room to spare, zeroed
 _ATTR_RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold
-_ST_DEVICE_ALLOCATOR, _ST_PINNED_ALLOCATOR = 3, 4  # nvimgcodecStructureType_t
-_HEAD = [("struct_type", C.c_int), ("struct_size", C.c_size_t), ("struct_next", C.c_void_p)]
-
-
-class DeviceAllocator(C.Structure):
-    """nvimgcodecDeviceAllocator_t"""
-
-    _fields_ = [*_HEAD, ("device_malloc", C.c_void_p), ("device_free", C.c_void_p), ("device_ctx", C.c_void_p),
-                ("device_mem_padding", C.c_size_t)]
-
-
-class PinnedAllocator(C.Structure):
-    """nvimgcodecPinnedAllocator_t"""
-
-    _fields_ = [*_HEAD, ("pinned_malloc", C.c_void_p), ("pinned_free", C.c_void_p), ("pinned_ctx", C.c_void_p),
-                ("pinned_mem_padding", C.c_size_t)]
 
 
 @dataclass
@@ -107,19 +92,6 @@ def trim(device_index: int) -> None:
         made.runtime.cudaMemPoolTrimTo(made.pool, C.c_size_t(0))
 
 
-def cudart_path(maps: str = "/proc/self/maps") -> str | None:
-    """The path of the CUDA runtime library this process has loaded (torch's), or None."""
-    try:
-        with open(maps) as f:
-            for line in f:
-                path = line.rstrip("\n").split(" ", 5)[-1].strip()
-                if Path(path).name.startswith("libcudart.so"):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
 def _shim() -> C.CDLL | None:
     if not _SHIM:
         from .. import native
@@ -134,27 +106,23 @@ def _shim() -> C.CDLL | None:
 
 
 def _make(device_index: int) -> Allocators | None:
-    import torch
-
-    torch.cuda.init()  # loads the runtime
-    path = cudart_path() or ctypes.util.find_library("cudart")
+    rt = cudart.runtime()
     shim = _shim()
-    if path is None or shim is None:
+    if rt is None or shim is None:
         return None
     try:
-        rt = C.CDLL(path)
         names = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")
         fns = [C.cast(getattr(rt, name), C.c_void_p) for name in names]
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     pool = _pool(rt, device_index)
     if pool is None:
         return None
     shim.pp_alloc_set(*fns)
-    device = DeviceAllocator(_ST_DEVICE_ALLOCATOR, C.sizeof(DeviceAllocator), None,
+    device = DeviceAllocator(ST_DEVICE_ALLOCATOR, C.sizeof(DeviceAllocator), None,
                              C.cast(shim.pp_device_malloc, C.c_void_p), C.cast(shim.pp_device_free, C.c_void_p),
                              C.addressof(pool), DEVICE_PADDING)
-    pinned = PinnedAllocator(_ST_PINNED_ALLOCATOR, C.sizeof(PinnedAllocator), None,
+    pinned = PinnedAllocator(ST_PINNED_ALLOCATOR, C.sizeof(PinnedAllocator), None,
                              C.cast(shim.pp_pinned_malloc, C.c_void_p), C.cast(shim.pp_pinned_free, C.c_void_p),
                              None, PINNED_PADDING)
     return Allocators(device, pinned, pool, rt)

@@ -31,86 +31,10 @@ from typing import Any
 
 import torch
 
+from . import nvimgcodec_open, nvimgcodec_queue
+from . import nvimgcodec_structs as S
+
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
-
-_ST_PROPERTIES, _ST_INSTANCE, _ST_DECODE_PARAMS, _ST_REGION, _ST_VIEW = 1, 2, 5, 8, 9
-_ST_IMAGE_INFO, _ST_PLANE_INFO, _ST_BACKEND, _ST_BACKEND_PARAMS, _ST_EXECUTION = 11, 12, 17, 29, 30
-_KINDS = {"GPU_ONLY": 2, "HYBRID_CPU_GPU": 3, "HW_GPU_ONLY": 4}  # nvimgcodecBackendKind_t
-_POLICY_IGNORE, _POLICY_FIXED = 1, 2
-_SRGB, _I_RGB, _UINT8, _STRIDED_DEVICE = 1, 8, 0x0802, 1
-_SUCCESS = 1
-_STATUS_NAMES = {0x3: "failed", 0x7: "image corrupted", 0xB: "codec unsupported", 0x13: "no backend for it",
-                 0x43: "resolution unsupported", 0x83: "code stream feature unsupported",
-                 0x11: "region unsupported", 0x21: "chroma subsampling unsupported"}
-
-
-def _make(cls: type, struct_type: int) -> Any:
-    s = cls()
-    s.struct_type, s.struct_size, s.struct_next = struct_type, C.sizeof(cls), None
-    return s
-
-
-_HEAD = [("struct_type", C.c_int), ("struct_size", C.c_size_t), ("struct_next", C.c_void_p)]
-
-
-class _Properties(C.Structure):
-    _fields_ = [*_HEAD, ("version", C.c_uint32), ("cudart_version", C.c_uint32)]
-
-
-class _BackendParams(C.Structure):
-    _fields_ = [*_HEAD, ("load_hint", C.c_float), ("load_hint_policy", C.c_int)]
-
-
-class _Backend(C.Structure):
-    _fields_ = [*_HEAD, ("kind", C.c_int), ("params", _BackendParams)]
-
-
-class _ExecutionParams(C.Structure):
-    _fields_ = [*_HEAD, ("device_allocator", C.c_void_p), ("pinned_allocator", C.c_void_p),
-                ("max_num_cpu_threads", C.c_int), ("executor", C.c_void_p), ("device_id", C.c_int),
-                ("pre_init", C.c_int), ("skip_pre_sync", C.c_int), ("num_backends", C.c_int),
-                ("backends", C.POINTER(_Backend))]
-
-
-class _InstanceCreateInfo(C.Structure):
-    _fields_ = [*_HEAD, ("load_builtin_modules", C.c_int), ("load_extension_modules", C.c_int),
-                ("extension_modules_path", C.c_char_p), ("create_debug_messenger", C.c_int),
-                ("debug_messenger_desc", C.c_void_p), ("message_severity", C.c_uint32),
-                ("message_category", C.c_uint32)]
-
-
-class _Orientation(C.Structure):
-    _fields_ = [*_HEAD, ("rotated", C.c_int), ("flip_x", C.c_int), ("flip_y", C.c_int)]
-
-
-class _PlaneInfo(C.Structure):
-    _fields_ = [*_HEAD, ("width", C.c_uint32), ("height", C.c_uint32), ("row_stride", C.c_size_t),
-                ("num_channels", C.c_uint32), ("sample_type", C.c_int), ("precision", C.c_uint8)]
-
-
-class _ImageInfo(C.Structure):
-    _fields_ = [*_HEAD, ("codec_name", C.c_char * 256), ("color_spec", C.c_int), ("chroma_subsampling", C.c_int),
-                ("sample_format", C.c_int), ("orientation", _Orientation), ("num_planes", C.c_uint32),
-                ("plane_info", _PlaneInfo * 32), ("buffer", C.c_void_p), ("buffer_kind", C.c_int),
-                ("cuda_stream", C.c_void_p)]
-
-
-class _OutOfBoundsSample(C.Structure):
-    _fields_ = [("value", C.c_uint32), ("type", C.c_int)]
-
-
-class _Region(C.Structure):
-    _fields_ = [*_HEAD, ("ndim", C.c_int), ("start", C.c_int * 5), ("end", C.c_int * 5),
-                ("out_of_bounds_policy", C.c_int), ("out_of_bounds_samples", _OutOfBoundsSample * 5)]
-
-
-class _CodeStreamView(C.Structure):
-    _fields_ = [*_HEAD, ("image_idx", C.c_size_t), ("region", _Region), ("bitstream_offset", C.c_size_t)]
-
-
-class _DecodeParams(C.Structure):
-    _fields_ = [*_HEAD, ("apply_exif_orientation", C.c_int)]
-
 
 _P = C.c_void_p
 
@@ -180,22 +104,22 @@ def _load() -> _Api | None:
     except OSError:
         return None
     for lib in (free, held):
-        lib.nvimgcodecGetProperties.argtypes = [C.POINTER(_Properties)]
-        lib.nvimgcodecInstanceCreate.argtypes = [C.POINTER(_P), C.POINTER(_InstanceCreateInfo)]
+        lib.nvimgcodecGetProperties.argtypes = [C.POINTER(S.Properties)]
+        lib.nvimgcodecInstanceCreate.argtypes = [C.POINTER(_P), C.POINTER(S.InstanceCreateInfo)]
         lib.nvimgcodecInstanceDestroy.argtypes = [_P]
-        lib.nvimgcodecDecoderCreate.argtypes = [_P, C.POINTER(_P), C.POINTER(_ExecutionParams), C.c_char_p]
+        lib.nvimgcodecDecoderCreate.argtypes = [_P, C.POINTER(_P), C.POINTER(S.ExecutionParams), C.c_char_p]
         lib.nvimgcodecDecoderDestroy.argtypes = [_P]
         lib.nvimgcodecCodeStreamCreateFromHostMem.argtypes = [_P, C.POINTER(_P), C.c_char_p, C.c_size_t, _P]
-        lib.nvimgcodecCodeStreamGetSubCodeStream.argtypes = [_P, C.POINTER(_P), C.POINTER(_CodeStreamView)]
+        lib.nvimgcodecCodeStreamGetSubCodeStream.argtypes = [_P, C.POINTER(_P), C.POINTER(S.CodeStreamView)]
         lib.nvimgcodecCodeStreamDestroy.argtypes = [_P]
-        lib.nvimgcodecImageCreate.argtypes = [_P, C.POINTER(_P), C.POINTER(_ImageInfo)]
+        lib.nvimgcodecImageCreate.argtypes = [_P, C.POINTER(_P), C.POINTER(S.ImageInfo)]
         lib.nvimgcodecImageDestroy.argtypes = [_P]
         lib.nvimgcodecDecoderDecode.argtypes = [_P, C.POINTER(_P), C.POINTER(_P), C.c_int,
-                                                C.POINTER(_DecodeParams), C.POINTER(_P)]
+                                                C.POINTER(S.DecodeParams), C.POINTER(_P)]
         lib.nvimgcodecFutureWaitForAll.argtypes = [_P]
         lib.nvimgcodecFutureGetProcessingStatus.argtypes = [_P, C.POINTER(C.c_uint32), C.POINTER(C.c_size_t)]
         lib.nvimgcodecFutureDestroy.argtypes = [_P]
-    props = _make(_Properties, _ST_PROPERTIES)
+    props = S.make(S.Properties, S.ST_PROPERTIES)
     if held.nvimgcodecGetProperties(C.byref(props)) != 0 or not 900 <= props.version < 1000:
         return None
     return _Api(free, held, os.path.join(base, "extensions"), _batch_call(free))
@@ -228,6 +152,8 @@ class Opened:
         self.slots: list[Slot | str] = []  # per blob: its slot, or why it has none
         self.ok: list[int] = []  # blobs with a code stream and an image, in batch order
         self.batch: tuple[Any, Any] | None = None  # (code streams, images) as C arrays of len(ok)
+        self.ticket: nvimgcodec_queue.Ticket | None = None  # submitted to the decoder's queue
+        self.native: tuple[Any, ...] | None = None  # native/open.c's handles (nvimgcodec_open.release)
         self.released = False
         self.decoded = False  # `CDecoder.run` ran (a batch decodes once)
 
@@ -241,6 +167,12 @@ class Opened:
             handles, images, self.handles, self.images = self.handles, self.images, [], []
             # the slots handed out hold the buffer; this batch's own references go
             self.buffer, self.batch, self.slots, self.ok = None, None, [], []
+            ticket, self.ticket = self.ticket, None
+            native, self.native = self.native, None
+        if ticket is not None:  # queued: cancelled; decoding: waited for (it uses the images)
+            ticket.retire()
+        if native is not None and owner._instance:
+            nvimgcodec_open.release(*native)
         if owner._instance:
             held = owner._api.held
             for img in images:
@@ -261,24 +193,29 @@ class CDecoder:
     beside a `decode` of another batch."""
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
-                 backends: list[tuple[str, float | None]], options: str, allocators: Any = None) -> None:
+                 backends: list[tuple[str, float | None]], options: str, allocators: Any = None,
+                 ahead: bool = False) -> None:
         """backends: (BackendKind name, load hint or None for the default), in order.
         allocators: `nvimgcodec_alloc.Allocators` for the device (kept alive by the caller
-        for as long as the decoder lives), or None for nvImageCodec's defaults."""
+        for as long as the decoder lives), or None for nvImageCodec's defaults. ahead: decode
+        each batch on a native thread (`nvimgcodec_queue`) as soon as `open` has made its
+        images, in the order they were opened; `run` then waits for it. `self.ahead` says
+        whether the queue runs (it needs native/decode.c, native/queue.c and torch's CUDA
+        runtime)."""
         self._api = api
-        info = _make(_InstanceCreateInfo, _ST_INSTANCE)
+        info = S.make(S.InstanceCreateInfo, S.ST_INSTANCE)
         info.load_builtin_modules, info.load_extension_modules = 1, 1
         info.extension_modules_path = api.extensions.encode()
         self._instance = _P()
         _check(api.held.nvimgcodecInstanceCreate(C.byref(self._instance), C.byref(info)), "creating an instance")
-        self._backends = (_Backend * len(backends))()
+        self._backends = (S.Backend * len(backends))()
         for b, (kind, hint) in zip(self._backends, backends):
-            b.struct_type, b.struct_size = _ST_BACKEND, C.sizeof(_Backend)
-            b.kind = _KINDS[kind]
-            b.params.struct_type, b.params.struct_size = _ST_BACKEND_PARAMS, C.sizeof(_BackendParams)
+            b.struct_type, b.struct_size = S.ST_BACKEND, C.sizeof(S.Backend)
+            b.kind = S.KINDS[kind]
+            b.params.struct_type, b.params.struct_size = S.ST_BACKEND_PARAMS, C.sizeof(S.BackendParams)
             b.params.load_hint = 1.0 if hint is None else hint
-            b.params.load_hint_policy = _POLICY_IGNORE if hint is None else _POLICY_FIXED
-        ex = _make(_ExecutionParams, _ST_EXECUTION)
+            b.params.load_hint_policy = S.POLICY_IGNORE if hint is None else S.POLICY_FIXED
+        ex = S.make(S.ExecutionParams, S.ST_EXECUTION)
         ex.max_num_cpu_threads, ex.device_id, ex.pre_init = num_cpu_threads, device_index, 1
         ex.num_backends, ex.backends = len(backends), self._backends
         if allocators is not None:
@@ -290,7 +227,7 @@ class CDecoder:
         if status != 0:
             api.held.nvimgcodecInstanceDestroy(self._instance)
             _check(status, "creating a decoder")
-        self._params = _make(_DecodeParams, _ST_DECODE_PARAMS)
+        self._params = S.make(S.DecodeParams, S.ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
         # reentrant: an Opened dropped (and released in __del__) while this thread holds it
         self._open_lock = threading.RLock()
@@ -299,7 +236,10 @@ class CDecoder:
         self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
         self._decoded: list[Opened] = []  # decoded batches whose handles the next open() releases
         self.native_batch = True  # decode a batch in one native call where native/decode.c was built
+        self.native_open = True  # open a batch in one native call where native/open.c was built
         self.last_times: tuple[float, float, float] | None = None  # see _run
+        self._queue = nvimgcodec_queue.start(api.batch, device_index) if ahead else None
+        self.ahead = self._queue is not None
 
     def close(self) -> None:
         with self._open_lock:
@@ -307,6 +247,9 @@ class CDecoder:
             self._decoded = []
         for opened in pending:  # code streams and images belong to the instance: release them first
             opened.release()
+        if self._queue is not None:  # its thread stops before the decoder goes
+            self._queue.close()
+            self._queue = None
         if self._decoder:
             self._api.held.nvimgcodecDecoderDestroy(self._decoder)
             self._decoder = _P()
@@ -332,13 +275,27 @@ class CDecoder:
             done, self._decoded = self._decoded, []
         for old in done:  # the handles of batches decoded since the last call
             old.release()
-        held = self._api.held
         opened = Opened(self, blobs)
         with self._open_lock:
             self._opened.add(opened)
-        view = _make(_CodeStreamView, _ST_VIEW)
-        view.region.struct_type, view.region.struct_size = _ST_REGION, C.sizeof(_Region)
-        view.region.ndim = 2
+        if sizes is not None and stream is not None:
+            native = nvimgcodec_open.library(self._api) if self.native_open else None
+            if native is not None:  # every per-image call in one, without the GIL
+                nvimgcodec_open.open_batch(native, self, opened, boxes, sizes, stream)
+            else:
+                self._code_streams(opened, boxes)
+                self._images(opened, sizes, stream)
+            if self._queue is not None and self.native_batch and opened.ok:
+                assert opened.batch is not None
+                opened.ticket = self._submit(*opened.batch, len(opened.ok), stream)
+        else:
+            self._code_streams(opened, boxes)
+        return opened
+
+    def _code_streams(self, opened: Opened, boxes: list[tuple[int, int, int, int] | None]) -> None:
+        """A code stream per blob (or why there is none), call by call: native/open.c's twin."""
+        held = self._api.held
+        view = S.view_template()
         for k, blob in enumerate(opened.blobs):
             parent = _P()
             if held.nvimgcodecCodeStreamCreateFromHostMem(self._instance, C.byref(parent), blob, len(blob), None) != 0:
@@ -357,26 +314,15 @@ class CDecoder:
                 continue
             opened.handles.append(sub)
             opened.streams.append(sub)
-        if sizes is not None and stream is not None:
-            self._images(opened, sizes, stream)
-        return opened
 
     def _images(self, opened: Opened, sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
-        """The buffer (allocated in `stream`'s order) and an image per code stream, one slot each."""
-        offsets, total = [], 0
-        for h, w in sizes:
-            offsets.append(total)
-            total += h * w * 3
-        with torch.cuda.stream(stream):
-            buffer = torch.empty(max(total, 1), dtype=torch.uint8, device=stream.device)
+        """The buffer (allocated in `stream`'s order) and an image per code stream, one slot
+        each, call by call: native/open.c's twin."""
+        offsets, buffer = nvimgcodec_open.output_buffer(sizes, stream)
         base = buffer.data_ptr()
         held = self._api.held
-        info = _make(_ImageInfo, _ST_IMAGE_INFO)
-        info.color_spec, info.sample_format, info.num_planes = _SRGB, _I_RGB, 1
-        info.buffer_kind, info.cuda_stream = _STRIDED_DEVICE, stream.cuda_stream
+        info = S.info_template(stream.cuda_stream)
         p = info.plane_info[0]
-        p.struct_type, p.struct_size = _ST_PLANE_INFO, C.sizeof(_PlaneInfo)
-        p.num_channels, p.sample_type, p.precision = 3, _UINT8, 0
         n = len(opened.blobs)
         streams, images = (_P * n)(), (_P * n)()
         slots: list[Slot | str] = [""] * n
@@ -400,6 +346,15 @@ class CDecoder:
         opened.buffer, opened.stream, opened.slots, opened.ok = buffer, stream, slots, ok
         opened.batch = (streams, images)
 
+    def _submit(self, streams: Any, images: Any, n: int, stream: torch.cuda.Stream) -> Any:
+        """The batch queued for the decoder's thread, with an event recorded on `stream` once
+        it is decoded (None where the queue refused it: `run` then decodes it itself)."""
+        assert self._queue is not None
+        event = torch.cuda.Event()
+        event.record(stream)  # makes the CUDA event; the queue's thread records it again
+        return self._queue.submit(self._decoder, streams, images, n, self._params, event, event.cuda_event,
+                                  stream.cuda_stream)
+
     def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
                sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
                opened: Opened | None = None) -> tuple[list[Slot | str], torch.Tensor]:
@@ -413,17 +368,20 @@ class CDecoder:
         if opened is None or opened.released:
             opened = self.open(blobs, boxes, sizes, stream)
         elif opened.stream is None or opened.stream.cuda_stream != stream.cuda_stream:
-            if opened.images:
+            if opened.images or opened.native is not None:
                 raise ValueError("this batch's images were made for another stream")
             self._images(opened, sizes, stream)
         buffer = opened.buffer
         assert buffer is not None
         return self.run(opened), buffer
 
-    def run(self, opened: Opened) -> list[Slot | str]:
+    def run(self, opened: Opened, then: torch.cuda.Stream | None = None) -> list[Slot | str]:
         """Decode a batch `open` made the images of (given sizes and a stream): per blob its
         Slot, or why it failed. The only call of a decode that a pipeline's decode thread makes;
-        the batch's handles are released by the next `open`. A batch decodes once."""
+        the batch's handles are released by the next `open`. A batch decodes once. With the
+        queue (ahead), the batch was submitted by `open`: this waits for it. then: a stream
+        made to wait here for this batch's pixels (without the queue, for the open stream's
+        work so far)."""
         if not self._decoder:
             raise RuntimeError("this decoder was closed")
         if opened.released or opened.batch is None or opened.decoded:
@@ -433,10 +391,18 @@ class CDecoder:
             out = list(opened.slots)
             if opened.ok:
                 streams, images = opened.batch
-                status = self._run(streams, images, len(opened.ok))
+                if opened.ticket is not None:
+                    status = self._collect(opened.ticket, len(opened.ok))
+                    if then is not None:
+                        then.wait_event(opened.ticket.event)
+                else:
+                    status = self._run(streams, images, len(opened.ok))
+                    if then is not None:
+                        assert opened.stream is not None
+                        then.wait_stream(opened.stream)
                 for j, k in enumerate(opened.ok):
-                    if status[j] != _SUCCESS:
-                        name = _STATUS_NAMES.get(status[j], "unknown reason")
+                    if status[j] != S.SUCCESS:
+                        name = S.STATUS_NAMES.get(status[j], "unknown reason")
                         out[k] = f"nvImageCodec could not decode it (status {status[j]:#x}: {name})"
         finally:
             with self._open_lock:  # released by the next open(), on the planning thread
@@ -459,9 +425,7 @@ class CDecoder:
             self._run_steps(streams, images, n, status, size)
         else:
             self._run_native(batch, streams, images, n, status, size)
-        if size.value != n:
-            raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
-        return list(status)
+        return _statuses(status, size, n)
 
     def _run_native(self, batch: Any, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         times = (C.c_double * 2)()
@@ -470,8 +434,17 @@ class CDecoder:
                      C.byref(failure))
         self.last_times = (times[0], times[1], time.perf_counter())
         if step:
-            what = {1: "decoding", 2: "waiting for the decode", 3: "reading the statuses"}[step]
-            _check(failure.value, what)
+            _check(failure.value, nvimgcodec_queue.STEPS[step])
+
+    def _collect(self, ticket: Any, n: int) -> list[int]:
+        """As `_run`, for a batch submitted to the queue: waits for it (without the GIL)."""
+        step = ticket.wait()
+        self.last_times = (ticket.times[0], ticket.times[1], time.perf_counter())
+        if step == nvimgcodec_queue.CANCELLED:
+            raise RuntimeError("this batch's decode was cancelled (its decoder was closed)")
+        if step:
+            _check(ticket.failure.value, nvimgcodec_queue.STEPS[step])
+        return _statuses(ticket.status, ticket.size, n)
 
     def _run_steps(self, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         free, held = self._api.free, self._api.held
@@ -483,6 +456,12 @@ class CDecoder:
             _check(held.nvimgcodecFutureGetProcessingStatus(future, status, C.byref(size)), "reading the statuses")
         finally:
             held.nvimgcodecFutureDestroy(future)
+
+
+def _statuses(status: Any, size: C.c_size_t, n: int) -> list[int]:
+    if size.value != n:
+        raise RuntimeError(f"nvImageCodec reported {size.value} statuses for {n} images")
+    return list(status[:n])
 
 
 def _check(status: int, what: str) -> None:

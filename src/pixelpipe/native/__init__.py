@@ -44,7 +44,7 @@ import numpy as np
 __all__ = ["address", "build", "disabled", "library", "load"]
 
 _SOURCE = Path(__file__).with_name("planner.c")
-_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99"]
+_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99", "-pthread"]
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {"tried": False, "lib": None, "off": os.environ.get("PIXELPIPE_NATIVE", "1") == "0"}
 _P, _I64, _F64, _U32, _INT = C.c_void_p, C.c_int64, C.c_double, C.c_uint32, C.c_int

@@ -1,0 +1,126 @@
+"""A batch's nvImageCodec code streams, region views and images made in one native call
+(native/open.c), and released in one.
+
+Why: `CDecoder.open` made them with three library calls per image from Python, on a GPU
+Pipeline's planning thread, holding the GIL: about 4.7 ms per batch of 256 on an H100 (session
+12, docs/benchmarks.md), while the Pipeline's threads were bound by the GIL (caching the JPEG
+header parses, 2.4 ms of Python per batch, made the rn50 Pipeline 1.4x faster). open.c makes
+the same calls in one ctypes call that releases the GIL.
+
+The per-image calls one by one (`CDecoder._code_streams` and `_images`) stay as the twin, used
+where open.c cannot be built or `CDecoder.native_open` is False; both give the same slots and
+reasons, and the same pixels (tests/test_native_open.py, tests/test_decode_gpu_native.py).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import nvimgcodec_structs as S
+
+__all__ = ["library", "open_batch", "output_buffer", "release"]
+
+_P = C.c_void_p
+_LIB: list[C.CDLL | None] = []
+_LOCK = threading.Lock()
+_REASONS = {1: "nvImageCodec cannot parse it", 3: "nvImageCodec could not describe its output",
+            4: "out of memory while making its nvImageCodec image"}
+
+
+def _layout() -> np.ndarray:
+    """The byte offsets open.c writes at (see its pp_open_batch), from the ctypes mirrors."""
+    region = S.CodeStreamView.region.offset
+    plane = S.ImageInfo.plane_info.offset
+    return np.array([C.sizeof(S.CodeStreamView), region + S.Region.start.offset, region + S.Region.end.offset,
+                     C.sizeof(S.ImageInfo), plane + S.PlaneInfo.width.offset, plane + S.PlaneInfo.height.offset,
+                     plane + S.PlaneInfo.row_stride.offset, S.ImageInfo.buffer.offset], dtype=np.int64)
+
+
+LAYOUT = _layout()
+
+
+def library(api: Any) -> C.CDLL | None:
+    """open.c built, loaded (CDLL: its calls release the GIL) and wired to the library of `api`
+    (nvimgcodec_c's), or None without a C compiler. Cached (one nvImageCodec per process)."""
+    with _LOCK:
+        if not _LIB:
+            from .. import native
+
+            lib = native.load("open.c", "nvImageCodec's code streams and images made one by one from Python")
+            _LIB.append(None if lib is None else wire(lib, api.free))
+        return _LIB[0]
+
+
+def wire(lib: C.CDLL, functions: Any) -> C.CDLL:
+    """`lib` (open.c loaded) with its signatures set and its function pointers (process-wide
+    for this copy of the library) set to nvImageCodec's five in `functions` (attributes named
+    as the library's; ctypes functions or callbacks)."""
+    lib.pp_open_set.argtypes = [_P] * 5
+    lib.pp_open_set.restype = None
+    lib.pp_open_set(*[C.cast(getattr(functions, name), _P) for name in (
+        "nvimgcodecCodeStreamCreateFromHostMem", "nvimgcodecCodeStreamGetSubCodeStream",
+        "nvimgcodecCodeStreamDestroy", "nvimgcodecImageCreate", "nvimgcodecImageDestroy")])
+    lib.pp_open_batch.argtypes = [_P, C.c_int, _P, _P, _P, _P, C.c_uint64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]
+    lib.pp_open_batch.restype = C.c_int
+    lib.pp_release_batch.argtypes = [C.c_int, _P, _P, _P]
+    lib.pp_release_batch.restype = None
+    return lib
+
+
+def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> tuple[list[int], torch.Tensor]:
+    """Each sample's byte offset in one uint8 buffer of interleaved RGB images of `sizes`
+    (h, w), and the buffer, allocated in `stream`'s order."""
+    offsets, total = [], 0
+    for h, w in sizes:
+        offsets.append(total)
+        total += h * w * 3
+    with torch.cuda.stream(stream):
+        buffer = torch.empty(max(total, 1), dtype=torch.uint8, device=stream.device)
+    return offsets, buffer
+
+
+def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, int, int, int] | None],
+               sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
+    """What `CDecoder._code_streams` and `_images` do for `opened` (an nvimgcodec_c.Opened of
+    `decoder`), in one call: its buffer, slots, decodable samples and (code streams, images)."""
+    from .nvimgcodec_c import Slot
+
+    blobs = opened.blobs
+    n = len(blobs)
+    offsets, buffer = output_buffer(sizes, stream)
+    base = buffer.data_ptr()
+    data = (C.c_char_p * n)(*blobs)
+    lengths = np.fromiter(map(len, blobs), np.uint64, n)
+    box = np.array([b if b is not None else (0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 4)
+    shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
+    at = np.array(offsets, dtype=np.uint64)
+    view, info = S.view_template(), S.info_template(stream.cuda_stream)
+    parents, subs, image_of = (_P * n)(), (_P * n)(), (_P * n)()
+    codes = np.empty(n, dtype=np.int32)
+    streams, images = (_P * n)(), (_P * n)()
+    lib.pp_open_batch(decoder._instance, n, data, lengths.ctypes.data, box.ctypes.data, shape.ctypes.data, base,
+                      at.ctypes.data, LAYOUT.ctypes.data, C.byref(view), C.byref(info), parents, subs, image_of,
+                      codes.ctypes.data, streams, images)
+    opened.native = (lib, n, parents, subs, image_of)
+    slots: list[Any] = []
+    for k, code in enumerate(codes.tolist()):
+        if code == 0:
+            h, w = sizes[k]
+            slots.append(Slot(buffer, base + offsets[k], h, w))
+        elif code == 2:
+            slots.append(f"nvImageCodec refused the region {boxes[k]}")
+        else:
+            slots.append(_REASONS.get(code, f"nvImageCodec: open code {code}"))
+    opened.buffer, opened.stream, opened.slots = buffer, stream, slots
+    opened.ok = np.flatnonzero(codes == 0).tolist()
+    opened.batch = (streams, images)
+
+
+def release(lib: C.CDLL, n: int, parents: Any, subs: Any, image_of: Any) -> None:
+    """Destroy what `open_batch` made (images, then region views, then code streams)."""
+    lib.pp_release_batch(n, parents, subs, image_of)
