@@ -395,17 +395,18 @@ class EncodedSource:
     def __init__(self, blobs: Sequence[bytes | bytearray | memoryview], max_pixels: int = 100_000_000) -> None:
         from .decode import read_header
         from .decode.headers import parse_jpeg
+        from .decode.headers_batch import parse_jpegs
 
         self.blobs = list(blobs)
         self.max_pixels = max_pixels
         self.infos = []
         # JPEGs parsed up to their first scan: the GPU decoder's checks use the layout too,
-        # so no header is parsed twice (None where that parse failed: the decoder says why)
+        # so no header is parsed twice (None where that parse failed: the decoder says why);
+        # the batch in one C call first, parse_jpeg for what that leaves
         self.jpeg_headers: list[Any] = []
-        for i, b in enumerate(self.blobs):
-            header = None
+        for i, (b, header) in enumerate(zip(self.blobs, parse_jpegs(self.blobs))):
             try:
-                if b[:3] == b"\xff\xd8\xff":
+                if header is None and b[:3] == b"\xff\xd8\xff":
                     try:
                         header = parse_jpeg(b, to_scan=True)
                     except ValueError:
