@@ -8,8 +8,11 @@ the decode thread's `Compose.decode` and, inside it, nvImageCodec's decode call,
 finishing thread's `Compose.finish` (the kernels' launches); with several decoder lanes
 each lane's decode call is listed under the thread that made it, and split (where the batch is
 decoded in one native call, native/decode.c) into the time inside nvImageCodec and the wait for
-the GIL afterwards. A thread busy for (nearly) the whole epoch is the bottleneck. Needs CUDA,
-Triton and nvImageCodec.
+the GIL afterwards. With the decode queue (GpuDecoder's decode_ahead, the default) the decode
+thread only waits for batches a native thread decodes: "the wait for the decode queue", with
+the time that thread spent in nvImageCodec for the batch and the time from its end until the
+decode thread held the GIL again. A thread busy for (nearly) the whole epoch is the bottleneck.
+Needs CUDA, Triton and nvImageCodec.
 """
 
 from __future__ import annotations
@@ -53,20 +56,24 @@ def main() -> None:
     pp.Compose.prepare = timed("plan a batch (Compose.prepare)", pp.Compose.prepare)
     pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)
     pp.Compose.finish = timed("launch the kernels (Compose.finish)", pp.Compose.finish)
-    run = timed("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
+    def split(name: str, fn: Any) -> Any:
+        step = timed(name, fn)
 
-    def run_and_split(self: Any, *args: Any) -> Any:
-        self.last_times = None
-        try:
-            return run(self, *args)
-        finally:
-            if self.last_times is not None:  # native/decode.c: the call's parts
-                issued, waited, back = self.last_times
-                name = threading.current_thread().name
-                EVENTS.append(("    in nvImageCodec (issue + wait)", name, waited - issued))
-                EVENTS.append(("    then taking the GIL back", name, back - waited))
+        def run_and_split(self: Any, *args: Any) -> Any:
+            self.last_times = None
+            try:
+                return step(self, *args)
+            finally:
+                if self.last_times is not None:  # native/decode.c (or the queue's thread): the call's parts
+                    issued, waited, back = self.last_times
+                    thread = threading.current_thread().name
+                    EVENTS.append(("    in nvImageCodec (issue + wait)", thread, waited - issued))
+                    EVENTS.append(("    then taking the GIL back", thread, back - waited))
+        return run_and_split
 
-    nvimgcodec_c.CDecoder._run = run_and_split
+    nvimgcodec_c.CDecoder._run = split("  of it, nvImageCodec's decode call", nvimgcodec_c.CDecoder._run)
+    # decoding ahead (the default): the wait for the batch the queue's thread decodes
+    nvimgcodec_c.CDecoder._collect = split("  of it, the wait for the decode queue", nvimgcodec_c.CDecoder._collect)
     blobs = read_jpegs(args.data)
     for name in args.pipelines.split(","):
         with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16,
