@@ -154,11 +154,12 @@ class GpuDecoder(BindingPath):
         decode_ahead: with the C API, each lane decodes on a native thread of its own, batch
             after batch in the order `plan` made them, starting each as soon as it is planned
             and the previous one is done (`nvimgcodec_queue`); `decode_views` waits for it.
-            Without it, a batch starts when a Python thread asks, which in a Pipeline waited
-            for the GIL: the rn50 Pipeline measured 1.2-1.3x faster with it on an H100. True
-            (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes when
-            asked. `decode_ahead_used` says which. A planned batch never decoded costs its
-            decode; dropping it, or close(), cancels it if it has not started.
+            Without it, a batch starts when a Python thread asks, after waiting for the GIL.
+            With it, a Pipeline's decoder ran 98-104% of the epoch (H100, session 12); in A/B
+            rounds (taken before the planning thread's GIL time was cut) it was no faster.
+            True (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes
+            when asked. `decode_ahead_used` says which. A planned batch never decoded costs
+            its decode; dropping it, or close(), cancels it if it has not started.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
