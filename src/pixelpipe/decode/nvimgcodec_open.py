@@ -90,7 +90,7 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
     `decoder`), in one call: its buffer, slots, decodable samples and (code streams, images)."""
     from .nvimgcodec_c import Slot
 
-    blobs = opened.blobs
+    blobs = opened.blobs = [b if type(b) is bytes else bytes(b) for b in opened.blobs]  # held while decoding
     n = len(blobs)
     offsets, buffer = output_buffer(sizes, stream)
     base = buffer.data_ptr()
