@@ -131,6 +131,10 @@ def test_batches_planned_ahead_decode_in_order_on_another_stream(jpegs: list[byt
     batch's pixels once decode_views returns."""
     fast, slow = ahead_and_asked()
     work = list(batches(jpegs, 8))
+    # the decoder's stream busy for a while first: its decodes are queued behind that work,
+    # and each reading stream must wait for its batch's event, not only for the host
+    torch.cuda._sleep(100_000_000)  # on the current stream
+    fast._c_streams[0].wait_stream(torch.cuda.current_stream())
     planned = [fast.plan(blobs, regions) for blobs, regions in work]
     assert all(lane._queue is not None for lane in fast._c)
     for (blobs, regions), plan in zip(work, planned):
@@ -155,15 +159,22 @@ def test_planned_batches_never_decoded_are_taken_back(jpegs: list[bytes]) -> Non
     fast, slow = ahead_and_asked()
     work = list(batches(jpegs, 9))
     planned = [fast.plan(blobs, regions) for blobs, regions in work]
+    tickets = [p.opened[0][2].ticket for p in planned]
+    assert all(t is not None and t.job is not None for t in tickets)
     del planned[1:3]  # dropped: queued or decoding
     gc.collect()
+    assert tickets[1].job is None and tickets[2].job is None  # taken back (cancelled or waited for)
+    assert tickets[0].job is not None
     blobs, regions = work[0]
     got, _, _ = fast.decode_regions(blobs, regions)  # the decoder still works
     want, _, _ = slow.decode_regions(blobs, regions)
     torch.cuda.synchronize()
     assert torch.equal(got.data, want.data)
     left = fast.plan(*work[-1])
+    queue = fast._c[0]._queue
     fast.close()
+    assert queue.closed and not queue._live  # every ticket retired before the queue was freed
+    assert all(t.job is None for t in tickets) and left.opened[0][2].ticket is None
     with pytest.raises(RuntimeError, match="closed"):
         fast.decode_views(*work[-1], planned=left)
     slow.close()

@@ -185,3 +185,17 @@ def test_release_destroys_every_handle_made_once_subs_before_their_parents(stand
             assert order.index(sub) < order.index(parent)
         destroyed.append(sorted(gone))
     assert destroyed[0] == destroyed[1]
+
+
+def test_release_takes_the_ticket_back_before_it_drops_the_buffer(stand_ins):
+    """A planned batch dropped while the queue's thread decodes it: the buffer it writes into
+    stays held until the decode is taken back (retired)."""
+    lib, library = stand_ins
+    stream = SimpleNamespace(cuda_stream=STREAM, device=torch.device("cpu"))
+    dec = decoder(library)
+    opened = capi.Opened(dec, BLOBS)
+    nvimgcodec_open.open_batch(lib, dec, opened, BOXES, SIZES, stream)
+    seen = []
+    opened.ticket = SimpleNamespace(retire=lambda: seen.append((opened.buffer is not None, opened.native is not None)))
+    opened.release()
+    assert seen == [(True, True)] and opened.buffer is None and opened.native is None

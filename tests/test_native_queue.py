@@ -179,3 +179,42 @@ def test_without_a_record_function_no_event_is_recorded():
     assert [c[0] for c in s.calls] == ["batch"]
     ticket.retire()
     q.close()
+
+
+def test_stop_cancels_the_queued_jobs_in_c():
+    """pp_queue_stop (close's first step) marks queued jobs cancelled in the C state, which
+    pp_queue_wait reports as -1; the running one finishes."""
+    s = StandIns()
+    gate = s.gate(1)
+    q = s.queue()
+    running, queued = submit(q, 1), submit(q, 2)
+    assert s.started[1].wait(10)
+    q.lib.pp_queue_stop(q.handle)
+    assert q.lib.pp_queue_wait(q.handle, queued.job) == Q.CANCELLED
+    gate.set()
+    assert q.lib.pp_queue_wait(q.handle, running.job) == 0
+    assert s.batches() == [1]
+    assert running.retire() is False and queued.retire() is False  # cancelled by stop, not here
+    q.close()
+
+
+def test_close_retires_tickets_the_caller_no_longer_holds():
+    """The queue holds its tickets until they are retired: close() retires every one before
+    the C queue is freed, so that no ticket can reach freed memory afterwards (a garbage
+    collection of a cycle clears weak references before it runs __del__)."""
+    import gc
+
+    s = StandIns()
+    gate = s.gate(1)
+    q = s.queue()
+    kept = submit(q, 1)
+    for d in (2, 3):
+        submit(q, d)  # dropped at once
+    gc.collect()
+    assert len(q._live) == 3
+    assert s.started[1].wait(10)
+    gate.set()
+    q.close()
+    assert not q._live and kept.job is None
+    assert kept.wait() == Q.CANCELLED and kept.retire() is False  # no C call on the freed queue
+    assert s.batches() == [1]

@@ -164,13 +164,14 @@ class Opened:
                 return
             self.released = True
             owner._opened.discard(self)
+            ticket, self.ticket = self.ticket, None
+        if ticket is not None:  # queued: cancelled; decoding: waited for (it writes the buffer)
+            ticket.retire()
+        with owner._open_lock:
             handles, images, self.handles, self.images = self.handles, self.images, [], []
             # the slots handed out hold the buffer; this batch's own references go
             self.buffer, self.batch, self.slots, self.ok = None, None, [], []
-            ticket, self.ticket = self.ticket, None
             native, self.native = self.native, None
-        if ticket is not None:  # queued: cancelled; decoding: waited for (it uses the images)
-            ticket.retire()
         if native is not None and owner._instance:
             nvimgcodec_open.release(*native)
         if owner._instance:
@@ -348,8 +349,10 @@ class CDecoder:
 
     def _submit(self, streams: Any, images: Any, n: int, stream: torch.cuda.Stream) -> Any:
         """The batch queued for the decoder's thread, with an event recorded on `stream` once
-        it is decoded (None where the queue refused it: `run` then decodes it itself)."""
-        assert self._queue is not None
+        it is decoded (None where there is no queue or it refused the batch: `run` then decodes
+        it itself)."""
+        if self._queue is None:
+            return None
         event = torch.cuda.Event()
         event.record(stream)  # makes the CUDA event; the queue's thread records it again
         return self._queue.submit(self._decoder, streams, images, n, self._params, event, event.cuda_event,
@@ -391,6 +394,11 @@ class CDecoder:
             out = list(opened.slots)
             if opened.ok:
                 streams, images = opened.batch
+                if opened.ticket is None and self._queue is not None and self.native_batch:
+                    # opened without a stream, then given one: through the queue too, so that
+                    # no decode runs on this thread beside the queue's (one decoder, one caller)
+                    assert opened.stream is not None
+                    opened.ticket = self._submit(streams, images, len(opened.ok), opened.stream)
                 if opened.ticket is not None:
                     status = self._collect(opened.ticket, len(opened.ok))
                     if then is not None:

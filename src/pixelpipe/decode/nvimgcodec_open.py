@@ -96,7 +96,8 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
     base = buffer.data_ptr()
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
-    box = np.array([b if b is not None else (0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 4)
+    # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
+    box = np.array([(*b, 1) if b is not None else (0, 0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 5)
     shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
     at = np.array(offsets, dtype=np.uint64)
     view, info = S.view_template(), S.info_template(stream.cuda_stream)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes as C
 import threading
-import weakref
 from typing import Any
 
 __all__ = ["CANCELLED", "DecodeQueue", "Ticket", "start"]
@@ -96,7 +95,8 @@ class Ticket:
         self._lock = threading.Lock()  # retire waits for a wait in progress
 
     def wait(self) -> int:
-        """0 once the batch is decoded, or queue.c's failing step (1-5), or CANCELLED."""
+        """0 once the batch is decoded, or queue.c's failing step (1-5), or CANCELLED (also
+        once the ticket was retired)."""
         with self._lock:
             if self.job is None:
                 return CANCELLED
@@ -109,7 +109,8 @@ class Ticket:
                 return False
             job, self.job = self.job, None
             cancelled = bool(self.queue.lib.pp_queue_retire(self.queue.handle, job))
-            self.queue._live.discard(self)
+            with self.queue._lock:
+                self.queue._live.discard(self)
             self._keep = ()
             return cancelled
 
@@ -119,7 +120,10 @@ class DecodeQueue:
 
     def __init__(self, lib: C.CDLL, handle: int) -> None:
         self.lib, self.handle = lib, handle
-        self._live: weakref.WeakSet[Ticket] = weakref.WeakSet()  # submitted, not retired
+        # submitted, not retired: held strongly, so that close() retires every one before the
+        # queue is freed (a garbage collection of a cycle clears weak references before it
+        # runs __del__, and a ticket retired after its queue was freed would lock freed memory)
+        self._live: set[Ticket] = set()
         self._lock = threading.Lock()
         self.closed = False
 

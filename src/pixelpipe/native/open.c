@@ -50,8 +50,8 @@ void pp_open_set(void *create, void *sub, void *cs_destroy, void *image_create, 
    [0] sizeof(view), [1] view.region.start[0], [2] view.region.end[0] (int32 y then x),
    [3] sizeof(info), [4] info.plane_info[0].width, [5] .height (uint32), [6] .row_stride (size_t),
    [7] info.buffer (a pointer).
-   For each of the n blobs: a code stream (parents[k]) and, where boxes[k] (y0, x0, y1, x1) has
-   y1 > 0, a region view of it (subs[k]); then an image of sizes[k] (h, w; interleaved RGB) at
+   For each of the n blobs: a code stream (parents[k]) and, where boxes[k] (y0, x0, y1, x1, flag)
+   has flag 1, a region view of it (subs[k]); then an image of sizes[k] (h, w; interleaved RGB) at
    buffer + offsets[k]. codes[k] says how far it got; every handle made is kept (NULL where none),
    for pp_release_batch. The decodable ones, in batch order, go to streams[] (the view, or the
    whole code stream) and images[]. Returns how many there are. */
@@ -83,8 +83,8 @@ int pp_open_batch(void *instance, int n, const unsigned char **blobs, const size
         }
         parents[k] = parent;
         void *stream = parent;
-        const int32_t *box = boxes + 4 * k;
-        if (box[2] > 0) {
+        const int32_t *box = boxes + 5 * k;
+        if (box[4]) {
             int32_t start[2] = {box[0], box[1]}, end[2] = {box[2], box[3]};
             memcpy(view + layout[1], start, sizeof start);
             memcpy(view + layout[2], end, sizeof end);
