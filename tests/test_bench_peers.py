@@ -284,6 +284,9 @@ def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
                Result("dali", 0, 1.0, "")]]
     print_round_ratios(rounds)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == ["per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.13",
+    assert lines == ["per round, pixelpipe images/s: 10, 12",
+                     "per round, pixelpipe (gpu cache) images/s: 100, 90",
+                     "per round, dali images/s: 20, 0",
+                     "per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.13",
                      "per round, pixelpipe / dali: 0.50, -",
                      "per round, pixelpipe (gpu cache) / dali: 5.00, -"]

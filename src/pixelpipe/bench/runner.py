@@ -196,12 +196,14 @@ def in_rounds(jobs: Sequence[Callable[[], Result]], rounds: int) -> tuple[list[R
 
 
 def print_round_ratios(per_round: list[list[Result]]) -> None:
-    """With several rounds: per round, pixelpipe's rate over each other row's (the first result
-    of a round is pixelpipe's), and each of pixelpipe's other rows (its cached epochs) over
-    each peer's."""
+    """With several rounds: each row's images/s per round (so that a slow round shows whose it
+    was), then per round pixelpipe's rate over each other row's (the first result of a round
+    is pixelpipe's), and each of pixelpipe's other rows (its cached epochs) over each peer's."""
     if len(per_round) < 2:
         return
     names = [r.name for r in per_round[0]]
+    for k, name in enumerate(names):
+        print(f"per round, {name} images/s: " + ", ".join(f"{row[k].rate:,.0f}" for row in per_round))
     own = [i for i, name in enumerate(names) if i and name.startswith("pixelpipe")]
     peers = [k for k, name in enumerate(names) if not name.startswith("pixelpipe")]
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
