@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import ctypes as C
 import time
+from types import SimpleNamespace
 
 import pytest
 from helpers import native_built, private_copy
+
+from pixelpipe import native
+from pixelpipe.decode import nvimgcodec_c as capi
+from pixelpipe.decode import nvimgcodec_structs as S
 
 SHIM = native_built("decode.c")
 pytestmark = pytest.mark.skipif(SHIM is None, reason="no C compiler: native/decode.c cannot be built")
@@ -56,10 +61,8 @@ def lib(tmp_path):
         return 0
 
     keep = [DECODE(decode), WAIT(wait), STATUS(status), DESTROY(destroy)]
-    lib.pp_decode_set.argtypes = [C.c_void_p] * 4
-    lib.pp_decode_set(*[C.cast(f, C.c_void_p) for f in keep])
-    lib.pp_decode_batch.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p,
-                                    C.POINTER(C.c_size_t), C.c_void_p, C.POINTER(C.c_int)]
+    functions = SimpleNamespace(**dict(zip(capi.DECODE_FUNCTIONS, keep)))
+    native.wire(native.signed(lib, capi.DECODE_SIGNATURES), "pp_decode_set", functions, capi.DECODE_FUNCTIONS)
     return lib, calls, fail, keep
 
 
@@ -100,18 +103,22 @@ def test_a_failing_step_is_named_and_the_future_released_once(lib, where, code, 
     assert [c[0] for c in calls][-1] == ("destroy" if destroyed else "decode")
 
 
-def _decoder(lib, keep, native: bool):
+def assert_outcome(got, where) -> None:
+    """What a batch of 4 gives with the stand-ins when `where` fails: the statuses, or the error."""
+    expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
+                "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
+    if isinstance(expected, list):
+        assert got == expected
+    else:
+        assert expected in got
+
+
+def _decoder(lib, keep, in_c: bool):
     """A CDecoder around the stand-ins (no library instance): its `_run` through decode.c
-    (native) or through the four calls one by one from Python (its twin)."""
-    from types import SimpleNamespace
-
-    from pixelpipe.decode import nvimgcodec_c as capi
-    from pixelpipe.decode import nvimgcodec_structs as S
-
-    calls = SimpleNamespace(nvimgcodecDecoderDecode=keep[0], nvimgcodecFutureWaitForAll=keep[1],
-                            nvimgcodecFutureGetProcessingStatus=keep[2], nvimgcodecFutureDestroy=keep[3])
+    (in_c) or through the four calls one by one from Python (its twin)."""
+    calls = SimpleNamespace(**dict(zip(capi.DECODE_FUNCTIONS, keep)))
     dec = object.__new__(capi.CDecoder)
-    dec._api = SimpleNamespace(free=calls, held=calls, batch=lib.pp_decode_batch if native else None)
+    dec._api = SimpleNamespace(free=calls, held=calls, batch=lib.pp_decode_batch if in_c else None)
     dec._decoder = C.c_void_p(0xDEC)
     dec._params = S.make(S.DecodeParams, S.ST_DECODE_PARAMS)
     dec.native_batch, dec.last_times = True, None
@@ -125,9 +132,9 @@ def test_cdecoder_run_agrees_with_its_twin(lib, where):
     lib, calls, fail, keep = lib
     fail["step"] = where
     seen = []
-    for native in (True, False):
+    for in_c in (True, False):
         calls.clear()
-        dec = _decoder(lib, keep, native)
+        dec = _decoder(lib, keep, in_c)
         streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
         try:
             got = dec._run(streams, images, 4)
@@ -136,12 +143,7 @@ def test_cdecoder_run_agrees_with_its_twin(lib, where):
         seen.append((got, [c[0] for c in calls], dec.last_times is not None))
     assert seen[0][:2] == seen[1][:2]
     assert seen[0][2] and not seen[1][2]  # timestamps from decode.c only
-    expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
-                "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
-    if isinstance(expected, list):
-        assert seen[0][0] == expected
-    else:
-        assert expected in seen[0][0]
+    assert_outcome(seen[0][0], where)
 
 
 @pytest.mark.parametrize("where", [None, "decode", "wait", "status", "short"])
@@ -176,9 +178,4 @@ def test_the_queue_decodes_what_run_decodes(lib, where):
     assert seen[0][:2] == seen[1][:2]
     issued, waited, back = seen[0][2]
     assert 0 < issued <= waited <= back  # decode.c's timestamps, through the queue
-    expected = {None: [1, 0x43, 1, 0x43], "decode": "decoding failed", "wait": "waiting for the decode failed",
-                "status": "reading the statuses failed", "short": "reported 3 statuses for 4 images"}[where]
-    if isinstance(expected, list):
-        assert seen[0][0] == expected
-    else:
-        assert expected in seen[0][0]
+    assert_outcome(seen[0][0], where)

@@ -17,6 +17,7 @@ import pytest
 import torch
 from helpers import native_built, private_copy
 
+from pixelpipe import native
 from pixelpipe.decode import nvimgcodec_c as capi
 from pixelpipe.decode import nvimgcodec_open
 from pixelpipe.decode import nvimgcodec_structs as S
@@ -93,7 +94,8 @@ def stand_ins(monkeypatch, tmp_path):
     """A private copy of open.c's library (its function pointers are process-wide) wired to
     the stand-ins, and output_buffer on the host (the same offsets, no CUDA)."""
     library = Library()
-    lib = nvimgcodec_open.wire(private_copy(SHIM, tmp_path), library.fns)
+    lib = native.signed(private_copy(SHIM, tmp_path), nvimgcodec_open.SIGNATURES)
+    native.wire(lib, "pp_open_set", library.fns, nvimgcodec_open.FUNCTIONS)
 
     def cpu_buffer(sizes, stream):
         offsets, total = [], 0
@@ -123,11 +125,11 @@ def opened_both_ways(stand_ins):
     lib, library = stand_ins
     stream = SimpleNamespace(cuda_stream=STREAM, device=torch.device("cpu"))
     seen = []
-    for native in (True, False):
+    for in_c in (True, False):
         library.calls.clear()
         dec = decoder(library)
         opened = capi.Opened(dec, BLOBS)
-        if native:
+        if in_c:
             nvimgcodec_open.open_batch(lib, dec, opened, BOXES, SIZES, stream)
         else:
             dec._code_streams(opened, BOXES)

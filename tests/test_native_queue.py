@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes as C
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -76,7 +77,7 @@ class StandIns:
 def submit(q: Q.DecodeQueue, decoder: int, n: int = 3) -> Q.Ticket:
     params = C.c_int(0)
     ticket = q.submit(C.c_void_p(decoder), C.c_void_p(0x100 + decoder), C.c_void_p(0x200 + decoder), n, params,
-                      event=None, event_handle=0xE00 + decoder, stream_handle=0x500 + decoder)
+                      event=SimpleNamespace(cuda_event=0xE00 + decoder), stream_handle=0x500 + decoder)
     assert ticket is not None
     return ticket
 

@@ -6,10 +6,12 @@ without the allocators on a GPU and compares the pixels."""
 from __future__ import annotations
 
 import ctypes as C
+from types import SimpleNamespace
 
 import pytest
 from helpers import native_built, private_copy
 
+from pixelpipe import native
 from pixelpipe.decode import cudart
 from pixelpipe.decode import nvimgcodec_alloc as alloc
 
@@ -50,8 +52,8 @@ def shim(tmp_path):
         return status["rc"]
 
     keep = [POOL_MALLOC(pool_malloc), FREE_ASYNC(free_async), HOST_ALLOC(host_alloc), FREE_HOST(free_host)]
-    lib.pp_alloc_set.argtypes = [C.c_void_p] * 4
-    lib.pp_alloc_set(*[C.cast(f, C.c_void_p) for f in keep])
+    native.wire(lib, "pp_alloc_set", SimpleNamespace(**dict(zip(alloc.RUNTIME_FUNCTIONS, keep))),
+                alloc.RUNTIME_FUNCTIONS)
     for name in ("pp_device_malloc", "pp_pinned_malloc"):
         getattr(lib, name).argtypes = [C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p]
     for name in ("pp_device_free", "pp_pinned_free"):

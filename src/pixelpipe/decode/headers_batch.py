@@ -13,19 +13,15 @@ are shared (both are frozen), which keeps the cost of making them small.
 from __future__ import annotations
 
 import ctypes as C
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .headers import ImageInfo, JpegLayout
+from .headers import _PROGRESSIVE, ImageInfo, JpegLayout
 
 __all__ = ["parse_jpegs"]
 
-_PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
-_LIB: list[Any] = []
-_LOCK = threading.Lock()
 _SHARED: dict[tuple[int, ...], Any] = {}  # equal ImageInfo / JpegLayout values made once (cleared when large)
 _SHARED_MAX = 1 << 16
 
@@ -35,14 +31,8 @@ def _library() -> Any:
 
     if native.library() is None:  # PIXELPIPE_NATIVE=0, native.disabled() or no compiler: numpy/Python
         return None
-    with _LOCK:
-        if not _LIB:
-            lib = native.load("jpeg_headers.c", "JPEG headers parsed in Python", C.PyDLL)  # quick: keeps the GIL
-            if lib is not None:
-                lib.pp_parse_jpegs.argtypes = [C.c_int64, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p]
-                lib.pp_parse_jpegs.restype = None
-            _LIB.append(lib)
-        return _LIB[0]
+    return native.shared("jpeg_headers.c", "JPEG headers parsed in Python", C.PyDLL,  # quick: keeps the GIL
+                         {"pp_parse_jpegs": (None, [C.c_int64, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p])})
 
 
 def parse_jpegs(blobs: Sequence[Any], to_scan: bool = True) -> list[tuple[ImageInfo, JpegLayout] | None]:

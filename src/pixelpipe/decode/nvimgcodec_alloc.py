@@ -38,6 +38,7 @@ import os
 import threading
 from dataclasses import dataclass
 
+from .. import native
 from . import cudart
 from .nvimgcodec_structs import ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR, DeviceAllocator, PinnedAllocator
 
@@ -47,6 +48,7 @@ DEVICE_PADDING = 8 << 20  # bytes: device buffers grow in steps of this
 PINNED_PADDING = 4 << 20  # bytes: pinned host buffers grow in steps of this
 _POOL_PROPS_BYTES = 256  # cudaMemPoolProps is 88 bytes in CUDA 12 and 13: room to spare, zeroed
 _ATTR_RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold
+RUNTIME_FUNCTIONS = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")  # pp_alloc_set's
 
 
 @dataclass
@@ -65,7 +67,6 @@ class Allocators:
 
 _LOCK = threading.Lock()
 _MADE: dict[int, Allocators | None] = {}
-_SHIM: list[C.CDLL | None] = []
 
 
 def allocators(device_index: int) -> Allocators | None:
@@ -93,16 +94,9 @@ def trim(device_index: int) -> None:
 
 
 def _shim() -> C.CDLL | None:
-    if not _SHIM:
-        from .. import native
-
-        # CDLL: nvImageCodec calls these from its own threads, without the GIL
-        lib = native.load("alloc.c", "nvImageCodec allocates with its own defaults, not pixelpipe's allocators")
-        if lib is not None:
-            lib.pp_alloc_set.argtypes = [C.c_void_p] * 4
-            lib.pp_alloc_set.restype = None
-        _SHIM.append(lib)
-    return _SHIM[0]
+    # CDLL: nvImageCodec calls these from its own threads, without the GIL
+    return native.shared("alloc.c", "nvImageCodec allocates with its own defaults, not pixelpipe's allocators",
+                         signatures={"pp_alloc_set": (None, [C.c_void_p] * 4)})
 
 
 def _make(device_index: int) -> Allocators | None:
@@ -111,14 +105,12 @@ def _make(device_index: int) -> Allocators | None:
     if rt is None or shim is None:
         return None
     try:
-        names = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")
-        fns = [C.cast(getattr(rt, name), C.c_void_p) for name in names]
+        native.wire(shim, "pp_alloc_set", rt, RUNTIME_FUNCTIONS)
     except AttributeError:
         return None
     pool = _pool(rt, device_index)
     if pool is None:
         return None
-    shim.pp_alloc_set(*fns)
     device = DeviceAllocator(ST_DEVICE_ALLOCATOR, C.sizeof(DeviceAllocator), None,
                              C.cast(shim.pp_device_malloc, C.c_void_p), C.cast(shim.pp_device_free, C.c_void_p),
                              C.addressof(pool), DEVICE_PADDING)

@@ -47,24 +47,22 @@ class _Api:
     batch: Any = None  # native/decode.c's pp_decode_batch (a batch in one call), or None
 
 
+DECODE_SIGNATURES = {  # native/decode.c
+    "pp_decode_set": (None, [_P] * 4),
+    "pp_decode_batch": (C.c_int, [_P, _P, _P, C.c_int, _P, _P, C.POINTER(C.c_size_t), _P, C.POINTER(C.c_int)]),
+}
+DECODE_FUNCTIONS = ("nvimgcodecDecoderDecode", "nvimgcodecFutureWaitForAll", "nvimgcodecFutureGetProcessingStatus",
+                    "nvimgcodecFutureDestroy")  # pp_decode_set's
+
+
 def _batch_call(free: C.CDLL) -> Any:
     """native/decode.c wired to the library, or None without a C compiler (then `_run` makes
     the same calls one by one through ctypes: its twin)."""
     from .. import native
 
-    lib = native.load("decode.c", "nvImageCodec's decode steps called one by one from Python")  # CDLL: no GIL
-    if lib is None:
-        return None
-    lib.pp_decode_set.argtypes = [C.c_void_p] * 4
-    lib.pp_decode_set.restype = None
-    lib.pp_decode_set(*[C.cast(getattr(free, name), C.c_void_p) for name in (
-        "nvimgcodecDecoderDecode", "nvimgcodecFutureWaitForAll", "nvimgcodecFutureGetProcessingStatus",
-        "nvimgcodecFutureDestroy")])
-    fn = lib.pp_decode_batch
-    fn.argtypes = [_P, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p, C.POINTER(C.c_size_t),
-                   C.c_void_p, C.POINTER(C.c_int)]
-    fn.restype = C.c_int
-    return fn
+    lib = native.shared("decode.c", "nvImageCodec's decode steps called one by one from Python",  # CDLL: no GIL
+                        signatures=DECODE_SIGNATURES)
+    return None if lib is None else native.wire(lib, "pp_decode_set", free, DECODE_FUNCTIONS).pp_decode_batch
 
 
 def package_dir() -> str | None:
@@ -143,7 +141,8 @@ class Opened:
     them while it decodes). Released once, by the decoder (see `CDecoder.decode`)."""
 
     def __init__(self, owner: CDecoder, blobs: list[bytes]) -> None:
-        self.owner, self.blobs = owner, list(blobs)
+        # bytes (nvImageCodec reads them while it decodes): a copy only of what is not bytes
+        self.owner, self.blobs = owner, [b if type(b) is bytes else bytes(b) for b in blobs]
         self.streams: list[Any] = []  # per blob: a code stream handle, or why there is none
         self.handles: list[Any] = []  # code streams to destroy
         self.images: list[Any] = []  # images to destroy
@@ -286,9 +285,7 @@ class CDecoder:
             else:
                 self._code_streams(opened, boxes)
                 self._images(opened, sizes, stream)
-            if self._queue is not None and self.native_batch and opened.ok:
-                assert opened.batch is not None
-                opened.ticket = self._submit(*opened.batch, len(opened.ok), stream)
+            opened.ticket = self._submit(opened)
         else:
             self._code_streams(opened, boxes)
         return opened
@@ -347,16 +344,17 @@ class CDecoder:
         opened.buffer, opened.stream, opened.slots, opened.ok = buffer, stream, slots, ok
         opened.batch = (streams, images)
 
-    def _submit(self, streams: Any, images: Any, n: int, stream: torch.cuda.Stream) -> Any:
-        """The batch queued for the decoder's thread, with an event recorded on `stream` once
-        it is decoded (None where there is no queue or it refused the batch: `run` then decodes
-        it itself)."""
-        if self._queue is None:
+    def _submit(self, opened: Opened) -> Any:
+        """The batch (its images made) queued for the decoder's thread, with an event recorded
+        on its stream once it is decoded; None where there is no queue (or native_batch is off),
+        nothing to decode, or the queue refused it: `run` then decodes it itself."""
+        if self._queue is None or not self.native_batch or not opened.ok:
             return None
+        assert opened.batch is not None and opened.stream is not None
         event = torch.cuda.Event()
-        event.record(stream)  # makes the CUDA event; the queue's thread records it again
-        return self._queue.submit(self._decoder, streams, images, n, self._params, event, event.cuda_event,
-                                  stream.cuda_stream)
+        event.record(opened.stream)  # makes the CUDA event; the queue's thread records it again
+        return self._queue.submit(self._decoder, *opened.batch, len(opened.ok), self._params, event,
+                                  opened.stream.cuda_stream)
 
     def decode(self, blobs: list[bytes], boxes: list[tuple[int, int, int, int] | None],
                sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
@@ -394,11 +392,10 @@ class CDecoder:
             out = list(opened.slots)
             if opened.ok:
                 streams, images = opened.batch
-                if opened.ticket is None and self._queue is not None and self.native_batch:
+                if opened.ticket is None:
                     # opened without a stream, then given one: through the queue too, so that
                     # no decode runs on this thread beside the queue's (one decoder, one caller)
-                    assert opened.stream is not None
-                    opened.ticket = self._submit(streams, images, len(opened.ok), opened.stream)
+                    opened.ticket = self._submit(opened)
                 if opened.ticket is not None:
                     status = self._collect(opened.ticket, len(opened.ok))
                     if then is not None:
@@ -440,19 +437,21 @@ class CDecoder:
         failure = C.c_int(0)
         step = batch(self._decoder, streams, images, n, C.byref(self._params), status, C.byref(size), times,
                      C.byref(failure))
-        self.last_times = (times[0], times[1], time.perf_counter())
-        if step:
-            _check(failure.value, nvimgcodec_queue.STEPS[step])
+        self._stepped(step, failure, times)
 
     def _collect(self, ticket: Any, n: int) -> list[int]:
         """As `_run`, for a batch submitted to the queue: waits for it (without the GIL)."""
-        step = ticket.wait()
-        self.last_times = (ticket.times[0], ticket.times[1], time.perf_counter())
+        self._stepped(ticket.wait(), ticket.failure, ticket.times)
+        return _statuses(ticket.status, ticket.size, n)
+
+    def _stepped(self, step: int, failure: C.c_int, times: Any) -> None:
+        """After decode.c's call (directly or on the queue's thread): keep its timestamps
+        (`last_times`), raise for the step that failed (or a batch the queue cancelled)."""
+        self.last_times = (times[0], times[1], time.perf_counter())
         if step == nvimgcodec_queue.CANCELLED:
             raise RuntimeError("this batch's decode was cancelled (its decoder was closed)")
         if step:
-            _check(ticket.failure.value, nvimgcodec_queue.STEPS[step])
-        return _statuses(ticket.status, ticket.size, n)
+            _check(failure.value, nvimgcodec_queue.STEPS[step])
 
     def _run_steps(self, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         free, held = self._api.free, self._api.held

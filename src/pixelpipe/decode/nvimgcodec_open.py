@@ -26,7 +26,7 @@ from . import nvimgcodec_structs as S
 __all__ = ["library", "open_batch", "output_buffer", "release"]
 
 _P = C.c_void_p
-_LIB: list[C.CDLL | None] = []
+_WIRED: list[C.CDLL | None] = []  # open.c, wired to nvImageCodec (once)
 _LOCK = threading.Lock()
 _REASONS = {1: "nvImageCodec cannot parse it", 3: "nvImageCodec could not describe its output",
             4: "out of memory while making its nvImageCodec image"}
@@ -44,32 +44,26 @@ def _layout() -> np.ndarray:
 LAYOUT = _layout()
 
 
+SIGNATURES = {
+    "pp_open_set": (None, [_P] * 5),
+    "pp_open_batch": (C.c_int, [_P, C.c_int, _P, _P, _P, _P, C.c_uint64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
+    "pp_release_batch": (None, [C.c_int, _P, _P, _P]),
+}
+FUNCTIONS = ("nvimgcodecCodeStreamCreateFromHostMem", "nvimgcodecCodeStreamGetSubCodeStream",
+             "nvimgcodecCodeStreamDestroy", "nvimgcodecImageCreate", "nvimgcodecImageDestroy")  # pp_open_set's
+
+
 def library(api: Any) -> C.CDLL | None:
     """open.c built, loaded (CDLL: its calls release the GIL) and wired to the library of `api`
     (nvimgcodec_c's), or None without a C compiler. Cached (one nvImageCodec per process)."""
+    from .. import native
+
     with _LOCK:
-        if not _LIB:
-            from .. import native
-
-            lib = native.load("open.c", "nvImageCodec's code streams and images made one by one from Python")
-            _LIB.append(None if lib is None else wire(lib, api.free))
-        return _LIB[0]
-
-
-def wire(lib: C.CDLL, functions: Any) -> C.CDLL:
-    """`lib` (open.c loaded) with its signatures set and its function pointers (process-wide
-    for this copy of the library) set to nvImageCodec's five in `functions` (attributes named
-    as the library's; ctypes functions or callbacks)."""
-    lib.pp_open_set.argtypes = [_P] * 5
-    lib.pp_open_set.restype = None
-    lib.pp_open_set(*[C.cast(getattr(functions, name), _P) for name in (
-        "nvimgcodecCodeStreamCreateFromHostMem", "nvimgcodecCodeStreamGetSubCodeStream",
-        "nvimgcodecCodeStreamDestroy", "nvimgcodecImageCreate", "nvimgcodecImageDestroy")])
-    lib.pp_open_batch.argtypes = [_P, C.c_int, _P, _P, _P, _P, C.c_uint64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]
-    lib.pp_open_batch.restype = C.c_int
-    lib.pp_release_batch.argtypes = [C.c_int, _P, _P, _P]
-    lib.pp_release_batch.restype = None
-    return lib
+        if not _WIRED:
+            lib = native.shared("open.c", "nvImageCodec's code streams and images made one by one from Python",
+                                signatures=SIGNATURES)
+            _WIRED.append(None if lib is None else native.wire(lib, "pp_open_set", api.free, FUNCTIONS))
+        return _WIRED[0]
 
 
 def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> tuple[list[int], torch.Tensor]:
@@ -90,7 +84,7 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
     `decoder`), in one call: its buffer, slots, decodable samples and (code streams, images)."""
     from .nvimgcodec_c import Slot
 
-    blobs = opened.blobs = [b if type(b) is bytes else bytes(b) for b in opened.blobs]  # held while decoding
+    blobs = opened.blobs
     n = len(blobs)
     offsets, buffer = output_buffer(sizes, stream)
     base = buffer.data_ptr()

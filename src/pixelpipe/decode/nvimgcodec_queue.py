@@ -38,31 +38,22 @@ STEPS = {1: "decoding", 2: "waiting for the decode", 3: "reading the statuses",
          4: "recording the batch's CUDA event", 5: "making the device current on the decode queue's thread"}
 
 _P = C.c_void_p
-_LIB: list[C.CDLL | None] = []
-_LOCK = threading.Lock()
+_SIGNATURES = {
+    "pp_queue_create": (_P, [_P, _P, _P, C.c_int]),
+    "pp_queue_submit": (_P, [_P, _P, _P, _P, C.c_int, _P, _P, _P, _P, _P, _P, _P]),
+    "pp_queue_wait": (C.c_int, [_P, _P]),
+    "pp_queue_retire": (C.c_int, [_P, _P]),
+    "pp_queue_stop": (None, [_P]),
+    "pp_queue_destroy": (None, [_P]),
+}
 
 
 def library() -> C.CDLL | None:
     """native/queue.c built and loaded (CDLL: its calls release the GIL), or None. Cached."""
-    with _LOCK:
-        if not _LIB:
-            from .. import native
+    from .. import native
 
-            lib = native.load("queue.c", "batches decode when the decode thread asks for them, not ahead")
-            if lib is not None:
-                lib.pp_queue_create.argtypes = [_P, _P, _P, C.c_int]
-                lib.pp_queue_create.restype = _P
-                lib.pp_queue_submit.argtypes = [_P, _P, _P, _P, C.c_int, _P, _P, _P, _P, _P, _P, _P]
-                lib.pp_queue_submit.restype = _P
-                lib.pp_queue_wait.argtypes = [_P, _P]
-                lib.pp_queue_wait.restype = C.c_int
-                lib.pp_queue_retire.argtypes = [_P, _P]
-                lib.pp_queue_retire.restype = C.c_int
-                for name in ("pp_queue_stop", "pp_queue_destroy"):
-                    getattr(lib, name).argtypes = [_P]
-                    getattr(lib, name).restype = None
-            _LIB.append(lib)
-        return _LIB[0]
+    return native.shared("queue.c", "batches decode when the decode thread asks for them, not ahead",
+                         signatures=_SIGNATURES)
 
 
 def start(batch: Any, device_index: int) -> DecodeQueue | None:
@@ -135,10 +126,12 @@ class DecodeQueue:
         return cls(lib, handle) if handle else None
 
     def submit(self, decoder: Any, streams: Any, images: Any, n: int, params: Any, event: Any = None,
-               event_handle: int | None = None, stream_handle: int | None = None) -> Ticket | None:
+               stream_handle: int | None = None) -> Ticket | None:
         """Queue the decode of n code streams into n images (C arrays, kept alive by the
-        ticket), then the record of `event` (its raw handle `event_handle`) on the stream
-        `stream_handle`. None where the queue is closed or out of memory."""
+        ticket), then the record of `event` (a torch.cuda.Event already made, or anything with
+        its raw handle as `cuda_event`; None: no record) on the stream `stream_handle`. None
+        where the queue is closed or out of memory."""
+        event_handle = None if event is None else event.cuda_event
         status, size, times, failure = (C.c_uint32 * max(n, 1))(), C.c_size_t(n), (C.c_double * 2)(), C.c_int(0)
         with self._lock:
             if self.closed:

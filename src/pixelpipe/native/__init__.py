@@ -39,12 +39,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["address", "build", "disabled", "library", "load"]
+__all__ = ["address", "build", "disabled", "library", "load", "shared", "signed", "wire"]
 
 _SOURCE = Path(__file__).with_name("planner.c")
 _FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99", "-pthread"]
@@ -141,31 +142,57 @@ def build(source: Path, what: str) -> Path | None:
     return target
 
 
-def load(name: str, what: str, dll: type = C.CDLL) -> C.CDLL | None:
+Signatures = dict[str, tuple[Any, list[Any]]]  # function name -> (restype, argtypes)
+
+
+def load(name: str, what: str, dll: type = C.CDLL, signatures: Signatures | None = None) -> C.CDLL | None:
     """This package's C file `name` built (`build`) and loaded as `dll` (CDLL: calls release
-    the GIL; PyDLL: they keep it), or None after the one-line notice: `what` pixelpipe does
-    instead, and why."""
+    the GIL; PyDLL: they keep it), with `signatures` set (`signed`), or None after the
+    one-line notice: `what` pixelpipe does instead, and why. A new load each call (tests load
+    private copies); `shared` loads once per process."""
     target = build(Path(__file__).with_name(name), what)
     if target is None:
         return None
     try:
-        return dll(str(target))
+        lib = dll(str(target))
     except OSError as e:
         _notice(f"could not load {target}: {e}", what)
         return None
+    return signed(lib, signatures or {})
+
+
+def signed(lib: C.CDLL, signatures: Signatures) -> C.CDLL:
+    """`lib` with each named function's restype and argtypes set."""
+    for fname, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, fname)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+_SHARED: dict[str, C.CDLL | None] = {}
+
+
+def shared(name: str, what: str, dll: type = C.CDLL, signatures: Signatures | None = None) -> C.CDLL | None:
+    """`load(name, ...)` once per process (None, after one notice, where it cannot be built)."""
+    with _LOCK:
+        if name not in _SHARED:
+            _SHARED[name] = load(name, what, dll, signatures)
+        return _SHARED[name]
+
+
+def wire(lib: C.CDLL, setter: str, functions: Any, names: Sequence[str]) -> C.CDLL:
+    """Hand `lib`'s `setter` (a C function taking function pointers, process-wide for this copy
+    of the library) the addresses of `functions.<name>` for each of `names` (ctypes functions
+    or callbacks); returns `lib`."""
+    getattr(lib, setter)(*[C.cast(getattr(functions, n), C.c_void_p) for n in names])
+    return lib
 
 
 def _load() -> C.PyDLL | None:
     # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
     # invite another of a Pipeline's threads to take it and hold it for up to the
     # interpreter's switch interval (5 ms) before this thread got it back
-    lib = load(_SOURCE.name, "planning in numpy, not with the C planner", C.PyDLL)
-    if lib is None:
-        return None
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    return load(_SOURCE.name, "planning in numpy, not with the C planner", C.PyDLL, _SIGNATURES)
 
 
 def _notice(why: str, what: str) -> None:

@@ -107,6 +107,14 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void free_queue(pp_queue *q)
+{
+    pthread_cond_destroy(&q->done);
+    pthread_cond_destroy(&q->work);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
 /* batch: pp_decode_batch; set_device: cudaSetDevice (or NULL); record: cudaEventRecord (or
    NULL: no events). Returns NULL where the thread cannot be started. */
 pp_queue *pp_queue_create(void *batch, void *set_device, void *record, int device)
@@ -122,10 +130,7 @@ pp_queue *pp_queue_create(void *batch, void *set_device, void *record, int devic
     pthread_cond_init(&q->work, NULL);
     pthread_cond_init(&q->done, NULL);
     if (pthread_create(&q->thread, NULL, worker, q) != 0) {
-        pthread_cond_destroy(&q->done);
-        pthread_cond_destroy(&q->work);
-        pthread_mutex_destroy(&q->mu);
-        free(q);
+        free_queue(q);
         return NULL;
     }
     return q;
@@ -230,8 +235,5 @@ void pp_queue_destroy(pp_queue *q)
 {
     pp_queue_stop(q);
     pthread_join(q->thread, NULL);
-    pthread_cond_destroy(&q->done);
-    pthread_cond_destroy(&q->work);
-    pthread_mutex_destroy(&q->mu);
-    free(q);
+    free_queue(q);
 }
