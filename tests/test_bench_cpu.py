@@ -112,3 +112,37 @@ def test_time_runs_drains_after_the_warm_up_and_inside_the_clock() -> None:
     r = time_runs("drained", run_pass, 3, 4, quiet=True, drain=drain)
     assert log == [("pass", 0), ("drain",), ("pass", 1), ("pass", 2), ("pass", 3), ("drain",)]
     assert r.images == 12 and r.seconds >= 0.2  # the final drain is inside the clock
+
+
+def test_time_runs_records_cpu_time_and_the_collections_of_the_timed_passes_only() -> None:
+    """Result.cpu_seconds is the process's CPU time of the timed passes (a pass that burns
+    0.15 s of CPU per epoch shows about that much, a sleeping one about none), and
+    gc_collections / gc_seconds count the collections that ran inside them, not the warm-up's."""
+    import gc
+    import time
+
+    from pixelpipe.bench.runner import time_runs
+
+    def burn(epoch):
+        end = time.process_time() + 0.15
+        while time.process_time() < end:
+            pass
+        if epoch:  # one collection per timed pass
+            gc.collect()
+        else:
+            gc.collect()
+            gc.collect()
+        yield 4
+
+    r = time_runs("burn", burn, 2, 4, quiet=True)
+    assert 0.25 <= r.cpu_seconds <= r.seconds * 2.5
+    assert r.gc_collections >= 2  # one per gc.collect() of a timed pass
+    assert r.gc_collections <= 4  # the warm-up's two, and the one before the clock, left out
+    assert 0 < r.gc_seconds < r.seconds
+
+    def sleep(epoch):
+        time.sleep(0.1)
+        yield 4
+
+    r = time_runs("sleep", sleep, 2, 4, quiet=True)
+    assert r.cpu_seconds < 0.1 and r.seconds >= 0.2 and r.gc_collections <= 1

@@ -278,15 +278,19 @@ def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows
 def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
     from pixelpipe.bench.runner import Result, print_round_ratios
 
-    rounds = [[Result("pixelpipe", 10, 1.0, ""), Result("pixelpipe (gpu cache)", 100, 1.0, ""),
+    rounds = [[Result("pixelpipe", 10, 1.0, "", 4.5, 2, 0.0123), Result("pixelpipe (gpu cache)", 100, 1.0, ""),
                Result("dali", 20, 1.0, "")],
-              [Result("pixelpipe", 12, 1.0, ""), Result("pixelpipe (gpu cache)", 90, 1.0, ""),
-               Result("dali", 0, 1.0, "")]]
+              [Result("pixelpipe", 12, 2.0, "", 3.0, 0, 0.0), Result("pixelpipe (gpu cache)", 90, 1.0, ""),
+               Result("dali", 0, 0.0, "")]]
     print_round_ratios(rounds)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == ["per round, pixelpipe images/s: 10, 12",
+    assert lines == ["per round, pixelpipe images/s: 10, 6",
+                     "per round, pixelpipe CPU and garbage collections: 4.5 cores, 2 in 12 ms; 1.5 cores, 0 in 0 ms",
                      "per round, pixelpipe (gpu cache) images/s: 100, 90",
+                     "per round, pixelpipe (gpu cache) CPU and garbage collections: 0.0 cores, 0 in 0 ms; "
+                     "0.0 cores, 0 in 0 ms",
                      "per round, dali images/s: 20, 0",
-                     "per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.13",
+                     "per round, dali CPU and garbage collections: 0.0 cores, 0 in 0 ms; -",
+                     "per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.07",
                      "per round, pixelpipe / dali: 0.50, -",
                      "per round, pixelpipe (gpu cache) / dali: 5.00, -"]

@@ -199,3 +199,46 @@ def test_a_batch_opened_in_one_native_call_decodes_what_the_calls_one_by_one_dec
     assert planned.opened[0][2].native is None and planned.opened[0][2].images
     fast.close()
     slow.close()
+
+
+
+@pytest.mark.parametrize("native_open", [True, False])
+def test_close_on_another_thread_while_batches_are_planned(jpegs: list[bytes], native_open: bool) -> None:
+    """A planning thread keeps planning while another thread closes the decoder: every plan()
+    either gives a batch (released by close) or raises "closed"; nothing crashes, and plan()
+    after close() raises."""
+    import threading
+    import time
+
+    work = list(batches(jpegs, 12))
+    dec = GpuDecoder(CUDA, api="c")
+    for lane in dec._c:
+        lane.native_open = native_open
+    outcomes: list[str] = []
+    started = threading.Event()
+
+    def planner() -> None:
+        end = time.monotonic() + 60
+        k = 0
+        while time.monotonic() < end:
+            try:
+                planned = dec.plan(*work[k % len(work)])
+            except RuntimeError as e:
+                outcomes.append(str(e))
+                return
+            outcomes.append("planned")
+            started.set()
+            del planned
+            k += 1
+
+    thread = threading.Thread(target=planner)
+    thread.start()
+    assert started.wait(30)
+    time.sleep(0.05)
+    dec.close()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert outcomes[0] == "planned" and "closed" in outcomes[-1]
+    assert set(outcomes[:-1]) == {"planned"}
+    with pytest.raises(RuntimeError, match="closed"):
+        dec.plan(*work[0])

@@ -8,6 +8,7 @@ a GPU."""
 
 from __future__ import annotations
 
+import collections
 import ctypes as C
 import threading
 import weakref
@@ -112,7 +113,7 @@ def decoder(library: Library) -> capi.CDecoder:
     dec = object.__new__(capi.CDecoder)
     dec._api = SimpleNamespace(free=library.fns, held=library.fns, batch=None)
     dec._instance = C.c_void_p(INSTANCE)
-    dec._open_lock, dec._opened, dec._decoded = threading.RLock(), weakref.WeakSet(), []
+    dec._open_lock, dec._opened, dec._decoded = threading.RLock(), weakref.WeakSet(), collections.deque()
     return dec
 
 
@@ -201,3 +202,50 @@ def test_release_takes_the_ticket_back_before_it_drops_the_buffer(stand_ins):
     opened.ticket = SimpleNamespace(retire=lambda: seen.append((opened.buffer is not None, opened.native is not None)))
     opened.release()
     assert seen == [(True, True)] and opened.buffer is None and opened.native is None
+
+
+def test_close_on_another_thread_waits_for_an_open_in_progress(stand_ins):
+    """close() called while open() is making a batch's code streams on another thread (a
+    pipeline's planning thread): the decoder and instance are destroyed only after open() is
+    done and its handles are destroyed; an open() after close() raises."""
+    lib, library = stand_ins
+    inside, go = threading.Event(), threading.Event()
+    create = library.fns.nvimgcodecCodeStreamCreateFromHostMem
+
+    def slow_create(instance, out, data, length, name):
+        if data == b"slow":
+            inside.set()
+            assert go.wait(10)
+        return create(instance, out, data, length, name)
+
+    def destroy(kind):
+        return lambda h: library.calls.append((kind, h.value)) or 0
+
+    library.fns.nvimgcodecCodeStreamCreateFromHostMem = slow_create
+    library.fns.nvimgcodecDecoderDestroy = destroy("destroy decoder")
+    library.fns.nvimgcodecInstanceDestroy = destroy("destroy instance")
+    dec = decoder(library)
+    dec._decoder, dec._queue = C.c_void_p(0xDEC), None
+    opened = []
+    planner = threading.Thread(target=lambda: opened.append(dec.open([b"slow", b"next"], [None, (0, 0, 4, 4)])))
+    planner.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=dec.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waiting for the open in progress
+    assert not any(c[0] in ("destroy decoder", "destroy instance") for c in library.calls)
+    go.set()
+    planner.join(10)
+    closer.join(10)
+    assert not planner.is_alive() and not closer.is_alive()
+    kinds = [c[0] for c in library.calls]
+    made = [c[1] for c in library.calls if c[0] == "made"]
+    assert len(made) == 3  # two code streams and the second one's region view
+    gone = [c[1] for c in library.calls if c[0] == "destroy stream"]
+    assert sorted(gone) == sorted(made)  # the batch open() made was released by close()
+    assert kinds.index("destroy decoder") > max(i for i, k in enumerate(kinds) if k == "destroy stream")
+    assert kinds[-1] == "destroy instance"
+    assert opened[0].released
+    with pytest.raises(RuntimeError, match="closed"):
+        dec.open([b"late"], [None])

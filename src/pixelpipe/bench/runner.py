@@ -14,7 +14,7 @@ import platform
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -32,6 +32,11 @@ class Result:
     images: int
     seconds: float
     note: str = ""
+    # inside the timed passes (to tell what a slow round met): the process's CPU seconds (all
+    # threads), and the garbage collections with the seconds they held the interpreter
+    cpu_seconds: float = 0.0
+    gc_collections: int = 0
+    gc_seconds: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -72,7 +77,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
         drain()
     gc.collect()
     images = 0
-    with Progress(None if seconds else total * passes, f"{name:<18}", quiet=quiet) as bar:
+    with Progress(None if seconds else total * passes, f"{name:<18}", quiet=quiet) as bar, \
+            _Watch() as watch:
         t0 = time.perf_counter()
         epoch = 1
         while epoch <= passes or time.perf_counter() - t0 < seconds:
@@ -83,7 +89,28 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
         if drain is not None:
             drain()
         elapsed = time.perf_counter() - t0
-    return Result(name, images, elapsed, note)
+    return Result(name, images, elapsed, note, time.process_time() - watch.cpu0, watch.collections, watch.gc_seconds)
+
+
+class _Watch:
+    """While open: the garbage collections (how many, and the seconds between each one's start
+    and stop), and the process's CPU time at the start."""
+
+    def __enter__(self) -> _Watch:
+        self.collections, self.gc_seconds, self._start = 0, 0.0, 0.0
+        self.cpu0 = time.process_time()
+        gc.callbacks.append(self._seen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def _seen(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.collections += 1
+            self.gc_seconds += time.perf_counter() - self._start
 
 
 @contextmanager
@@ -204,6 +231,10 @@ def print_round_ratios(per_round: list[list[Result]]) -> None:
     names = [r.name for r in per_round[0]]
     for k, name in enumerate(names):
         print(f"per round, {name} images/s: " + ", ".join(f"{row[k].rate:,.0f}" for row in per_round))
+        if any(row[k].seconds for row in per_round):  # what each round met (see Result)
+            print(f"per round, {name} CPU and garbage collections: " + "; ".join(
+                f"{row[k].cpu_seconds / row[k].seconds:.1f} cores, {row[k].gc_collections} in "
+                f"{row[k].gc_seconds * 1e3:.0f} ms" if row[k].seconds else "-" for row in per_round))
     own = [i for i, name in enumerate(names) if i and name.startswith("pixelpipe")]
     peers = [k for k, name in enumerate(names) if not name.startswith("pixelpipe")]
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
@@ -216,4 +247,4 @@ def _median_result(runs: list[Result]) -> Result:
     ranked = sorted(runs, key=lambda r: r.rate)
     pick = ranked[(len(ranked) - 1) // 2]
     note = pick.note + (f"; median of {len(runs)} rounds" if len(runs) > 1 else "")
-    return Result(pick.name, pick.images, pick.seconds, note)
+    return replace(pick, note=note)

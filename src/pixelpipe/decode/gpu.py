@@ -346,7 +346,12 @@ class GpuDecoder(BindingPath):
         decoder lane that decodes the whole batch (with the C API; batches planned for
         different lanes may decode on different threads at the same time); None splits the
         batch over every lane. Raises ValueError for a region outside its image ("sample i:
-        ...") or a lane this decoder does not have."""
+        ...") or a lane this decoder does not have, RuntimeError once the decoder is closed
+        (also when close() runs on another thread meanwhile: it waits for an open batch to
+        be made, then releases it)."""
+        lanes = self._c  # close() empties self._c; the lanes refuse to open once closed
+        if self._decoder is None:
+            raise RuntimeError("this GpuDecoder was closed")
         n = len(blobs)
         if regions is not None and len(regions) != n:
             raise ValueError(f"got {len(regions)} regions for {n} blobs")
@@ -362,11 +367,11 @@ class GpuDecoder(BindingPath):
                 why[i] = job
             else:
                 jobs.append(job)
-        if self._c:  # code streams, buffers and images made here, on the planning thread
+        if lanes:  # code streams, buffers and images made here, on the planning thread
             parts, rows = [], {}
-            split = split_by_pixels(jobs, len(self._c)) if lane is None else [(lane, jobs)] if jobs else []
+            split = split_by_pixels(jobs, len(lanes)) if lane is None else [(lane, jobs)] if jobs else []
             for k, part in split:
-                opened = self._c[k].open([blobs[job.index] for job in part], [job.region for job in part],
+                opened = lanes[k].open([blobs[job.index] for job in part], [job.region for job in part],
                                          [job.decoded_size for job in part], self._c_streams[k])
                 rows.update({job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
                              for job, slot in zip(part, opened.slots) if not isinstance(slot, str)})

@@ -20,6 +20,7 @@ and processing status 1 = success. Other library versions are not trusted with t
 
 from __future__ import annotations
 
+import collections
 import ctypes as C
 import importlib.util
 import os
@@ -166,19 +167,19 @@ class Opened:
             ticket, self.ticket = self.ticket, None
         if ticket is not None:  # queued: cancelled; decoding: waited for (it writes the buffer)
             ticket.retire()
-        with owner._open_lock:
+        with owner._open_lock:  # close() cannot destroy the instance meanwhile
             handles, images, self.handles, self.images = self.handles, self.images, [], []
             # the slots handed out hold the buffer; this batch's own references go
             self.buffer, self.batch, self.slots, self.ok = None, None, [], []
             native, self.native = self.native, None
-        if native is not None and owner._instance:
-            nvimgcodec_open.release(*native)
-        if owner._instance:
-            held = owner._api.held
-            for img in images:
-                held.nvimgcodecImageDestroy(img)
-            for h in reversed(handles):
-                held.nvimgcodecCodeStreamDestroy(h)
+            if native is not None and owner._instance:
+                nvimgcodec_open.release(*native)
+            if owner._instance:
+                held = owner._api.held
+                for img in images:
+                    held.nvimgcodecImageDestroy(img)
+                for h in reversed(handles):
+                    held.nvimgcodecCodeStreamDestroy(h)
 
     def __del__(self) -> None:
         try:
@@ -229,12 +230,17 @@ class CDecoder:
             _check(status, "creating a decoder")
         self._params = S.make(S.DecodeParams, S.ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
-        # reentrant: an Opened dropped (and released in __del__) while this thread holds it
+        # Held by open() from start to end, by a release's destroys and by close(): the
+        # instance is not destroyed while another thread makes or destroys its handles.
+        # Reentrant: an Opened dropped (and released in __del__) while this thread holds it.
         self._open_lock = threading.RLock()
         # open batches not released yet; weak, so that a batch planned and then dropped
         # (a pipeline stopped between planning and decoding) releases its own in Opened.__del__
         self._opened: weakref.WeakSet[Opened] = weakref.WeakSet()
-        self._decoded: list[Opened] = []  # decoded batches whose handles the next open() releases
+        # decoded batches whose handles the next open() releases; appended by run() without
+        # the lock (a deque's append and popleft are atomic), so that a decode's end never
+        # waits for an open() in progress on the planning thread
+        self._decoded: collections.deque[Opened] = collections.deque()
         self.native_batch = True  # decode a batch in one native call where native/decode.c was built
         self.native_open = True  # open a batch in one native call where native/open.c was built
         self.last_times: tuple[float, float, float] | None = None  # see _run
@@ -242,20 +248,21 @@ class CDecoder:
         self.ahead = self._queue is not None
 
     def close(self) -> None:
+        """Release every open batch, stop the queue, destroy the decoder and the instance. Safe
+        beside an open() or a release on another thread: it waits for them (the lock)."""
         with self._open_lock:
-            pending = list(self._opened) + self._decoded
-            self._decoded = []
-        for opened in pending:  # code streams and images belong to the instance: release them first
-            opened.release()
-        if self._queue is not None:  # its thread stops before the decoder goes
-            self._queue.close()
-            self._queue = None
-        if self._decoder:
-            self._api.held.nvimgcodecDecoderDestroy(self._decoder)
-            self._decoder = _P()
-        if self._instance:
-            self._api.held.nvimgcodecInstanceDestroy(self._instance)
-            self._instance = _P()
+            pending = list(self._opened) + _drain(self._decoded)
+            for opened in pending:  # code streams and images belong to the instance: first
+                opened.release()
+            if self._queue is not None:  # its thread stops before the decoder goes
+                self._queue.close()
+                self._queue = None
+            if self._decoder:
+                self._api.held.nvimgcodecDecoderDestroy(self._decoder)
+                self._decoder = _P()
+            if self._instance:
+                self._api.held.nvimgcodecInstanceDestroy(self._instance)
+                self._instance = _P()
 
     def __del__(self) -> None:
         try:
@@ -268,27 +275,26 @@ class CDecoder:
         """Code streams for blobs[k] (a region view of its box of the stored image, or the
         whole image for None) and, given `sizes` (the (h, w) each gives) and the stream to
         decode on, the output buffer and images: every per-image call of a decode, which a
-        pipeline makes on its planning thread. Pass the result to `decode`."""
-        if not self._decoder:
-            raise RuntimeError("this decoder was closed")
+        pipeline makes on its planning thread. Pass the result to `decode`. Raises
+        RuntimeError once the decoder is closed (close() on another thread waits for it)."""
         with self._open_lock:
-            done, self._decoded = self._decoded, []
-        for old in done:  # the handles of batches decoded since the last call
-            old.release()
-        opened = Opened(self, blobs)
-        with self._open_lock:
+            if not self._decoder:
+                raise RuntimeError("this decoder was closed")
+            for old in _drain(self._decoded):  # the handles of batches decoded since the last call
+                old.release()
+            opened = Opened(self, blobs)
             self._opened.add(opened)
-        if sizes is not None and stream is not None:
-            native = nvimgcodec_open.library(self._api) if self.native_open else None
-            if native is not None:  # every per-image call in one, without the GIL
-                nvimgcodec_open.open_batch(native, self, opened, boxes, sizes, stream)
+            if sizes is not None and stream is not None:
+                native = nvimgcodec_open.library(self._api) if self.native_open else None
+                if native is not None:  # every per-image call in one, without the GIL
+                    nvimgcodec_open.open_batch(native, self, opened, boxes, sizes, stream)
+                else:
+                    self._code_streams(opened, boxes)
+                    self._images(opened, sizes, stream)
+                opened.ticket = self._submit(opened)
             else:
                 self._code_streams(opened, boxes)
-                self._images(opened, sizes, stream)
-            opened.ticket = self._submit(opened)
-        else:
-            self._code_streams(opened, boxes)
-        return opened
+            return opened
 
     def _code_streams(self, opened: Opened, boxes: list[tuple[int, int, int, int] | None]) -> None:
         """A code stream per blob (or why there is none), call by call: native/open.c's twin."""
@@ -409,9 +415,8 @@ class CDecoder:
                     if status[j] != S.SUCCESS:
                         name = S.STATUS_NAMES.get(status[j], "unknown reason")
                         out[k] = f"nvImageCodec could not decode it (status {status[j]:#x}: {name})"
-        finally:
-            with self._open_lock:  # released by the next open(), on the planning thread
-                self._decoded.append(opened)
+        finally:  # released by the next open(), on the planning thread
+            self._decoded.append(opened)
         return out
 
     def _run(self, streams: Any, images: Any, n: int) -> list[int]:
@@ -463,6 +468,16 @@ class CDecoder:
             _check(held.nvimgcodecFutureGetProcessingStatus(future, status, C.byref(size)), "reading the statuses")
         finally:
             held.nvimgcodecFutureDestroy(future)
+
+
+def _drain(batches: collections.deque[Opened]) -> list[Opened]:
+    """Everything in `batches`, taken out one by one (safe beside another thread's append)."""
+    out = []
+    while True:
+        try:
+            out.append(batches.popleft())
+        except IndexError:
+            return out
 
 
 def _statuses(status: Any, size: C.c_size_t, n: int) -> list[int]:
