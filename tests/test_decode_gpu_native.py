@@ -242,3 +242,36 @@ def test_close_on_another_thread_while_batches_are_planned(jpegs: list[bytes], n
     assert set(outcomes[:-1]) == {"planned"}
     with pytest.raises(RuntimeError, match="closed"):
         dec.plan(*work[0])
+
+
+def test_samples_for_the_cpu_decoder_start_when_the_batch_is_planned(jpegs: list[bytes]) -> None:
+    """plan() starts the samples nvImageCodec does not take (a PNG here) on the CPU decoder's
+    threads, so they are decoded before the batch is; decode_views uses those results (equal
+    to decode_region's), and counts them as fallbacks. After close() nothing more starts."""
+    import io
+
+    from PIL import Image
+
+    from pixelpipe.decode import decode_region
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(13).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(buf, "PNG")
+    blobs = [jpegs[0], buf.getvalue(), jpegs[1]]
+    regions = [None, (2, 3, 20, 33), None]
+    dec = GpuDecoder(CUDA)
+    planned = dec.plan(blobs, regions)
+    assert set(planned.pending) == set(planned.why) == {1}
+    early = planned.pending[1].result(timeout=60)  # done without decode_views being called
+    want = decode_region(blobs[1], region=regions[1], rgb=True)[0]
+    np.testing.assert_array_equal(early, want)
+    stream = torch.cuda.current_stream()
+    views, fallback, why = dec.decode_views(blobs, regions, stream, planned=planned)
+    batch = views.contiguous()
+    views.retire(stream)
+    assert fallback == [1] and "png" in why[0]
+    np.testing.assert_array_equal(batch[1].cpu().numpy(), want)
+    dec.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        dec._start_cpu(blobs, regions, True, [1])
+    with pytest.raises(RuntimeError, match="closed"):
+        dec.plan(blobs, regions)

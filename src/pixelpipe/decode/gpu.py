@@ -278,10 +278,11 @@ class GpuDecoder(BindingPath):
             self._c = []
             with self._free_lock:
                 self._free = []
-            for pool in (self._pool, self._lane_pool):
+            with self._pools_lock:  # _start_cpu refuses once _decoder is None
+                pools, self._pool, self._lane_pool = (self._pool, self._lane_pool), None, None
+            for pool in pools:
                 if pool is not None:
                     pool.shutdown(wait=True)
-            self._pool = self._lane_pool = None
 
     def __repr__(self) -> str:
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
@@ -341,7 +342,8 @@ class GpuDecoder(BindingPath):
         lane: int | None = None,
     ) -> Planned:
         """The per-sample work of `decode_views` that needs no decoder: which samples go to
-        nvImageCodec (and their code streams), which to the CPU decoder and why. A pipeline
+        nvImageCodec (and their code streams), which to the CPU decoder and why; those start
+        decoding on the CPU decoder's threads here. A pipeline
         calls it on the planning thread, so that the decoding thread only decodes. lane: the
         decoder lane that decodes the whole batch (with the C API; batches planned for
         different lanes may decode on different threads at the same time); None splits the
@@ -367,6 +369,9 @@ class GpuDecoder(BindingPath):
                 why[i] = job
             else:
                 jobs.append(job)
+        # files that go to the CPU anyway start decoding now, on its threads: a pipeline plans
+        # ahead, so they are ready when the batch is decoded
+        pending = self._start_cpu(blobs, regions, exif, sorted(why))
         if lanes:  # code streams, buffers and images made here, on the planning thread
             parts, rows = [], {}
             split = split_by_pixels(jobs, len(lanes)) if lane is None else [(lane, jobs)] if jobs else []
@@ -376,9 +381,10 @@ class GpuDecoder(BindingPath):
                 rows.update({job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
                              for job, slot in zip(part, opened.slots) if not isinstance(slot, str)})
                 parts.append((k, part, opened))
-            return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts, rows)
+            return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts, rows,
+                           pending)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
-        return Planned(blobs, regions, exif, why, decodable, streams + parents)
+        return Planned(blobs, regions, exif, why, decodable, streams + parents, pending=pending)
 
     def decode_views(
         self,
@@ -414,10 +420,11 @@ class GpuDecoder(BindingPath):
                 held.enter_context(lock)
             if self._decoder is None:
                 raise RuntimeError("this GpuDecoder was closed")
-            # Files that go to the CPU anyway decode on its threads while nvImageCodec works.
-            pending = self._start_cpu(planned, sorted(why))
+            # files that go to the CPU anyway were started by plan(); those nvImageCodec fails start now
+            pending = dict(planned.pending)
             on_gpu = self._decode_gpu(planned, stream, why)
-            pending.update(self._start_cpu(planned, sorted(why.keys() - pending.keys())))
+            pending.update(self._start_cpu(planned.blobs, planned.regions, planned.exif,
+                                           sorted(why.keys() - pending.keys())))
             on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
             views = as_views(n, on_gpu, on_cpu, self.device, None if self._c else self._recycle)
         fallback = sorted(why)
@@ -463,9 +470,10 @@ class GpuDecoder(BindingPath):
                 out[job.index] = (job, res, planned.rows[job.index])
         return out
 
-    def _start_cpu(self, planned: Planned, indices: list[int]) -> dict[int, Future[np.ndarray]]:
-        """Pillow decodes `indices` on the fallback threads; errors name the sample."""
-        blobs, regions, exif = planned.blobs, planned.regions, planned.exif
+    def _start_cpu(self, blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None, exif: bool,
+                   indices: list[int]) -> dict[int, Future[np.ndarray]]:
+        """decode_region (libjpeg-turbo, Pillow) decodes `indices` on the fallback threads;
+        errors name the sample. Raises RuntimeError once the decoder is closed."""
 
         def one(i: int) -> np.ndarray:
             region = None if regions is None else regions[i]
@@ -481,12 +489,16 @@ class GpuDecoder(BindingPath):
                                    f"for region {tuple(region)}")
             return pixels
 
-        if indices:
-            with self._pools_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
-                                                    thread_name_prefix="pixelpipe-gpu-fallback")
-        return {i: self._pool.submit(one, i) for i in indices}
+        if not indices:
+            return {}
+        with self._pools_lock:
+            if self._decoder is None:
+                raise RuntimeError("this GpuDecoder was closed")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
+                                                thread_name_prefix="pixelpipe-gpu-fallback")
+            pool = self._pool
+        return {i: pool.submit(one, i) for i in indices}
 
 
 def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:
