@@ -3,6 +3,7 @@ transpose, flips) against torch's own slicing, transposing and flipping."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -56,3 +57,24 @@ def test_device_views_table_and_contiguous():
 def test_device_views_reject_other_channel_counts():
     with pytest.raises(ValueError, match="1- or 3-channel"):
         DeviceViews(torch.device("cpu"), [(0, 2, 2, 4, 8, 4)], [], list)
+
+
+def test_as_views_uploads_cpu_samples_into_one_buffer():
+    """GpuDecoder's CPU-decoded samples (arrays, contiguous or not) copied into one device
+    buffer: every sample's pixels as given, the table's rows pointing into that buffer in
+    sample order (on the CPU here; the GPU tests cover the pinned upload)."""
+    from pixelpipe.decode.gpu_views import as_views
+
+    rng = np.random.default_rng(5)
+    samples = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (3, 4), (9, 2)]]
+    given = {2: samples[2][:, ::-1], 0: samples[0], 1: samples[1]}
+    views = as_views(3, {}, given, torch.device("cpu"))
+    got = views.contiguous()
+    for i in range(3):
+        np.testing.assert_array_equal(got[i].numpy(), given[i])
+    buffer = views._owners[-1]  # one buffer, the samples back to back in sample order
+    assert buffer.numel() == sum(s.size for s in samples)
+    first = int(views.table[0, 0])  # the table's addresses are relative; sample 0 starts the buffer
+    for i in range(3):  # what the kernel reads through the table
+        row = tuple(int(v) for v in views.table[i])
+        np.testing.assert_array_equal(_read(buffer, first, row).numpy(), got[i].numpy())

@@ -13,8 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..batch import ImageBatch
-from ..kernels._device import to_device
 from ..views import DeviceViews, strided_view
 
 Row = tuple[int, int, int, int, int, int]  # a DeviceViews row
@@ -122,22 +120,32 @@ def view_row(job: Job, interface: dict[str, Any], strides: Any) -> Row:
 
 def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], on_cpu: dict[int, np.ndarray],
            device: torch.device, recycle: Any = None) -> DeviceViews:
-    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples uploaded
-    into one buffer (pinned, asynchronous on the current stream)."""
+    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples (HWC uint8)
+    gathered by numpy into one pinned buffer and uploaded by one asynchronous copy on the
+    current stream. Few torch calls on purpose: each releases and takes back the GIL, and the
+    thread that runs this is a pipeline's critical path (a copy per sample cost ~1 ms each
+    beside the CPU decoder's busy threads, H100, session 13)."""
     owners: list[Any] = [img for _, img, _ in on_gpu.values()]
-    uploaded: dict[int, torch.Tensor] = {}
-    if on_cpu:
-        host = ImageBatch.from_list([on_cpu[i] for i in sorted(on_cpu)])
-        data = to_device(host.data, device)
+    cpu_rows: dict[int, Row] = {}
+    order = sorted(on_cpu)
+    host = [np.ascontiguousarray(on_cpu[i]) for i in order]
+    starts = np.cumsum([0] + [a.size for a in host]).tolist()
+    if host:
+        data = torch.empty(starts[-1], dtype=torch.uint8, device=device)
+        staging = torch.empty(starts[-1], dtype=torch.uint8, pin_memory=device.type == "cuda")
+        np.concatenate([a.reshape(-1) for a in host], out=staging.numpy())
+        data.copy_(staging, non_blocking=device.type == "cuda")
         owners.append(data)
-        for i, (o, h, w, c) in zip(sorted(on_cpu), host.table.tolist()):
-            uploaded[i] = data[o:o + h * w * c].view(h, w, c)
-    rows = [on_gpu[i][2] if i in on_gpu else
-            strided_view(uploaded[i].data_ptr(), *uploaded[i].shape, *uploaded[i].stride()[:2])
-            for i in range(n)]
+        base = data.data_ptr()
+        for i, a, o in zip(order, host, starts):
+            h, w, c = a.shape
+            cpu_rows[i] = strided_view(base + o, h, w, c, w * c, c)
+    rows = [on_gpu[i][2] if i in on_gpu else cpu_rows[i] for i in range(n)]
+    where = {i: (o, a.shape) for i, a, o in zip(order, host, starts)}
 
     def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
-        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else uploaded[i]
+        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else
+                data[where[i][0]:where[i][0] + int(np.prod(where[i][1]))].view(where[i][1])
                 for i in range(n)]
 
     return DeviceViews(device, rows, owners, gather, recycle)
