@@ -246,8 +246,9 @@ def test_close_on_another_thread_while_batches_are_planned(jpegs: list[bytes], n
 
 def test_samples_for_the_cpu_decoder_start_when_the_batch_is_planned(jpegs: list[bytes]) -> None:
     """plan() starts the samples nvImageCodec does not take (a PNG here) on the CPU decoder's
-    threads, so they are decoded before the batch is; decode_views uses those results (equal
-    to decode_region's), and counts them as fallbacks. After close() nothing more starts."""
+    threads, so they are decoded and copied to the device before the batch is decoded;
+    decode_views uses that copy (equal to decode_region's pixels), and counts them as
+    fallbacks. After close() nothing more starts."""
     import io
 
     from PIL import Image
@@ -260,10 +261,11 @@ def test_samples_for_the_cpu_decoder_start_when_the_batch_is_planned(jpegs: list
     regions = [None, (2, 3, 20, 33), None]
     dec = GpuDecoder(CUDA)
     planned = dec.plan(blobs, regions)
-    assert set(planned.pending) == set(planned.why) == {1}
-    early = planned.pending[1].result(timeout=60)  # done without decode_views being called
+    assert planned.pending.samples == set(planned.why) == {1}
+    assert planned.pending.wait(60)  # decoded and copied without decode_views being called
     want = decode_region(blobs[1], region=regions[1], rgb=True)[0]
-    np.testing.assert_array_equal(early, want)
+    np.testing.assert_array_equal(planned.pending.result(1), want)
+    assert planned.pending.data.device.type == "cuda" and planned.pending.event is not None
     stream = torch.cuda.current_stream()
     views, fallback, why = dec.decode_views(blobs, regions, stream, planned=planned)
     batch = views.contiguous()

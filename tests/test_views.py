@@ -61,14 +61,25 @@ def test_device_views_reject_other_channel_counts():
 
 def test_as_views_uploads_cpu_samples_into_one_buffer():
     """GpuDecoder's CPU-decoded samples (arrays, contiguous or not) copied into one device
-    buffer: every sample's pixels as given, the table's rows pointing into that buffer in
-    sample order (on the CPU here; the GPU tests cover the pinned upload)."""
+    buffer by CpuUpload once the last is decoded: every sample's pixels as given, the table's
+    rows pointing into that buffer in sample order (on the CPU here, without a stream; the GPU
+    tests cover the pinned copy on a side stream)."""
+    from concurrent.futures import Future
+
+    from pixelpipe.decode.gpu_fallback import CpuUpload
     from pixelpipe.decode.gpu_views import as_views
 
     rng = np.random.default_rng(5)
     samples = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (3, 4), (9, 2)]]
     given = {2: samples[2][:, ::-1], 0: samples[0], 1: samples[1]}
-    views = as_views(3, {}, given, torch.device("cpu"))
+    futures = {i: Future() for i in given}
+    upload = CpuUpload(futures, torch.device("cpu"), None)
+    for i in (2, 0):
+        futures[i].set_result(given[i])
+    assert upload.data is None  # not before the last sample is decoded
+    futures[1].set_result(given[1])
+    assert upload.wait(1)
+    views = as_views(3, {}, [upload, CpuUpload({}, torch.device("cpu"), None)], torch.device("cpu"))
     got = views.contiguous()
     for i in range(3):
         np.testing.assert_array_equal(got[i].numpy(), given[i])
@@ -78,3 +89,19 @@ def test_as_views_uploads_cpu_samples_into_one_buffer():
     for i in range(3):  # what the kernel reads through the table
         row = tuple(int(v) for v in views.table[i])
         np.testing.assert_array_equal(_read(buffer, first, row).numpy(), got[i].numpy())
+
+
+def test_cpu_upload_copies_nothing_when_a_sample_failed_and_raises_the_lowest():
+    """A failed sample: no copy (wait() is False), into() raises the lowest sample's error."""
+    from concurrent.futures import Future
+
+    from pixelpipe.decode.gpu_fallback import CpuUpload
+
+    futures = {i: Future() for i in (4, 7, 9)}
+    upload = CpuUpload(futures, torch.device("cpu"), None)
+    futures[9].set_exception(ValueError("sample 9: bad"))
+    futures[4].set_result(np.zeros((2, 2, 3), np.uint8))
+    futures[7].set_exception(ValueError("sample 7: bad"))
+    assert not upload.wait(1) and upload.data is None and upload.error is None
+    with pytest.raises(ValueError, match="sample 7"):
+        upload.into(None)

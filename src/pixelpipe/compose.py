@@ -335,7 +335,7 @@ class _PendingDecode:
                                              source.jpeg_headers, lane=lane)
 
     def run(self) -> DeviceViews:
-        from .decode.gpu import SampleDecodeError
+        from .decode.gpu_fallback import SampleDecodeError
 
         compose, x = self.compose, self.source
         try:

@@ -63,21 +63,19 @@ import contextlib
 import functools
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import torch
 
 from .._threads import one_torch_thread
 from ..batch import ImageBatch
 from ..views import DeviceViews
 from . import nvimgcodec_alloc, nvimgcodec_c
-from .cpu import decode_region
 from .gpu_binding import BindingPath
+from .gpu_fallback import CpuUpload, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, view_row
-from .headers import DecodeError
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 
 __all__ = ["GpuDecoder", "gpu_decoder_available"]
@@ -103,14 +101,6 @@ def gpu_decoder_available() -> bool:
         return torch.cuda.is_available()
     except (ImportError, RuntimeError, OSError):
         return False
-
-
-class SampleDecodeError(DecodeError):
-    """Neither decoder can read sample `sample` ("sample i: reason")."""
-
-    def __init__(self, sample: int, reason: str) -> None:
-        super().__init__(f"sample {sample}: {reason}")
-        self.sample, self.reason = sample, reason
 
 
 class GpuDecoder(BindingPath):
@@ -257,7 +247,8 @@ class GpuDecoder(BindingPath):
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
         self._c_streams = [torch.cuda.Stream(device) for _ in self._c]
         self._lane_pool: ThreadPoolExecutor | None = None  # runs the lanes after the first
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ThreadPoolExecutor | None = None  # the CPU decoder's threads
+        self._upload_stream: torch.cuda.Stream | None = None  # their copies to the device
         self._lock = threading.Lock()  # the binding's decodes, close()
         self._lane_locks = [threading.Lock() for _ in self._c]  # a lane decodes one batch at a time
         self._pools_lock = threading.Lock()  # making the thread pools
@@ -421,12 +412,17 @@ class GpuDecoder(BindingPath):
             if self._decoder is None:
                 raise RuntimeError("this GpuDecoder was closed")
             # files that go to the CPU anyway were started by plan(); those nvImageCodec fails start now
-            pending = dict(planned.pending)
+            early = planned.pending
+            if early is None:
+                early = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why))
             on_gpu = self._decode_gpu(planned, stream, why)
-            pending.update(self._start_cpu(planned.blobs, planned.regions, planned.exif,
-                                           sorted(why.keys() - pending.keys())))
-            on_cpu = {i: pending[i].result() for i in sorted(pending)}  # lowest failure raises
-            views = as_views(n, on_gpu, on_cpu, self.device, None if self._c else self._recycle)
+            uploads = [early, self._start_cpu(planned.blobs, planned.regions, planned.exif,
+                                              sorted(why.keys() - early.samples))]
+            for i in sorted(why):  # the lowest failure raises
+                (early if i in early.samples else uploads[1]).result(i)
+            for upload in uploads:
+                upload.into(stream)  # the stream waits for the copy
+            views = as_views(n, on_gpu, uploads, self.device, None if self._c else self._recycle)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 
@@ -471,34 +467,21 @@ class GpuDecoder(BindingPath):
         return out
 
     def _start_cpu(self, blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None, exif: bool,
-                   indices: list[int]) -> dict[int, Future[np.ndarray]]:
-        """decode_region (libjpeg-turbo, Pillow) decodes `indices` on the fallback threads;
-        errors name the sample. Raises RuntimeError once the decoder is closed."""
-
-        def one(i: int) -> np.ndarray:
-            region = None if regions is None else regions[i]
-            try:
-                pixels = decode_region(blobs[i], region=region, rgb=True, exif=exif)[0]
-            except DecodeError as e:
-                raise SampleDecodeError(i, str(e)) from e
-            except ValueError as e:
-                raise ValueError(f"sample {i}: {e}") from e
-            if region is not None and pixels.shape[:2] != (region[2] - region[0],
-                                                          region[3] - region[1]):
-                raise RuntimeError(f"sample {i}: the CPU decoder returned {pixels.shape[:2]} "
-                                   f"for region {tuple(region)}")
-            return pixels
-
+                   indices: list[int]) -> CpuUpload:
+        """decode_region (libjpeg-turbo, Pillow) decodes `indices` on the CPU decoder's threads,
+        and the last of them to finish copies them all to the device (`gpu_fallback.CpuUpload`,
+        on the decoder's upload stream). Raises RuntimeError once the decoder is closed."""
         if not indices:
-            return {}
+            return CpuUpload({}, self.device, None)
         with self._pools_lock:
             if self._decoder is None:
                 raise RuntimeError("this GpuDecoder was closed")
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.num_cpu_threads, initializer=one_torch_thread,
                                                 thread_name_prefix="pixelpipe-gpu-fallback")
-            pool = self._pool
-        return {i: pool.submit(one, i) for i in indices}
+                self._upload_stream = torch.cuda.Stream(self.device)
+            pool, stream = self._pool, self._upload_stream
+        return CpuUpload({i: pool.submit(decode_sample, blobs, regions, exif, i) for i in indices}, self.device, stream)
 
 
 def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:

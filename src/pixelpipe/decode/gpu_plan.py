@@ -4,7 +4,7 @@ runs it on the pipeline's planning thread."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,8 @@ class Planned:
     opened: Any
     # C API: sample -> its DeviceViews row, known before decoding (the slots are made here)
     rows: dict[int, Any] | None = None
-    # the samples of `why`, started on the CPU decoder's threads by plan(): sample -> Future
-    pending: dict[int, Any] = field(default_factory=dict)
+    # the samples of `why`, started on the CPU decoder's threads by plan() (a gpu_fallback.CpuUpload)
+    pending: Any = None
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,

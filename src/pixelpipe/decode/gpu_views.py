@@ -118,34 +118,23 @@ def view_row(job: Job, interface: dict[str, Any], strides: Any) -> Row:
     return row
 
 
-def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], on_cpu: dict[int, np.ndarray],
-           device: torch.device, recycle: Any = None) -> DeviceViews:
-    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples (HWC uint8)
-    gathered by numpy into one pinned buffer and uploaded by one asynchronous copy on the
-    current stream. Few torch calls on purpose: each releases and takes back the GIL, and the
-    thread that runs this is a pipeline's critical path (a copy per sample cost ~1 ms each
-    beside the CPU decoder's busy threads, H100, session 13)."""
+def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any], device: torch.device,
+             recycle: Any = None) -> DeviceViews:
+    """The batch as views: nvImageCodec's images in place, the CPU-decoded samples where their
+    `gpu_fallback.CpuUpload`s copied them (each waited for already)."""
     owners: list[Any] = [img for _, img, _ in on_gpu.values()]
     cpu_rows: dict[int, Row] = {}
-    order = sorted(on_cpu)
-    host = [np.ascontiguousarray(on_cpu[i]) for i in order]
-    starts = np.cumsum([0] + [a.size for a in host]).tolist()
-    if host:
-        data = torch.empty(starts[-1], dtype=torch.uint8, device=device)
-        staging = torch.empty(starts[-1], dtype=torch.uint8, pin_memory=device.type == "cuda")
-        np.concatenate([a.reshape(-1) for a in host], out=staging.numpy())
-        data.copy_(staging, non_blocking=device.type == "cuda")
-        owners.append(data)
-        base = data.data_ptr()
-        for i, a, o in zip(order, host, starts):
-            h, w, c = a.shape
-            cpu_rows[i] = strided_view(base + o, h, w, c, w * c, c)
+    where: dict[int, tuple[torch.Tensor, int, tuple[int, ...]]] = {}
+    for upload in uploads:
+        if upload.data is not None:
+            owners.append(upload.data)
+            cpu_rows.update(upload.rows)
+            where.update({i: (upload.data, o, shape) for i, (o, shape) in upload.places.items()})
     rows = [on_gpu[i][2] if i in on_gpu else cpu_rows[i] for i in range(n)]
-    where = {i: (o, a.shape) for i, a, o in zip(order, host, starts)}
 
     def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
         return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else
-                data[where[i][0]:where[i][0] + int(np.prod(where[i][1]))].view(where[i][1])
+                where[i][0][where[i][1]:where[i][1] + int(np.prod(where[i][2]))].view(where[i][2])
                 for i in range(n)]
 
     return DeviceViews(device, rows, owners, gather, recycle)
