@@ -334,8 +334,8 @@ class GpuDecoder(BindingPath):
     ) -> Planned:
         """The per-sample work of `decode_views` that needs no decoder: which samples go to
         nvImageCodec (and their code streams), which to the CPU decoder and why; those start
-        decoding on the CPU decoder's threads here. A pipeline
-        calls it on the planning thread, so that the decoding thread only decodes. lane: the
+        decoding on the CPU decoder's threads here. A pipeline calls it on the planning
+        thread, so that the decoding thread only decodes. lane: the
         decoder lane that decodes the whole batch (with the C API; batches planned for
         different lanes may decode on different threads at the same time); None splits the
         batch over every lane. Raises ValueError for a region outside its image ("sample i:
