@@ -125,24 +125,27 @@ def _decoder(lib, keep, in_c: bool):
     return dec
 
 
+def attempt(calls, dec, decode):
+    """decode(dec, streams, images) on a batch of 4 (empty handle arrays): its statuses or its
+    error's message, the names of the library calls it made in order, and dec.last_times."""
+    calls.clear()
+    streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
+    try:
+        got = decode(dec, streams, images)
+    except RuntimeError as e:
+        got = str(e)
+    return got, [c[0] for c in calls], dec.last_times
+
+
 @pytest.mark.parametrize("where", [None, "decode", "wait", "status", "short"])
 def test_cdecoder_run_agrees_with_its_twin(lib, where):
     """CDecoder._run through decode.c and call by call: the same statuses, the same library
     calls, the same errors (a failing step named, a short status list refused)."""
     lib, calls, fail, keep = lib
     fail["step"] = where
-    seen = []
-    for in_c in (True, False):
-        calls.clear()
-        dec = _decoder(lib, keep, in_c)
-        streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
-        try:
-            got = dec._run(streams, images, 4)
-        except RuntimeError as e:
-            got = str(e)
-        seen.append((got, [c[0] for c in calls], dec.last_times is not None))
+    seen = [attempt(calls, _decoder(lib, keep, in_c), lambda dec, s, i: dec._run(s, i, 4)) for in_c in (True, False)]
     assert seen[0][:2] == seen[1][:2]
-    assert seen[0][2] and not seen[1][2]  # timestamps from decode.c only
+    assert seen[0][2] is not None and seen[1][2] is None  # timestamps from decode.c only
     assert_outcome(seen[0][0], where)
 
 
@@ -158,23 +161,16 @@ def test_the_queue_decodes_what_run_decodes(lib, where):
         pytest.skip("native/queue.c cannot be built here")
     lib, calls, fail, keep = lib
     fail["step"] = where
-    seen = []
-    for queued in (True, False):
-        calls.clear()
-        dec = _decoder(lib, keep, True)
-        streams, images = (C.c_void_p * 4)(), (C.c_void_p * 4)()
+
+    def queued(dec, streams, images):
         queue = nvimgcodec_queue.DecodeQueue.start(qlib, C.cast(lib.pp_decode_batch, C.c_void_p), None, None, 0)
         try:
-            if queued:
-                ticket = queue.submit(dec._decoder, streams, images, 4, dec._params)
-                got = dec._collect(ticket, 4)
-            else:
-                got = dec._run(streams, images, 4)
-        except RuntimeError as e:
-            got = str(e)
+            return dec._collect(queue.submit(dec._decoder, streams, images, 4, dec._params), 4)
         finally:
             queue.close()
-        seen.append((got, [c[0] for c in calls], dec.last_times))
+
+    seen = [attempt(calls, _decoder(lib, keep, True), decode)
+            for decode in (queued, lambda dec, s, i: dec._run(s, i, 4))]
     assert seen[0][:2] == seen[1][:2]
     issued, waited, back = seen[0][2]
     assert 0 < issued <= waited <= back  # decode.c's timestamps, through the queue

@@ -372,10 +372,10 @@ class GpuDecoder(BindingPath):
                 rows.update({job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
                              for job, slot in zip(part, opened.slots) if not isinstance(slot, str)})
                 parts.append((k, part, opened))
-            return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts, rows,
-                           pending)
+            return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts,
+                           pending, rows)
         streams, parents, decodable = self._code_streams(blobs, jobs, why)
-        return Planned(blobs, regions, exif, why, decodable, streams + parents, pending=pending)
+        return Planned(blobs, regions, exif, why, decodable, streams + parents, pending)
 
     def decode_views(
         self,
@@ -413,13 +413,11 @@ class GpuDecoder(BindingPath):
                 raise RuntimeError("this GpuDecoder was closed")
             # files that go to the CPU anyway were started by plan(); those nvImageCodec fails start now
             early = planned.pending
-            if early is None:
-                early = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why))
             on_gpu = self._decode_gpu(planned, stream, why)
-            uploads = [early, self._start_cpu(planned.blobs, planned.regions, planned.exif,
-                                              sorted(why.keys() - early.samples))]
+            late = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why.keys() - early.samples))
+            uploads = [early, late]
             for i in sorted(why):  # the lowest failure raises
-                (early if i in early.samples else uploads[1]).result(i)
+                (early if i in early.samples else late).result(i)
             for upload in uploads:
                 upload.into(stream)  # the stream waits for the copy
             views = as_views(n, on_gpu, uploads, self.device, None if self._c else self._recycle)

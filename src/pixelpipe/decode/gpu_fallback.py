@@ -18,13 +18,10 @@ from concurrent.futures import Future
 import numpy as np
 import torch
 
-from ..views import strided_view
 from .cpu import decode_region
 from .headers import DecodeError
 
 __all__ = ["CpuUpload", "SampleDecodeError", "decode_sample"]
-
-Row = tuple[int, int, int, int, int, int]
 
 
 class SampleDecodeError(DecodeError):
@@ -56,19 +53,19 @@ class CpuUpload:
     `stream` (None: the copy is synchronous, for a CPU device). Nothing is copied if any of them
     failed: the caller reads the futures and raises the failure.
 
-    After `wait()` returns True: `data` (the device buffer), `places` (sample -> (offset, shape)
-    in it), `rows` (sample -> its DeviceViews row) and `event` (recorded on `stream` after the
-    copy; None without a stream)."""
+    `samples`: the samples it holds. After `wait()` returns True: `data` (the device buffer),
+    `places` (sample -> (offset, shape) in it) and `event` (recorded on `stream` after the copy;
+    None without a stream)."""
 
     def __init__(self, futures: dict[int, Future[np.ndarray]], device: torch.device,
                  stream: torch.cuda.Stream | None) -> None:
         self.device, self.stream = device, stream
         self.data: torch.Tensor | None = None
         self.places: dict[int, tuple[int, tuple[int, ...]]] = {}
-        self.rows: dict[int, Row] = {}
         self.event: torch.cuda.Event | None = None
         self.error: BaseException | None = None  # an error of the copy itself
         self._futures = dict(futures)
+        self.samples = frozenset(futures)
         self._left = len(futures)
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -76,10 +73,6 @@ class CpuUpload:
             self._done.set()
         for future in futures.values():  # runs at once for a future already done
             future.add_done_callback(self._one_done)
-
-    @property
-    def samples(self) -> set[int]:
-        return set(self._futures)
 
     def result(self, i: int) -> np.ndarray:
         """Sample i's pixels (waits for them); raises its decoding error."""
@@ -138,10 +131,6 @@ class CpuUpload:
                 event = torch.cuda.Event()
                 event.record(self.stream)
                 self.event = event
-        base = data.data_ptr()
-        for i, a, o in zip(order, host, starts):
-            h, w, c = a.shape
-            self.places[i] = (o, a.shape)
-            self.rows[i] = strided_view(base + o, h, w, c, w * c, c)
+        self.places = {i: (o, a.shape) for i, a, o in zip(order, host, starts)}
         self.data = data
 

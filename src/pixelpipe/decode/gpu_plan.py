@@ -32,10 +32,10 @@ class Planned:
     # buffer), or a list of the Python binding's code streams followed by the whole-file ones
     # the region views hang on
     opened: Any
+    # the samples of `why`, started on the CPU decoder's threads by plan() (a gpu_fallback.CpuUpload)
+    pending: Any
     # C API: sample -> its DeviceViews row, known before decoding (the slots are made here)
     rows: dict[int, Any] | None = None
-    # the samples of `why`, started on the CPU decoder's threads by plan() (a gpu_fallback.CpuUpload)
-    pending: Any = None
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,

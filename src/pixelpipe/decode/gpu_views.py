@@ -123,14 +123,17 @@ def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any]
     """The batch as views: nvImageCodec's images in place, the CPU-decoded samples where their
     `gpu_fallback.CpuUpload`s copied them (each waited for already)."""
     owners: list[Any] = [img for _, img, _ in on_gpu.values()]
-    cpu_rows: dict[int, Row] = {}
     where: dict[int, tuple[torch.Tensor, int, tuple[int, ...]]] = {}
     for upload in uploads:
         if upload.data is not None:
             owners.append(upload.data)
-            cpu_rows.update(upload.rows)
             where.update({i: (upload.data, o, shape) for i, (o, shape) in upload.places.items()})
-    rows = [on_gpu[i][2] if i in on_gpu else cpu_rows[i] for i in range(n)]
+
+    def cpu_row(i: int) -> Row:  # HWC, packed, at its offset of its upload's buffer
+        data, o, (h, w, c) = where[i]
+        return strided_view(data.data_ptr() + o, h, w, c, w * c, c)
+
+    rows = [on_gpu[i][2] if i in on_gpu else cpu_row(i) for i in range(n)]
 
     def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
         return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else
