@@ -91,20 +91,53 @@ def test_decoder_lanes_give_the_same_batches(lanes: int) -> None:
     on the GPU. (Not the same counts: a batch that fails is made again, and so are the batches
     planned after it, whose decodes count as many times as they ran; how many had been decoded
     depends on timing, with one lane as with several.)"""
-    outs, errors, counts, valid = [], [], [], []
+    outs, errors, counts, valid, delivered = [], [], [], [], []
     for n in (1, lanes):
         ops = Compose(_ops().ops, dtype=torch.float32, gpu_decode_lanes=n)
         with Pipeline(Memory(_samples() * 3), ops, 4, device="cuda", seed=5, on_error="skip") as pipe:
             epochs = [list(pipe) for _ in range(2)]
             outs.append([torch.cat([b["image"].cpu() for b in bs]) for bs in epochs])
             valid.append(sum(int(b["valid"].sum()) for bs in epochs for b in bs))
+            delivered.append((sum(b["image"].shape[0] for bs in epochs for b in bs), pipe.stats.as_dict()))
             errors.append([e[0] for e in pipe.errors])
-            counts.append(dict(pipe.transforms.decode_stats))
+            counts.append(pipe.transforms.decode_stats.as_dict())
     assert all(torch.equal(a, b) for a, b in zip(outs[0], outs[1]))
     assert errors[0] == errors[1] and set(errors[0]) == {4, 14, 24}
     assert valid[0] == valid[1] == 2 * 27
     for c in counts:
         assert c["gpu"] >= valid[0] and c["cpu"] == 0, c
+    for total, stats in delivered:  # the pipeline's own counts: exactly what it delivered
+        assert stats["gpu"] == total and stats["cpu"] == stats["cpu_fallback"] == 0, stats
+
+
+def _png(seed: int) -> bytes:
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(_jpeg(seed))).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _cmyk_jpeg(seed: int) -> bytes:
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(_jpeg(seed))).convert("CMYK").save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("decode_thread", [False, True])
+def test_fallbacks_are_counted_with_their_reasons(decode_thread: bool) -> None:
+    """PNGs and CMYK JPEGs in GPU batches go to the CPU decoder: pipe.stats counts them, per
+    reason and by sample index, and the JPEGs nvImageCodec took."""
+    samples = [(_jpeg(i), i) for i in range(12)]
+    samples[2] = (_png(2), 2)
+    samples[7] = (_png(7), 7)
+    samples[9] = (_cmyk_jpeg(9), 9)
+    with Pipeline(Memory(samples), _ops(), 4, device="cuda", shuffle=False, decode_thread=decode_thread) as pipe:
+        for _ in range(2):
+            list(pipe)
+        stats = pipe.stats
+    assert (stats.gpu, stats.cpu_fallback, stats.cpu, stats.cached) == (18, 6, 0, 0)
+    reasons = {r.split(":")[0]: n for r, n in stats.fallback_reasons.items()}
+    assert reasons == {"png": 4, "4-component (CMYK/YCCK) JPEG": 2}, stats.fallback_reasons
+    assert [i for i, _ in stats.fallback_examples] == [2, 7, 9, 2, 7, 9]
 
 
 def test_lanes_fall_back_to_one_with_the_python_binding(monkeypatch) -> None:

@@ -29,6 +29,7 @@ import torch
 
 from ._collate import as_batch, labels_tensor, placed
 from ._prefetch import ArraySlots, Made, Run
+from .stats import BatchDecode
 
 __all__ = ["PLAN_AHEAD", "Planned", "cached_batch", "planned_epoch"]
 
@@ -76,7 +77,8 @@ def cached_batch(pipe: Any, run: Run, side: Any, make_items: Callable[[np.ndarra
     def work() -> dict[str, Any]:
         return as_batch(pipe.transforms.finish(prepared), *tensors)
 
-    return Made(run, work, saved, run.cursor, run.made, run.take_errors())
+    record = BatchDecode(cached=b)
+    return Made(run, work, saved, run.cursor, run.made, run.take_errors(), record=lambda: record)
 
 
 def _plan_ahead(pipe: Any, run: Run, side: Any) -> bool:

@@ -90,6 +90,7 @@ class Made:
     made: int
     errors: list[tuple[int, str, str]]
     future: Future | None = None  # its finish on the finisher thread
+    record: Callable[[], Any] | None = None  # how it was decoded, once finished (stats.BatchDecode)
     after: list[EpochEnd] = field(default_factory=list)  # epoch ends the consumer gets after it
 
 
@@ -142,7 +143,8 @@ def produce(open_run: Callable[[int, int, int], Run], next_batch: Callable[[Run,
                 except BaseException as e:
                     yield Failure(e, flight.errors)
                     return
-                yield batch, flight.run.epoch, flight.cursor, flight.made, event, flight.errors
+                record = flight.record() if flight.record is not None else None
+                yield batch, flight.run.epoch, flight.cursor, flight.made, event, flight.errors, record
                 yield from flight.after
                 if flight.run is not run:
                     flight.run.slots.close()

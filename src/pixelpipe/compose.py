@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from .kernels import PointwiseSpec, pack_ahead, run_stage
 from .ops._base import Op
 from .plan import Stage, StagePlan, TensorStage, build_stages
 from .random import epochs
+from .stats import BatchDecode, DecodeStats
 from .views import DeviceViews
 
 __all__ = ["Compose", "SampleError"]
@@ -115,8 +115,8 @@ class Compose:
         if isinstance(gpu_decode_lanes, bool) or not isinstance(gpu_decode_lanes, int) or gpu_decode_lanes < 1:
             raise ValueError(f"gpu_decode_lanes must be an int >= 1, got {gpu_decode_lanes!r}")
         self.gpu_decode_lanes = gpu_decode_lanes
-        self.decode_stats = {"gpu": 0, "cpu_fallback": 0, "cpu": 0}
-        self._stats_lock = threading.Lock()  # a Pipeline's decoder lanes count from several threads
+        # every batch this Compose decoded (a Pipeline counts what it delivered: pipe.stats)
+        self.decode_stats = DecodeStats()
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops (random ops dropped or made
@@ -212,7 +212,9 @@ class Compose:
         Raises SampleError for a sample neither decoder can read."""
         work = prepared.first
         if isinstance(work.source, _PendingDecode):
-            work.source = work.source.run()
+            pending = work.source
+            work.source = pending.run()
+            work.decoded = pending.record
 
     def finish(self, prepared: Prepared) -> torch.Tensor:
         """The second half of a call: the first stage's passes, then every later stage."""
@@ -243,11 +245,14 @@ class Compose:
         regions = plan.regions()
         device = self.device or (torch.device("cpu") if encoded else x.device)
         source: Any
+        decoded = None
         if encoded and device.type == "cuda" and self._gpu_decoder(device) is not None:
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
-            source = _PendingDecode(self, x, regions, decode_lane)
+            source = _PendingDecode(self, x, regions, idx, decode_lane)
             if not defer_decode:
-                source = source.run()
+                pending = source
+                source = pending.run()
+                decoded = pending.record
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
             scale = x.scales(regions, mins)
@@ -256,11 +261,12 @@ class Compose:
             if device.type != "cpu":
                 images = list(self._executor().map(source, range(len(x))))
                 source = ImageBatch.from_list(images).to(device, non_blocking=True)
-                self.decode_stats["cpu"] += len(images)
+            decoded = BatchDecode(cpu=len(x))  # on the CPU device the warp decodes them, all or an error
+            self.decode_stats.add(decoded)
         else:
             source = x.to(device)
             spec = plan.warp_spec(out_size, regions, antialias=self.antialias)
-        return _StageWork(stage, plan, source, spec, final)
+        return _StageWork(stage, plan, source, spec, final, decoded=decoded)
 
     def _finish_stage(self, work: _StageWork) -> torch.Tensor:
         stage, plan, final = work.stage, work.plan, work.final
@@ -283,7 +289,7 @@ class Compose:
             return None
         self._decoder = GpuDecoder(device, hw_fraction=self.hw_fraction, num_cpu_threads=self.num_threads,
                                    roi_decode=self.gpu_roi_decode, fancy_upsampling=self.gpu_fancy_upsampling,
-                                   lanes=self.gpu_decode_lanes)
+                                   lanes=self.gpu_decode_lanes, max_pixels=self.max_pixels)
         return self._decoder
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:
@@ -327,8 +333,10 @@ class _PendingDecode:
     (checks, code streams) happens here, on the planning thread, so that the decoding thread
     (Pipeline's decode_thread) only decodes."""
 
-    def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray, lane: int | None = None) -> None:
-        self.compose, self.source, self.regions = compose, source, regions
+    def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray, idx: np.ndarray,
+                 lane: int | None = None) -> None:
+        self.compose, self.source, self.regions, self.idx = compose, source, regions, idx
+        self.record: BatchDecode | None = None  # after run()
         if lane is not None:  # the decoder may have fewer lanes (its Python binding has one)
             lane %= compose._decoder.lanes
         self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
@@ -339,12 +347,13 @@ class _PendingDecode:
 
         compose, x = self.compose, self.source
         try:
-            views, fallback, _ = compose._decoder.decode_views(x.blobs, planned=self.planned)
+            views, fallback, reasons = compose._decoder.decode_views(x.blobs, planned=self.planned)
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
             raise SampleError(e.sample, e.reason) from e
-        with compose._stats_lock:
-            compose.decode_stats["gpu"] += len(x) - len(fallback)
-            compose.decode_stats["cpu_fallback"] += len(fallback)
+        index = self.idx.tolist() if len(fallback) else []
+        self.record = BatchDecode(gpu=len(x) - len(fallback),
+                                  fallbacks=[(index[i], why) for i, why in zip(fallback, reasons)])
+        compose.decode_stats.add(self.record)
         return views
 
 
@@ -358,6 +367,7 @@ class _StageWork:
     spec: Any
     final: bool
     packed: Any = None  # kernels.Packed: the kernel's inputs made ahead (prepare_split on CUDA)
+    decoded: BatchDecode | None = None  # how its images were decoded (None: given decoded)
 
 
 @dataclass

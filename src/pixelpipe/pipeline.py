@@ -38,6 +38,7 @@ from .sampler import (
     stream_epoch,
     stream_rank_totals,
 )
+from .stats import BatchDecode, DecodeStats
 
 __all__ = ["Pipeline"]
 
@@ -77,7 +78,10 @@ class Pipeline:
         shard: (rank, world_size); default from torch.distributed when it is initialised.
         on_error: "raise" (an error naming the sample and file), "skip" (drop it and fill the
             batch from the next samples) or "replace" (substitute another sample). Every error
-            is listed in `pipe.errors` as (index, source, reason).
+            is listed in `pipe.errors` as (index, source, reason). `pipe.stats` (a
+            pixelpipe.stats.DecodeStats) counts how the delivered batches' samples were
+            decoded: by nvImageCodec, on the CPU inside a GPU batch and why, on the CPU, or
+            read from the cache.
         shuffle_buffer: samples held to shuffle streaming readers.
         max_pixels: images whose header claims more pixels are errors.
         cache: "gpu" (or "device") keeps every decoded image on the pipeline's device after
@@ -127,6 +131,7 @@ class Pipeline:
         self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
         self.rank, self.world = _shard(shard)
         self.errors: list[tuple[int, str, str]] = []
+        self.stats = DecodeStats()
         self.epoch = -1  # becomes 0 on the first iteration
         self._resume: int | None = None  # cursor to continue the current epoch from
         self._cursor = 0  # slots of the current epoch behind the batches the consumer received
@@ -227,7 +232,7 @@ class Pipeline:
                 self._shutdown()
 
     def _receive(self, item: tuple[Any, ...]) -> dict[str, Any]:
-        batch, epoch, cursor, made, event, errors = item
+        batch, epoch, cursor, made, event, errors, record = item
         assert epoch == self.epoch, f"a batch of epoch {epoch} reached epoch {self.epoch}"
         if event is not None:
             stream = torch.cuda.current_stream(self.device)
@@ -237,6 +242,8 @@ class Pipeline:
                     v.record_stream(stream)
         self._cursor, self._made = cursor, made
         self.errors.extend(errors)
+        if record is not None:
+            self.stats.add(record)
         return batch
 
     def _produce(self, epoch: int, start: int, made: int, stop: threading.Event) -> Iterator[Any]:
@@ -306,12 +313,12 @@ class Pipeline:
             saved = run.save()
             items = run.pending[:b]
             with torch.cuda.stream(side) if side is not None else nullcontext():
-                work, run.pending = self._make(run, run.pending, split=not redo)
+                work, record, run.pending = self._make(run, run.pending, split=not redo)
             redo = False
             if work is not None:
                 run.made += 1
                 run.last = items
-                return Made(run, work, saved, run.cursor, run.made, run.take_errors())
+                return Made(run, work, saved, run.cursor, run.made, run.take_errors(), record=record)
         return None
 
     def _finisher_pool(self) -> ThreadPoolExecutor:
@@ -341,26 +348,32 @@ class Pipeline:
                               self.rank, self.world, self.shuffle_buffer)
         return read_ahead(stream, 2 * self.batch_size, stop)
 
-    def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, list[Item]]:
+    def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, Any, list[Item]]:
         """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
-        items and return a callable finishing the batch, and the rest; without split, run both
-        halves here. On a sample error apply the policy and return None and the items left, to
-        be refilled."""
+        items and return a callable finishing the batch, one giving how it was decoded (a
+        BatchDecode, once finished), and the rest; without split, run both halves here. On a
+        sample error apply the policy and return None, None and the items left, to be
+        refilled."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         try:
-            source = [it.data for it in items] if self._cache is None else self._from_cache(items)
+            cached = None
+            if self._cache is None:
+                source = [it.data for it in items]
+            else:
+                source, cached = self._from_cache(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
             lane = self._lanes.next_lane()
             index = np.fromiter((it.index for it in items), np.int64, len(items))  # also the batch's "index"
             prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch, indices=index,
                                                defer_decode=deferred, decode_lane=lane if deferred else None)
+            record = (lambda: cached) if cached is not None else (lambda: prepared.first.decoded)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
                 decoded = self._lanes.submit(prepared, lane)
-                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items, index)), rest
+                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items, index)), record, rest
             if not split:
                 batch = self._wrap(self.transforms.finish(prepared), items, index)
-                return (lambda: batch), rest
+                return (lambda: batch), record, rest
         except SampleError as e:
             bad = items[e.position]
             if self.on_error == "raise":
@@ -370,8 +383,8 @@ class Pipeline:
             sub = fail(self, run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
             if sub is not None:
                 keep.append(sub)
-            return None, keep
-        return (lambda: self._wrap(self.transforms.finish(prepared), items, index)), rest
+            return None, None, keep
+        return (lambda: self._wrap(self.transforms.finish(prepared), items, index)), record, rest
 
     def _wrap(self, images: torch.Tensor, items: list[Item], index: np.ndarray) -> dict[str, Any]:
         """The batch dict; index: the items' sample indices (int64, made once by _make)."""
@@ -390,15 +403,19 @@ class Pipeline:
             items.append(Item(None, label, i, source, v))
         return items
 
-    def _from_cache(self, items: list[Item]) -> Any:
-        """The batch as a view of the device cache, decoding (whole images) what is missing."""
+    def _from_cache(self, items: list[Item]) -> tuple[Any, BatchDecode]:
+        """The batch as a view of the device cache, decoding (whole images) what is missing,
+        and how many were decoded (cpu) or cached (samples given decoded count as neither)."""
         assert self._cache is not None
+        rows = self._cache.rows
+        decoded = sum(it.index not in rows and isinstance(it.data, (bytes, bytearray, memoryview)) for it in items)
+        hits = sum(it.index in rows for it in items)
         batch = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
         if self.reader.indexable:  # an index names the same sample every epoch (not so for streams)
             for it in items:
                 if it.data is not None:
                     self._cached[it.index] = (it.label, it.source)
-        return batch
+        return batch, BatchDecode(cpu=decoded, cached=hits)
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

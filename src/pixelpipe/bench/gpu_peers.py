@@ -139,7 +139,11 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
     run = None
     try:
         run = make()
-        return time_runs(name, run, passes, total, quiet, note, seconds, drainer(device))
+        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device))
+        stats = getattr(run, "stats", None)  # a Pipeline's: the CPU decoder sets the pace when many
+        if stats is not None and stats.cpu_fallback:
+            result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"
+        return result
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
     except Exception as e:
@@ -193,6 +197,7 @@ def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: i
             yield k
 
     run.close = pipe.close  # type: ignore[attr-defined]
+    run.stats = pipe.stats  # type: ignore[attr-defined]
     return run
 
 
