@@ -146,3 +146,36 @@ def test_time_runs_records_cpu_time_and_the_collections_of_the_timed_passes_only
 
     r = time_runs("sleep", sleep, 2, 4, quiet=True)
     assert r.cpu_seconds < 0.1 and r.seconds >= 0.2 and r.gc_collections <= 1
+
+
+def test_a_contender_with_fallbacks_says_so_in_its_note() -> None:
+    """A run with pipeline statistics (pixelpipe_full's) that counted CPU fallbacks gets their
+    share in its note; one without fallbacks keeps its note."""
+    import torch
+
+    from pixelpipe.bench.gpu_peers import run_contender
+    from pixelpipe.stats import BatchDecode, DecodeStats
+
+    def contender(fallbacks: int):
+        def make():
+            def run(epoch: int):
+                yield 8
+
+            run.stats = DecodeStats()
+            run.stats.add(BatchDecode(gpu=8 - fallbacks, fallbacks=[(i, "png") for i in range(fallbacks)]))
+            return run
+        return make
+
+    cpu = torch.device("cpu")
+    with_some = run_contender("pixelpipe", contender(2), 1, 8, True, "Pipeline", cpu)
+    assert with_some.note == "Pipeline; 25% decoded on the CPU (not JPEGs nvImageCodec takes)"
+    assert run_contender("pixelpipe", contender(0), 1, 8, True, "Pipeline", cpu).note == "Pipeline"
+
+
+def test_cuda_without_a_cuda_device_exits_with_a_message() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(SystemExit, match="--device cuda: torch sees no CUDA device"):
+        run_bench(None, "rn50", "cuda", None, 1, [], 1, 4, False, True)

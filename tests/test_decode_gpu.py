@@ -212,6 +212,26 @@ def test_arguments_checked_at_construction() -> None:
         GpuDecoder(CUDA, num_cpu_threads=0)
     with pytest.raises(ValueError, match="CUDA device"):
         GpuDecoder(torch.device("cpu"))
+    with pytest.raises(ValueError, match="max_pixels"):
+        GpuDecoder(CUDA, max_pixels=0)
+
+
+def test_max_pixels_applies_to_every_sample(small: Image.Image) -> None:
+    """The decoder's max_pixels: a JPEG over it raises naming the sample and the limit (the CPU
+    decoder's error), one at it decodes on the GPU."""
+    jpeg = save(small, "JPEG")  # 131 x 97
+    dec = GpuDecoder(CUDA, max_pixels=131 * 97 - 1)
+    try:
+        with pytest.raises(DecodeError, match="sample 1: .*more than max_pixels=12706"):
+            dec.decode_regions([save(small.resize((20, 20)), "JPEG"), jpeg])
+    finally:
+        dec.close()
+    dec = GpuDecoder(CUDA, max_pixels=131 * 97)
+    try:
+        batch, fallback, _ = dec.decode_regions([jpeg])
+        assert fallback == [] and tuple(batch[0].shape) == (97, 131, 3)
+    finally:
+        dec.close()
 
 
 def test_regions_must_match_blobs(decoders, small: Image.Image) -> None:

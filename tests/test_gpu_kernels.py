@@ -271,3 +271,27 @@ def test_very_wide_footprints(interp, border):
     batch, spec = _footprint_spec(scales, (6, 7) if SMALL else (32, 40), interp, border, seed=22)
     assert int(spec.taps()[:, 1].max()) >= 24
     _check_against_twin(batch, spec)
+
+
+@pytest.mark.skipif(INTERPRET, reason="2^31 output elements: too big for the interpreter")
+@pytest.mark.parametrize("color", [False, True])
+def test_batches_past_two_to_the_31_elements(color: bool) -> None:
+    """An output batch of more than 2^31 elements (4 x 3 x 16384 x 16384 uint8, 3.2 GB): the
+    last sample starts past 2^31, where a 32-bit offset wraps. Each sample
+    is one flat colour, so every output pixel must be its own sample's colour. With `color`,
+    a contrast of exactly 1 (the colour then needs each image's mean: the second kernel, which
+    writes the output, takes its own offsets)."""
+    if torch.cuda.get_device_properties(0).total_memory < 24 * 2**30:
+        pytest.skip("needs 24 GiB of GPU memory")
+    levels = (40, 100, 160, 220)
+    imgs = [torch.full((8, 8, 3), v, dtype=torch.uint8) for v in levels]
+    ops = [pp.Resize((16384, 16384), interpolation="nearest")]
+    if color:
+        ops.append(pp.ColorJitter(contrast=(1.0, 1.0)))
+    out = pp.Compose(ops, dtype=torch.uint8)(pp.ImageBatch.from_list(imgs).to("cuda"))
+    assert out.numel() > 2**31
+    for k, v in enumerate(levels):
+        sample = out[k]
+        assert int(sample.min()) == int(sample.max()) == v, (k, int(sample.min()), int(sample.max()))
+    del out
+    torch.cuda.empty_cache()

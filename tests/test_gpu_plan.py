@@ -83,3 +83,33 @@ def test_whole_images_and_exif_off(photo: Image.Image) -> None:
 def test_a_region_outside_the_image_names_the_sample(photo: Image.Image) -> None:
     with pytest.raises(ValueError, match="sample 7"):
         plan_job(7, encode(photo), (0, 0, 61, 10), True)
+
+
+def _claiming(blob: bytes, h: int, w: int) -> bytes:
+    """The JPEG with its frame header (SOF0) claiming h x w pixels; the scan is unchanged."""
+    at = blob.index(b"\xff\xc0") + 5  # marker, length (2), precision (1)
+    return blob[:at] + h.to_bytes(2, "big") + w.to_bytes(2, "big") + blob[at + 4:]
+
+
+def test_images_over_max_pixels_go_to_the_cpu_decoder(photo: Image.Image) -> None:
+    """The decoder's max_pixels routes bigger images to the CPU decoder (which raises for
+    them, as on the CPU path); over 100M pixels they go there whatever max_pixels is."""
+    blob = encode(photo, quality=90)  # 90 x 60
+    assert isinstance(plan_job(0, blob, None, True, max_pixels=5400), Job)
+    small = plan_job(0, blob, None, True, max_pixels=5399)
+    assert isinstance(small, str) and "90x60 pixels: over 5,399 pixels" in small
+    huge = _claiming(blob, 9000, 12000)
+    assert "over 100,000,000 pixels" in plan_job(0, huge, None, True, max_pixels=10**9)
+
+
+def test_the_fallback_decodes_with_the_decoders_max_pixels(photo: Image.Image) -> None:
+    """decode_sample (the CPU side of a GPU batch) applies the limit it is given (it used to
+    apply decode_region's default whatever the decoder's), and names the sample."""
+    from pixelpipe.decode.gpu_fallback import SampleDecodeError, decode_sample
+
+    blob = encode(photo, quality=90)  # 90 x 60
+    with pytest.raises(SampleDecodeError, match="sample 0: 90x60 jpeg has 5400 pixels, more than max_pixels=5399"):
+        decode_sample([blob], None, True, 0, 5399)
+    assert decode_sample([blob], None, True, 0, 5400).shape == (60, 90, 3)
+    with pytest.raises(SampleDecodeError, match="more than max_pixels=100000000"):
+        decode_sample([_claiming(blob, 9000, 12000)], None, True, 0)  # the default

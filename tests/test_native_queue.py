@@ -218,4 +218,5 @@ def test_close_retires_tickets_the_caller_no_longer_holds():
     q.close()
     assert not q._live and kept.job is None
     assert kept.wait() == Q.CANCELLED and kept.retire() is False  # no C call on the freed queue
-    assert s.batches() == [1]
+    # 2 and 3 may have started between gate.set() and close() (a busy machine): in order
+    assert s.batches() in ([1], [1, 2], [1, 2, 3])

@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -171,6 +172,9 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         device = "cuda" if torch.cuda.is_available() else "cpu"
     threads = threads or os.cpu_count() or 1
     if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SystemExit(f"pixelpipe bench: --device {device}: torch sees no CUDA device "
+                             f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
@@ -183,7 +187,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     torch.set_num_threads(1)  # per-sample work runs on the pool threads; OpenMP on top oversubscribes
     for peer in peers:
         if peer not in CPU_PEERS:
-            print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}")
+            print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}", file=sys.stderr)
     peers = [p for p in peers if p in CPU_PEERS]
 
     def ours() -> Result:

@@ -60,8 +60,8 @@ Known problems, and what this module does about them:
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -72,35 +72,14 @@ from .._threads import one_torch_thread
 from ..batch import ImageBatch
 from ..views import DeviceViews
 from . import nvimgcodec_alloc, nvimgcodec_c
+from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath
 from .gpu_fallback import CpuUpload, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, view_row
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 
-__all__ = ["GpuDecoder", "gpu_decoder_available"]
-
-
-_INSTALL_HINT = 'GPU decoding needs nvImageCodec: pip install "pixelpipe[gpu]"'
-
-
-def _nvimgcodec() -> Any:
-    """The nvidia.nvimgcodec module, imported on first use."""
-    try:
-        from nvidia import nvimgcodec
-    except (ImportError, OSError) as e:  # OSError: the package is there, a library is not
-        raise ImportError(f"{_INSTALL_HINT} ({type(e).__name__}: {e})") from e
-    return nvimgcodec
-
-
-@functools.cache
-def gpu_decoder_available() -> bool:
-    """Whether nvImageCodec imports and torch sees a CUDA device. Never raises."""
-    try:
-        _nvimgcodec()
-        return torch.cuda.is_available()
-    except (ImportError, RuntimeError, OSError):
-        return False
+__all__ = ["GpuDecoder", "gpu_decoder_available", "gpu_decoder_missing"]
 
 
 class GpuDecoder(BindingPath):
@@ -150,6 +129,8 @@ class GpuDecoder(BindingPath):
             True (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes
             when asked. `decode_ahead_used` says which. A planned batch never decoded costs
             its decode; dropping it, or close(), cancels it if it has not started.
+        max_pixels: images whose header claims more pixels fail (a DecodeError naming the
+            sample), as in decode_region. Images over 100M pixels go to the CPU decoder.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
@@ -176,6 +157,7 @@ class GpuDecoder(BindingPath):
         lanes: int = 1,
         allocators: bool = True,
         decode_ahead: bool = True,
+        max_pixels: int = 100_000_000,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -186,7 +168,10 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"num_cpu_threads must be >= 1, got {num_cpu_threads}")
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
-        nvc = _nvimgcodec()
+        if max_pixels < 1:
+            raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+        self.max_pixels = int(max_pixels)
+        nvc = nvimgcodec_module()
         if not torch.cuda.is_available():
             raise RuntimeError("GpuDecoder needs a CUDA device; torch.cuda.is_available() is False")
         if device.index is None:
@@ -201,7 +186,7 @@ class GpuDecoder(BindingPath):
             if not roi_decode:
                 print("pixelpipe: nvImageCodec region decoding failed a probe on this GPU "
                       f"({LAST_FAILURE.get(device.index, '?')}; see NVIDIA/nvImageCodec#55); "
-                      "decoding whole images and cropping them")
+                      "decoding whole images and cropping them", file=sys.stderr)
         elif not isinstance(roi_decode, bool):
             raise ValueError(f'roi_decode must be True, False or "auto", got {roi_decode!r}')
         self.roi_decode = roi_decode
@@ -227,7 +212,7 @@ class GpuDecoder(BindingPath):
                 self._c = []
                 if api == "c":
                     raise
-                print(f"pixelpipe: nvImageCodec's C API failed ({e}); using its Python binding")
+                print(f"pixelpipe: nvImageCodec's C API failed ({e}); using its Python binding", file=sys.stderr)
         self.lanes = len(self._c) or 1
         if self._c:
             self._decoder: Any = self._c
@@ -355,7 +340,7 @@ class GpuDecoder(BindingPath):
         why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder
         for i in range(n):
             job = plan_job(i, blobs[i], None if regions is None else regions[i],
-                        self.roi_decode, None if headers is None else headers[i], exif)
+                        self.roi_decode, None if headers is None else headers[i], exif, self.max_pixels)
             if isinstance(job, str):
                 why[i] = job
             else:
@@ -479,7 +464,8 @@ class GpuDecoder(BindingPath):
                                                 thread_name_prefix="pixelpipe-gpu-fallback")
                 self._upload_stream = torch.cuda.Stream(self.device)
             pool, stream = self._pool, self._upload_stream
-        return CpuUpload({i: pool.submit(decode_sample, blobs, regions, exif, i) for i in indices}, self.device, stream)
+        return CpuUpload({i: pool.submit(decode_sample, blobs, regions, exif, i, self.max_pixels) for i in indices},
+                         self.device, stream)
 
 
 def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:

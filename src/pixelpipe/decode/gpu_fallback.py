@@ -33,11 +33,11 @@ class SampleDecodeError(DecodeError):
 
 
 def decode_sample(blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None, exif: bool,
-                  i: int) -> np.ndarray:
+                  i: int, max_pixels: int = 100_000_000) -> np.ndarray:
     """Sample i decoded by decode_region as RGB (its region, if any), HWC uint8. Errors name it."""
     region = None if regions is None else regions[i]
     try:
-        pixels = decode_region(blobs[i], region=region, rgb=True, exif=exif)[0]
+        pixels = decode_region(blobs[i], region=region, rgb=True, exif=exif, max_pixels=max_pixels)[0]
     except DecodeError as e:
         raise SampleDecodeError(i, str(e)) from e
     except ValueError as e:

@@ -15,7 +15,7 @@ from .headers import DecodeError, parse_jpeg, read_header
 
 __all__ = ["Planned", "plan_job", "split_by_pixels"]
 
-_MAX_PIXELS = 100_000_000  # decode_region's default; larger files go to it and fail there
+_MAX_PIXELS = 100_000_000  # larger files go to the CPU decoder (decode_region), as do those over max_pixels
 _LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 
 
@@ -39,9 +39,11 @@ class Planned:
 
 
 def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
-             roi_decode: bool, header: Any = None, exif: bool = True) -> Job | str:
+             roi_decode: bool, header: Any = None, exif: bool = True, max_pixels: int = _MAX_PIXELS) -> Job | str:
     """The nvImageCodec job for sample i, or why it goes to the CPU decoder instead. header:
-    parse_jpeg(blob, to_scan=True) if the caller has it. exif=False ignores the orientation."""
+    parse_jpeg(blob, to_scan=True) if the caller has it. exif=False ignores the orientation.
+    Images over max_pixels (or 100M) go to the CPU decoder, which raises for those over
+    max_pixels with the CPU path's error."""
     try:
         if blob[:3] != b"\xff\xd8\xff":
             return f"{read_header(blob).format}: no GPU decoder for this format"
@@ -52,8 +54,8 @@ def plan_job(i: int, blob: bytes, region: tuple[int, int, int, int] | None,
         return f"{info.channels}-component (CMYK/YCCK) JPEG: Pillow's colour conversion"
     if info.bits != 8 or layout.sof in _LOSSLESS_SOF:
         return f"{info.bits}-bit {'lossless ' if layout.sof in _LOSSLESS_SOF else ''}JPEG"
-    if info.height * info.width > _MAX_PIXELS:
-        return f"{info.width}x{info.height} pixels: over the CPU decoder's limit"
+    if info.height * info.width > min(max_pixels, _MAX_PIXELS):
+        return f"{info.width}x{info.height} pixels: over {min(max_pixels, _MAX_PIXELS):,} pixels"
     if blob.rfind(_JPEG_END, layout.sos_end) < 0:
         return "truncated JPEG: no end-of-image marker after the scan"
     orientation = info.orientation if exif else 1

@@ -10,6 +10,7 @@ after a one-line notice.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -26,10 +27,15 @@ _NOTICE = threading.Event()
 
 
 def cpu_decoding_notice() -> None:
-    """Say once per process that decoding stays on the CPU, and how to get the GPU decoder."""
+    """Say once per process, on stderr, that decoding stays on the CPU and why: how to get the
+    GPU decoder when nvImageCodec is not installed, what failed when it is."""
+    from . import gpu_available
+
     if not _NOTICE.is_set():
         _NOTICE.set()
-        print('pixelpipe: decoding on the CPU; for GPU decoding: pip install "pixelpipe[gpu]"')
+        why = gpu_available.gpu_decoder_missing() or "no GPU decoder"
+        hint = '; for GPU decoding: pip install "pixelpipe[gpu]"' if why.endswith("not installed") else ""
+        print(f"pixelpipe: decoding on the CPU ({why}){hint}", file=sys.stderr)
 
 
 def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: torch.device, rgb: bool,

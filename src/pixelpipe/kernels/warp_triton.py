@@ -171,7 +171,7 @@ def _pointwise_kernel(
     gg = tl.load(src + 1, mask=mask, other=0.0)
     b = tl.load(src + 2, mask=mask, other=0.0)
     r, gg, b = _colour(params_ptr + n * P, sums_ptr, n, H, W, r, gg, b, MEANS)
-    dst = out_ptr + n * s_n + (pix // W) * s_y + (pix % W) * s_x
+    dst = out_ptr + n.to(tl.int64) * s_n + (pix // W) * s_y + (pix % W) * s_x  # batches past 2^31 elements
     _finish_store(dst, s_c, r, gg, b, post_ptr, mask, out_ptr.dtype.element_ty, GREY_OUT, ROUND)
 
 
@@ -305,7 +305,7 @@ def _warp_kernel(
         tl.atomic_add(sums_ptr + n * 3 + 2, tl.sum(tl.where(mask, b, 0.0), axis=0))
     if COLOR:
         r, gg, b = _colour(g, sums_ptr, n, H, W, r, gg, b, MEANS)
-    dst = out_ptr + n * s_n + oi * s_y + oj * s_x
+    dst = out_ptr + n.to(tl.int64) * s_n + oi * s_y + oj * s_x  # batches past 2^31 elements
     ty_out = out_ptr.dtype.element_ty
     if not STORE:
         pass
