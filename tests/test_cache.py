@@ -285,3 +285,64 @@ def test_an_epoch_planned_by_the_one_before_resumes_and_matches_planning_alone(m
     assert all(torch.equal(a, b) for a, b in zip(runs[1], runs[4]))
     assert not any(p is not None and p.batches for p in opened[1])
     assert sum(len(p.batches) == 2 for p in opened[4] if p is not None) >= 1  # an epoch opened planned
+
+
+class _Sample:
+    def __init__(self, index, data):
+        self.index, self.data = index, data
+
+
+def _encode(array: np.ndarray, fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(array.squeeze(-1) if array.shape[-1] == 1 else array).save(buf, fmt)
+    return buf.getvalue()
+
+
+def test_a_batch_decoder_fills_the_cache_like_the_cpu_decoder():
+    """batch_for with decode_many (a Pipeline's GPU decoder on CUDA; here decode_region behind
+    the same interface, RGB like nvImageCodec's output): the cache holds what the CPU decoder
+    stores (grey with one channel), the record says which went to its CPU fallback, and an
+    undecodable sample raises SampleError at its place in the batch."""
+    from pixelpipe.compose import SampleError
+    from pixelpipe.decode.gpu_fallback import SampleDecodeError
+
+    rng = np.random.default_rng(3)
+    colour = rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)
+    grey = rng.integers(0, 256, (18, 16, 1), dtype=np.uint8)
+    blobs = [_encode(colour, "JPEG"), _encode(grey, "JPEG"), _encode(colour, "PNG"), _encode(grey, "PNG")]
+    calls = []
+
+    def decode_many(batch):
+        calls.append(len(batch))
+        out, fallback = [], []
+        for i, b in enumerate(batch):
+            if b[:2] != b"\xff\xd8":
+                fallback.append(i)
+            try:
+                out.append(torch.from_numpy(decode_region(b, rgb=True)[0]))
+            except pp.decode.DecodeError as e:
+                raise SampleDecodeError(i, str(e)) from e
+        return out, fallback, ["png: no GPU decoder"] * len(fallback)
+
+    items = [_Sample(10 + k, b) for k, b in enumerate(blobs)] + [_Sample(20, colour)]  # one given decoded
+    on_cpu, by_many = DeviceCache("cpu"), DeviceCache("cpu")
+    want, cpu_record = on_cpu.batch_for(items, map, 10**8)
+    got, record = by_many.batch_for(items, map, 10**8, decode_many)
+    assert calls == [4]  # the encoded ones, in one call
+    assert [got[k].shape[-1] for k in range(5)] == [3, 1, 3, 1, 3]
+    for k in range(5):
+        assert torch.equal(got[k], want[k]), k
+    assert (record.gpu, record.cpu, record.cached) == (2, 0, 0)
+    assert record.fallbacks == [(12, "png: no GPU decoder"), (13, "png: no GPU decoder")]
+    assert (cpu_record.cpu, cpu_record.gpu) == (4, 0)
+    again, record = by_many.batch_for(items, map, 10**8, decode_many)
+    assert calls == [4] and record.cached == 5 and record.gpu == 0
+
+    bad = [_Sample(30, blobs[0]), _Sample(31, b"\xff\xd8\xff" + b"\0" * 30)]
+    with pytest.raises(SampleError) as e:
+        DeviceCache("cpu").batch_for(bad, map, 10**8, decode_many)
+    assert e.value.position == 1

@@ -195,3 +195,30 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
     pipe.close()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() <= before + (64 << 10), (torch.cuda.memory_allocated(), before)
+
+
+def test_the_gpu_cache_is_filled_by_nvimagecodec() -> None:
+    """cache="gpu": the first epoch decodes the missing samples whole with nvImageCodec (the
+    PNG through its CPU fallback), so the cache holds exactly what GpuDecoder.decode_regions
+    gives; pipe.stats says so, and the second epoch only reads the cache."""
+    from pixelpipe.decode.gpu import GpuDecoder
+
+    samples = [(_jpeg(i), i) for i in range(6)]
+    samples[3] = (_png(3), 3)
+    ops = Compose(_ops().ops, dtype=torch.float32, hw_fraction=None)  # one JPEG decoder: the same pixels
+    with Pipeline(Memory(samples), ops, 4, device="cuda", shuffle=False, cache="gpu") as pipe:
+        list(pipe)
+        first = pipe.stats.as_dict()
+        list(pipe)
+        cache = pipe._cache
+        stored = [cache.batch([i])[0].clone() for i in range(6)]
+        assert pipe.stats.cached == first["cached"] + 8
+    assert (first["gpu"], first["cpu_fallback"], first["cpu"], first["cached"]) == (5, 1, 0, 2), first
+    dec = GpuDecoder(torch.device("cuda"), hw_fraction=None)
+    try:
+        want, fallback, _ = dec.decode_regions([blob for blob, _ in samples])
+    finally:
+        dec.close()
+    assert fallback == [3]
+    for i in range(6):
+        assert torch.equal(stored[i], want[i]), i

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .batch import ImageBatch
+from .stats import BatchDecode
 
 __all__ = ["DeviceCache", "CacheFullError"]
 
@@ -127,11 +128,16 @@ class DeviceCache:
         assert self.buffer is not None
         return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
 
-    def batch_for(self, items: Sequence[Any], map_fn: Callable[..., Iterable[Any]], max_pixels: int) -> ImageBatch:
-        """A Pipeline's batch from the cache: items (with .index and .data, encoded bytes or
-        an image array) missing from the cache are decoded whole (through map_fn, e.g. a
-        thread pool's map) and stored first. A sample that cannot be decoded raises
-        SampleError naming its place in the batch."""
+    def batch_for(self, items: Sequence[Any], map_fn: Callable[..., Iterable[Any]], max_pixels: int,
+                  decode_many: Callable[[list[bytes]], tuple[list[torch.Tensor], list[int], list[str]]] | None = None,
+                  ) -> tuple[ImageBatch, BatchDecode]:
+        """A Pipeline's batch from the cache, and how its samples were decoded: items (with
+        .index and .data, encoded bytes or an image array) missing from the cache are decoded
+        whole and stored first; by `decode_many` when given (the GPU decoder: (HWC device
+        images, the indices it sent to the CPU decoder, why), raising SampleDecodeError), else
+        one by one by decode_region through map_fn (e.g. a thread pool's map). Grey images
+        (and grey + alpha) are stored with one channel either way. A sample that cannot be
+        decoded raises SampleError naming its place in the batch."""
         from .batch import to_storable
         from .compose import SampleError
         from .decode import decode_region
@@ -146,12 +152,42 @@ class DeviceCache:
                 raise SampleError(k, str(e)) from e
 
         rows = self.rows
+        record = BatchDecode(cached=sum(it.index in rows for it in items))
         missing = [(k, it) for k, it in enumerate(items) if it.index not in rows]
         if missing:  # later epochs: none
-            for it, image in map_fn(load, missing):
+            encoded = [(k, it) for k, it in missing if isinstance(it.data, (bytes, bytearray, memoryview))]
+            loaded: Iterable[tuple[Any, torch.Tensor]]
+            if decode_many is not None and encoded:
+                given = [pair for pair in missing if not isinstance(pair[1].data, (bytes, bytearray, memoryview))]
+                loaded = [*self._decode_many(encoded, decode_many, record), *map(load, given)]
+            else:
+                record.cpu = len(encoded)
+                loaded = map_fn(load, missing)
+            for it, image in loaded:
                 if it.index not in rows:  # a repeated sample in one batch is stored once
                     self.put(it.index, image)
-        return self.batch([it.index for it in items])
+        return self.batch([it.index for it in items]), record
+
+    @staticmethod
+    def _decode_many(encoded: list[tuple[int, Any]], decode_many: Callable[..., Any],
+                     record: BatchDecode) -> list[tuple[Any, torch.Tensor]]:
+        from .compose import SampleError
+        from .decode.gpu_fallback import SampleDecodeError
+        from .decode.headers import read_header
+
+        blobs = [bytes(it.data) for _, it in encoded]
+        try:
+            images, fallback, reasons = decode_many(blobs)
+        except SampleDecodeError as e:  # neither decoder can read it: the pipeline's policy decides
+            raise SampleError(encoded[e.sample][0], e.reason) from e
+        record.gpu += len(blobs) - len(fallback)
+        record.fallbacks += [(encoded[i][1].index, why) for i, why in zip(fallback, reasons)]
+        out = []
+        for (_, it), blob, image in zip(encoded, blobs, images):
+            if read_header(blob).channels in (1, 2):  # as decode_region(rgb=False) keeps grey
+                image = image[..., :1]
+            out.append((it, image))
+        return out
 
     def clear(self) -> None:
         """Forget every image and give the memory back."""

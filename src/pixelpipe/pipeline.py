@@ -405,17 +405,22 @@ class Pipeline:
 
     def _from_cache(self, items: list[Item]) -> tuple[Any, BatchDecode]:
         """The batch as a view of the device cache, decoding (whole images) what is missing,
-        and how many were decoded (cpu) or cached (samples given decoded count as neither)."""
+        with nvImageCodec on CUDA, and how its samples were decoded (samples given decoded
+        count as neither decoded nor cached)."""
         assert self._cache is not None
-        rows = self._cache.rows
-        decoded = sum(it.index not in rows and isinstance(it.data, (bytes, bytearray, memoryview)) for it in items)
-        hits = sum(it.index in rows for it in items)
-        batch = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels)
+        decoder = self.transforms._gpu_decoder(self.device) if self.device.type == "cuda" else None
+
+        def decode_many(blobs: list[bytes]) -> tuple[list[torch.Tensor], list[int], list[str]]:
+            batch, fallback, reasons = decoder.decode_regions(blobs)
+            return [batch[i] for i in range(len(batch))], fallback, reasons
+
+        batch, record = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels,
+                                              decode_many if decoder is not None else None)
         if self.reader.indexable:  # an index names the same sample every epoch (not so for streams)
             for it in items:
                 if it.data is not None:
                     self._cached[it.index] = (it.label, it.source)
-        return batch, BatchDecode(cpu=decoded, cached=hits)
+        return batch, record
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
