@@ -126,6 +126,30 @@ def test_len_padding_and_drop_last(n: int, batch: int, drop_last: bool, batches:
 
 
 # ----------------------------------------------------------------------------- sharding
+@pytest.mark.parametrize("cache", [None, "device"])
+def test_fixed_shards_keep_each_ranks_samples(cache: str | None) -> None:
+    """fixed_shards (the default with a cache): each rank sees the same samples every epoch,
+    in a new order, all ranks together every sample once; so each rank caches its share only.
+    Without it, the shares change from epoch to epoch."""
+    n, batch, world = 40, 4, 4
+    reader = Memory([(it.data, it.label) for it in samples(n)])
+    for fixed in (True, False):
+        pipes = [Pipeline(reader, [Resize((8, 8))], batch_size=batch, seed=2, shard=(r, world), num_threads=1,
+                          cache=cache, fixed_shards=None if cache and fixed else fixed) for r in range(world)]
+        assert all(p.fixed_shards is fixed for p in pipes)
+        epochs = [[valid(list(p)) for p in pipes] for _ in range(3)]
+        for per_rank in epochs:
+            assert sorted(i for rank in per_rank for i in rank) == list(range(n))
+        same = all(set(epochs[e][r]) == set(epochs[0][r]) for e in (1, 2) for r in range(world))
+        assert same is fixed
+        if fixed:
+            assert any(epochs[1][r] != epochs[0][r] for r in range(world))  # reshuffled within
+            if cache:
+                assert all(len(p._cache) == n // world for p in pipes)
+        for p in pipes:
+            p.close()
+
+
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_shards_see_every_sample_once(world: int, drop_last: bool) -> None:

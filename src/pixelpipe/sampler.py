@@ -8,7 +8,10 @@ Indexable readers get a full permutation of the dataset per epoch (argsort of a 
 hash). Rank r takes every world-th sample of it. All ranks yield the same number of batches:
 with drop_last=False the shorter ranks and the last batch are filled by repeating samples,
 marked invalid; with drop_last=True the tail that does not fill a batch on every rank is left
-out of this epoch (a different tail each epoch).
+out of this epoch (a different tail each epoch). With fixed shards (a Pipeline's default when
+it caches), rank r instead keeps every world-th sample of one permutation that does not depend
+on the epoch, and each epoch shuffles only within it: each rank sees the same samples every
+epoch, so each rank's cache holds its share of the dataset, not, after a few epochs, most of it.
 
 Streaming readers (tar shards, iterables) get a shuffled shard order per epoch, whole shards
 dealt to ranks when there are enough of them (else every rank reads every shard and keeps
@@ -34,6 +37,7 @@ _SHUFFLE = 0x51F7  # op ids of the sampler's own draws (distinct from op positio
 _SHARDS = 0x5A4D
 _BUFFER = 0xB0FF
 _REPLACE = 0x4E71
+_PARTITION = 0x9A27
 
 
 class Entry(NamedTuple):
@@ -52,10 +56,18 @@ def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
 
 
 def indexable_epoch(n: int, seed: int, epoch: int, shuffle: bool, rank: int, world: int, batch: int,
-                    drop_last: bool) -> EpochOrder:
-    """This rank's slots for one epoch: num_batches * batch entries, as arrays."""
-    order = (permutation(n, seed, epoch) if shuffle else torch.arange(n)).numpy()
-    mine = order[rank::world]
+                    drop_last: bool, fixed_shards: bool = False) -> EpochOrder:
+    """This rank's slots for one epoch: num_batches * batch entries, as arrays. fixed_shards:
+    the same samples on this rank every epoch (see the module docstring)."""
+    if fixed_shards and world > 1:
+        keys = hash32(seed, 0, torch.arange(n, dtype=torch.int64), _PARTITION)
+        order = torch.argsort(keys * n + torch.arange(n), stable=True).numpy()  # one partition
+        mine = np.sort(order[rank::world])
+        if shuffle:
+            mine = mine[permutation(len(mine), seed, epoch).numpy()]
+    else:
+        order = (permutation(n, seed, epoch) if shuffle else torch.arange(n)).numpy()
+        mine = order[rank::world]
     per_rank_min = n // world
     per_rank_max = -(-n // world)
     if drop_last:
