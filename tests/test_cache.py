@@ -48,7 +48,8 @@ def test_the_table_grows_past_its_first_block():
 def test_a_full_budget_raises_naming_the_numbers():
     cache = DeviceCache("cpu", budget=5000)
     cache.put(0, torch.zeros(40, 40, 3, dtype=torch.uint8))  # 4800 bytes
-    with pytest.raises(CacheFullError, match=r"1 images use .* MiB .*sample 7 needs"):
+    with pytest.raises(CacheFullError, match=r"1 images use 4\.7 KiB of its 4\.9 KiB budget \(cache_budget\) "
+                                             r"and sample 7 needs 0\.3 KiB more"):
         cache.put(7, torch.zeros(10, 10, 3, dtype=torch.uint8))
     assert 7 not in cache and len(cache) == 1  # nothing half-stored
 
@@ -86,6 +87,22 @@ def test_pipeline_cache_arguments_are_checked():
         pp.Pipeline(Memory(images(2)), [pp.Resize((8, 8))], 2, cache="disk")
     with pytest.raises(ValueError, match="needs device='cuda'"):
         pp.Pipeline(Memory(images(2)), [pp.Resize((8, 8))], 2, cache="gpu")
+    for kw in ({"cache_budget": 1 << 20}, {"cache_max_side": 64}):  # silently ignored before
+        with pytest.raises(ValueError, match="need a cache"):
+            pp.Pipeline(Memory(images(2)), [pp.Resize((8, 8))], 2, **kw)
+
+
+def test_a_full_pipeline_cache_estimates_what_the_dataset_needs():
+    """12 images of 40 x 40 x 3 (4800 bytes each) in 20,000 bytes: the error comes at the 5th
+    and estimates the 12 (6 per rank of 2) at their mean size."""
+    pictures = [(np.full((40, 40, 3), i, np.uint8), i) for i in range(12)]
+    for world, expect in ((1, r"the 12 samples this cache would hold need about 56\.2 KiB"),
+                          (2, r"the 6 samples this cache would hold need about 28\.1 KiB")):
+        with pp.Pipeline(Memory(pictures), [pp.Resize((8, 8))], 2, num_threads=1, cache="device",
+                         cache_budget=20_000, shard=(0, world)) as pipe:
+            with pytest.raises(CacheFullError, match=r"4 images use 18\.8 KiB .* " + expect):
+                for _ in range(3):
+                    list(pipe)
 
 
 def _epochs(pipe, n):

@@ -28,6 +28,14 @@ __all__ = ["DeviceCache", "CacheFullError"]
 _ARRAY_ROWS = 1 << 26  # sample indices the array map covers (512 MiB at most)
 
 
+def _size(n: float) -> str:
+    """Bytes in KiB, MiB or GiB, one decimal."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 2**10:,.1f} KiB"
+
+
 class CacheFullError(RuntimeError):
     """The cache's memory budget cannot hold the dataset."""
 
@@ -54,6 +62,7 @@ class DeviceCache:
         self._table = np.zeros((0, 4), dtype=np.int64)  # (offset, h, w, c) per cached image
         self._row_of = np.full(0, -1, dtype=np.int64)  # the same map as an array (for many at once)
         self.used = 0
+        self.expected: int | None = None  # samples the cache is expected to hold (its error's estimate)
 
     def __contains__(self, index: int) -> bool:
         return index in self.rows
@@ -92,11 +101,7 @@ class DeviceCache:
         h, w, c = image.shape
         size = h * w * c
         if self.used + size > self.budget:
-            raise CacheFullError(
-                f"the device cache is full: {len(self.rows)} images use {self.used / 2**20:.1f} MiB of its "
-                f"{self.budget / 2**20:.1f} MiB budget and sample {index} needs {size / 2**20:.1f} MiB more. "
-                "Raise cache_budget, set cache_max_side (e.g. 320) to cache shrunk images, or turn the cache off."
-            )
+            raise CacheFullError(self._full_message(index, size))
         self.buffer[self.used : self.used + size].copy_(image.reshape(-1), non_blocking=True)
         row = len(self.rows)
         if row == len(self._table):  # grow by doubling: amortised O(1) per image
@@ -110,6 +115,16 @@ class DeviceCache:
                 self._row_of = grown
             self._row_of[index] = row
         self.used += size
+
+    def _full_message(self, index: int, size: int) -> str:
+        n = len(self.rows)
+        text = (f"the device cache is full: {n:,} images use {_size(self.used)} of its {_size(self.budget or 0)} "
+                f"budget (cache_budget) and sample {index} needs {_size(size)} more.")
+        if self.expected and n:
+            need = (self.used + size) / (n + 1) * self.expected
+            text += f" At their mean size, the {self.expected:,} samples this cache would hold need about {_size(need)}."
+        return text + (" Raise cache_budget, set cache_max_side (e.g. 320) to cache shrunk images, or turn "
+                       "the cache off.")
 
     def batch(self, indices: list[int]) -> ImageBatch:
         """The cached samples as an ImageBatch sharing the cache's buffer."""

@@ -163,11 +163,15 @@ class Pipeline:
             raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
         if cache == "gpu" and self.device.type != "cuda":
             raise ValueError("cache='gpu' needs device='cuda'; use cache='device' to cache on the CPU")
+        if cache is None and (cache_budget is not None or cache_max_side is not None):
+            raise ValueError("cache_budget and cache_max_side need a cache: pass cache='gpu' (or 'device')")
         self._cache = None
         if cache is not None:
             from .cache import DeviceCache
 
             self._cache = DeviceCache(self.device, cache_budget, cache_max_side)
+            if self.reader.indexable:  # what this rank will cache, for CacheFullError's estimate
+                self._cache.expected = len(self.reader) if self.world == 1 else -(-len(self.reader) // self.world)
         # per cached sample, its (label, source): later epochs take the pixels from the cache
         # and these from here, without reading the sample again (no file read, no copy)
         self._cached: dict[int, tuple[Any, str]] = {}
