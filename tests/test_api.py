@@ -62,10 +62,22 @@ def test_import_is_light():
     ({"channels": 2}, "channels"),
     ({"channels": 4}, "channels"),
     ({"num_threads": 0}, "num_threads"),
+    ({"hw_fraction": 1.5}, "hw_fraction"),  # GPU settings: checked here, not at the first GPU batch
+    ({"hw_fraction": -0.1}, "hw_fraction"),
+    ({"gpu_roi_decode": "maybe"}, "gpu_roi_decode"),
 ])
 def test_compose_rejects_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         Compose([pp.Resize(8)], **kwargs)
+
+
+def test_grey_output_needs_one_normalize_value():
+    """channels=1 with three different means would use only the first (red's): an error at
+    construction; one value, or three equal ones, is fine."""
+    with pytest.raises(ValueError, match=r"channels=1 .* one mean and std"):
+        Compose([pp.Resize(8), pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])], channels=1)
+    for mean, std in (([0.5], [0.25]), ([0.5] * 3, [0.25] * 3)):
+        Compose([pp.Resize(8), pp.Normalize(mean, std)], channels=1)
 
 
 def test_compose_rejects_non_ops():

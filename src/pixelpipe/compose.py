@@ -106,6 +106,15 @@ class Compose:
         last = self._last_warp_stage()
         if dtype == torch.uint8 and any(isinstance(s, Stage) and s.normalize for s in self.stages):
             raise ValueError("Normalize produces values outside uint8; use a float dtype or drop Normalize")
+        for st in self.stages:
+            norm = st.normalize if isinstance(st, Stage) else None
+            if channels == 1 and norm is not None and (len(set(norm.mean)) > 1 or len(set(norm.std)) > 1):
+                raise ValueError(f"channels=1 gives one grey channel: Normalize needs one mean and std for it "
+                                 f"(e.g. Normalize([m], [s])), got mean={list(norm.mean)}, std={list(norm.std)}")
+        if hw_fraction is not None and not 0.0 <= hw_fraction <= 1.0:
+            raise ValueError(f"hw_fraction must be None or in [0, 1], got {hw_fraction}")
+        if gpu_roi_decode not in (True, False, "auto"):
+            raise ValueError(f'gpu_roi_decode must be True, False or "auto", got {gpu_roi_decode!r}')
         self._last = last
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: Any = None
