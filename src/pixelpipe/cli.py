@@ -66,7 +66,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline", default="rn50", choices=("rn50", "rich", "val"))
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
-    p.add_argument("--threads", type=int, help="CPU threads for every contender (default: all cores)")
+    p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: all cores)")
     p.add_argument("--peers", default=None,
                    help="comma-separated peers: pillow (cpu); dali, torchvision, kornia (cuda)")
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")

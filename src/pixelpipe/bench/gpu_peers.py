@@ -272,27 +272,24 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
     else:
         rows = [("pixelpipe", lambda: pixelpipe_full(blobs, pipeline, batch, threads, device),
                  f"Pipeline(device={device}), {threads} threads")]
+        workers = os.cpu_count() or threads  # the CPU loader as users run it: one worker per core
         table = {
             "torchvision": [
                 ("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),
                  "nvJPEG batch decode, v2 per image"),
                 ("torchvision cpu dataloader", lambda: peer_torchvision.cpu_loader(
-                    blobs, pipeline, batch, threads, device),
-                 f"PIL + v2, {threads} workers, pinned copy")],
+                    blobs, pipeline, batch, workers, device),
+                 f"PIL + v2, {workers} workers (one per core), pinned copy")],
             "kornia": [("kornia", lambda: peer_kornia.kornia_full(blobs, pipeline, batch, device),
                         "nvJPEG decode, resize to 256x256, kornia batch")],
             "dali": [("dali", lambda: peer_dali.dali_full(blobs, pipeline, batch, threads, device),
                       f"mixed decoder, {threads} threads")],
         }
     if cache:
-        if importlib.util.find_spec("pixelpipe.cache") is None:
-            print("note: --cache: pixelpipe.cache does not exist yet; cached epochs not timed",
-                  file=sys.stderr)
-        else:
-            rows.append(("pixelpipe (gpu cache)", lambda: pixelpipe_cached(
-                blobs, pipeline, batch, threads, device), "epochs 2+: DeviceCache, whole images"))
-            rows.append(("pixelpipe (cache, Pipeline)", lambda: pixelpipe_full(
-                blobs, pipeline, batch, threads, device, cache=True), "epochs 2+: Pipeline(cache=...), overlapped"))
+        rows.append(("pixelpipe (gpu cache)", lambda: pixelpipe_cached(
+            blobs, pipeline, batch, threads, device), "epochs 2+: DeviceCache, whole images"))
+        rows.append(("pixelpipe (cache, Pipeline)", lambda: pixelpipe_full(
+            blobs, pipeline, batch, threads, device, cache=True), "epochs 2+: Pipeline(cache=...), overlapped"))
     for peer in parse_peers(peers):
         rows += table[peer]
     return rows
