@@ -172,6 +172,24 @@ def test_a_contender_with_fallbacks_says_so_in_its_note() -> None:
     assert run_contender("pixelpipe", contender(0), 1, 8, True, "Pipeline", cpu).note == "Pipeline"
 
 
+def test_a_contender_names_its_gpu_decoders_settings() -> None:
+    import types
+
+    import torch
+
+    from pixelpipe.bench.gpu_peers import run_contender
+
+    def make():
+        def run(epoch: int):
+            yield 8
+
+        run.decoder = lambda: types.SimpleNamespace(api="c", hw_fraction=0.75, roi_decode=False, lanes=1)
+        return run
+
+    got = run_contender("pixelpipe", make, 1, 8, True, "Pipeline", torch.device("cpu")).note
+    assert got == "Pipeline; nvImageCodec c API, hw_fraction 0.75, regions off, 1 lane(s)"
+
+
 def test_cuda_without_a_cuda_device_exits_with_a_message() -> None:
     import torch
 

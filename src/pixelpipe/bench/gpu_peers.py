@@ -143,6 +143,10 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
         stats = getattr(run, "stats", None)  # a Pipeline's: the CPU decoder sets the pace when many
         if stats is not None and stats.cpu_fallback:
             result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"
+        decoder = getattr(run, "decoder", lambda: None)()  # the settings its GPU decoder ran with
+        if decoder is not None:
+            result.note += (f"; nvImageCodec {decoder.api} API, hw_fraction {decoder.hw_fraction}, "
+                            f"regions {'on' if decoder.roi_decode else 'off'}, {decoder.lanes} lane(s)")
         return result
     except ImportError as e:
         return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
@@ -198,6 +202,7 @@ def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: i
 
     run.close = pipe.close  # type: ignore[attr-defined]
     run.stats = pipe.stats  # type: ignore[attr-defined]
+    run.decoder = lambda: pipe.transforms._decoder  # type: ignore[attr-defined]
     return run
 
 
