@@ -183,3 +183,6 @@ def test_decode_is_callable_and_its_submodules_import() -> None:
         batch = fn([buf.getvalue()])
         assert isinstance(batch, ImageBatch) and batch.sizes.tolist() == [[3, 5]]
         assert batch[0][1, 2].tolist() == [10, 20, 30]
+    import inspect
+
+    assert list(inspect.signature(pixelpipe.decode).parameters)[:2] == ["images", "device"]  # help() shows them

@@ -4,6 +4,7 @@
 of one image the planner asks for; `decode` turns a list of files into an ImageBatch.
 """
 
+import inspect
 import sys
 import types
 
@@ -13,6 +14,12 @@ from .headers import DecodeError, ImageInfo, read_header
 __all__ = ["DecodeError", "ImageInfo", "dct_scale", "decode", "decode_region", "read_header"]
 
 
+def _with_self(fn):
+    sig = inspect.signature(fn)
+    return sig.replace(parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+                                   *sig.parameters.values()])
+
+
 class _CallablePackage(types.ModuleType):
     """`pixelpipe.decode` is this package and, called, the function `decode` (the API the
     project promises: `pixelpipe.decode(files, device=...)`), so that both
@@ -20,6 +27,10 @@ class _CallablePackage(types.ModuleType):
 
     def __call__(self, *args, **kwargs):
         return decode(*args, **kwargs)
+
+    # inspect.signature(pixelpipe.decode) and help() show decode's arguments, not (*args, **kwargs)
+    __call__.__signature__ = _with_self(decode)  # type: ignore[attr-defined]
+    __call__.__doc__ = decode.__doc__
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -61,8 +61,8 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
     with _LOCK:
         decoder = _DECODERS.get(key)
         if decoder is None:
-            decoder = _DECODERS[key] = GpuDecoder(device, num_cpu_threads=threads,
-                                                  fancy_upsampling=fancy_upsampling)
+            decoder = _DECODERS[key] = GpuDecoder(device, hw_fraction=0.75, num_cpu_threads=threads,
+                                                  fancy_upsampling=fancy_upsampling)  # Compose's split
     assert isinstance(decoder, GpuDecoder)
     batch, _, _ = decoder.decode_regions(blobs, exif=exif)
     if rgb:
@@ -70,7 +70,7 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
     grey = []
     for i, b in enumerate(blobs):
         try:
-            grey.append(read_header(b).channels == 1)
+            grey.append(read_header(b).channels in (1, 2))  # grey (+ alpha): one channel, as the CPU path
         except DecodeError as e:  # unreachable: the decode above would have failed first
             raise DecodeError(f"sample {i}: {e}") from e
     if not any(grey):
