@@ -23,6 +23,7 @@ from PIL import Image, ImageFile
 from ..batch import ImageBatch
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
 from .turbo import decode_jpeg_region
+from .webp import decode_webp_region
 
 __all__ = ["decode", "decode_region", "dct_scale"]
 
@@ -107,6 +108,10 @@ def decode_region(
             if rgb and fast.shape[2] == 1:
                 fast = np.repeat(fast, 3, axis=2)
             return fast, 1.0 / denom
+    if info.format == "webp" and orientation == 1:  # libwebp into our buffer, no RGBA canvas
+        fast = decode_webp_region(data, (y0, x0, y1, x1), (info.height, info.width))
+        if fast is not None:
+            return fast, 1.0
     try:
         im = _open(info.format, data)
         if im.size != (info.width, info.height):
