@@ -22,6 +22,8 @@ def fresh(monkeypatch):
 
 def test_not_installed_names_the_extra(fresh, monkeypatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", None)  # its import fails as if absent
+    if "nvidia" in sys.modules:  # where it is installed and imported, the package holds it too
+        monkeypatch.delattr(sys.modules["nvidia"], "nvimgcodec", raising=False)
     assert gpu_available.gpu_decoder_missing() == "nvImageCodec is not installed"
     assert not gpu_available.gpu_decoder_available()
     on_device.cpu_decoding_notice()
