@@ -22,7 +22,6 @@ from PIL import Image, ImageFile
 
 from ..batch import ImageBatch
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
-from .png import decode_png_region
 from .turbo import decode_jpeg_region
 from .webp import decode_webp_region
 
@@ -113,10 +112,6 @@ def decode_region(
         fast = decode_webp_region(data, (y0, x0, y1, x1), (info.height, info.width))
         if fast is not None:
             return fast, 1.0
-    if info.format == "png" and orientation == 1:  # libpng into our buffer, GIL released
-        fast = decode_png_region(data, (y0, x0, y1, x1), (info.height, info.width))
-        if fast is not None:
-            return (np.repeat(fast, 3, axis=2) if rgb and fast.shape[2] == 1 else fast), 1.0
     try:
         im = _open(info.format, data)
         if im.size != (info.width, info.height):
