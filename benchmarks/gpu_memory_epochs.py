@@ -1,0 +1,74 @@
+"""GPU memory of a Pipeline over epochs: does it grow, and does close() give it back?
+
+    python benchmarks/gpu_memory_epochs.py [--data DIR] [--pipelines rn50,rich] [--epochs 5] [--repeat 1] [--cache]
+
+Issue 4 asks for the peak after epoch 1 and after epoch 5 within 1%. A Pipeline's memory has
+two owners: torch's caching allocator (the kernels' outputs and buffers) and nvImageCodec's
+decoders, which allocate through pixelpipe's own pool (decode/nvimgcodec_alloc.py), outside
+torch. So each epoch's row shows torch's peak allocated and reserved bytes and the device's
+used memory (cudaMemGetInfo: every allocation of the process, nvImageCodec's included, and
+of any other process on the GPU), all since the pipeline started; then the same after
+close() and torch.cuda.empty_cache(). Batch 256, 8 threads, float16 NCHW, as `pixelpipe
+bench`. --repeat k lists the files k times (as samples of their own, with their own random
+crops): the peak is the largest batch's buffers so far, a running maximum over random region
+sizes, so an epoch of two batches has not met its largest one yet. Needs CUDA (and
+nvImageCodec for the GPU decoder).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+from _common import arguments, read_jpegs
+
+MIB = 2**20
+
+
+def used() -> int:
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def main() -> None:
+    ap = arguments(__doc__)
+    ap.add_argument("--pipelines", default="rn50,rich")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--cache", action="store_true", help='Pipeline(cache="gpu")')
+    ap.add_argument("--repeat", type=int, default=1, help="list the files this many times")
+    args = ap.parse_args()
+    import pixelpipe as pp
+    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.readers import Memory
+
+    blobs = read_jpegs(args.data) * args.repeat
+    print(f"{len(blobs)} JPEGs, batch 256, {torch.cuda.get_device_name()}; MiB")
+    print(f"{'pipeline':10s}{'epoch':>7s}{'torch peak':>12s}{'reserved':>10s}{'device used':>13s}")
+    for name in args.pipelines.split(","):
+        torch.cuda.synchronize()
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = used()
+        pipe = pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
+                           device="cuda", num_threads=8, prefetch=2, cache="gpu" if args.cache else None)
+        peaks = []
+        for epoch in range(1, args.epochs + 1):
+            for batch in pipe:
+                del batch  # the last batch is not kept past the epoch
+            torch.cuda.synchronize()
+            peaks.append(torch.cuda.max_memory_allocated())
+            print(f"{name:10s}{epoch:7d}{peaks[-1] / MIB:12.1f}{torch.cuda.memory_reserved() / MIB:10.1f}"
+                  f"{(used() - before) / MIB:13.1f}")
+        pipe.close()
+        del pipe
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        print(f"{name:10s}{'closed':>7s}{torch.cuda.memory_allocated() / MIB:12.1f}"
+              f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}")
+        print(f"  torch peak, epoch {args.epochs} / epoch 1: {peaks[-1] / peaks[0]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
