@@ -150,6 +150,22 @@ def test_fixed_shards_keep_each_ranks_samples(cache: str | None) -> None:
             p.close()
 
 
+def test_a_state_saved_with_other_fixed_shards_is_refused() -> None:
+    """fixed_shards changes every rank's order: resuming across it would not continue the
+    same epoch."""
+    reader = Memory([(it.data, it.label) for it in samples(12)])
+    saved = Pipeline(reader, [Resize((8, 8))], batch_size=2, shard=(0, 2), num_threads=1, fixed_shards=True)
+    take(saved, 1)
+    state = saved.state_dict()
+    saved.close()
+    with Pipeline(reader, [Resize((8, 8))], batch_size=2, shard=(0, 2), num_threads=1) as other:
+        with pytest.raises(ValueError, match="fixed_shards=True"):
+            other.load_state_dict(state)
+    with Pipeline(reader, [Resize((8, 8))], batch_size=2, shard=(0, 2), num_threads=1, fixed_shards=True) as same:
+        same.load_state_dict(state)
+        assert same.epoch == 0
+
+
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_shards_see_every_sample_once(world: int, drop_last: bool) -> None:

@@ -438,7 +438,7 @@ class Pipeline:
         to continue with exactly the same remaining batches."""
         return {"epoch": self.epoch, "cursor": self._cursor, "batches": self._made, "finished": self._done,
                 "seed": self.seed, "batch_size": self.batch_size,
-                "shard": (self.rank, self.world), "errors": list(self.errors)}
+                "shard": (self.rank, self.world), "fixed_shards": self.fixed_shards, "errors": list(self.errors)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("seed", "batch_size"):
@@ -446,6 +446,9 @@ class Pipeline:
                 raise ValueError(f"state was saved with {key}={state[key]}, this pipeline has {getattr(self, key)}")
         if tuple(state["shard"]) != (self.rank, self.world):
             raise ValueError(f"state was saved on shard {tuple(state['shard'])}, this pipeline is {(self.rank, self.world)}")
+        if state.get("fixed_shards", self.fixed_shards) != self.fixed_shards and self.world > 1:  # another order
+            raise ValueError(f"state was saved with fixed_shards={state['fixed_shards']}, this pipeline has "
+                             f"{self.fixed_shards} (a cache turns it on by default)")
         self._shutdown()
         self.epoch, self._cursor, self._made = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
         self.errors = [tuple(e) for e in state.get("errors", [])]
