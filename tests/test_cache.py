@@ -366,3 +366,34 @@ def test_a_batch_decoder_fills_the_cache_like_the_cpu_decoder():
     with pytest.raises(SampleError) as e:
         DeviceCache("cpu").batch_for(bad, map, 10**8, decode_many)
     assert e.value.position == 1
+
+
+def test_the_default_budget_grows_the_buffer_and_keeps_what_it_holds(monkeypatch):
+    """Without a budget the buffer starts small and doubles (here from 10,000 bytes) up to the
+    budget: every image keeps its pixels across growths, a batch taken before a growth stays
+    valid, and past the budget it raises. An explicit budget is allocated at once."""
+    import pixelpipe.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_FIRST", 10_000)
+    cache = DeviceCache("cpu")
+    cache.budget = 60_000  # what the default would be, made small
+    rng = np.random.default_rng(0)
+    images = [torch.from_numpy(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)) for _ in range(13)]  # 4,800 B
+    cache.put(0, images[0])
+    assert cache.capacity == 10_000
+    early = cache.batch([0])
+    capacities = []
+    for i in range(1, 12):
+        cache.put(i, images[i])
+        capacities.append(cache.capacity)
+    assert capacities[:3] == [10_000, 20_000, 20_000] and capacities[-1] == 60_000  # 80,000 capped
+    assert sorted(set(capacities)) == [10_000, 20_000, 40_000, 60_000]
+    batch = cache.batch(list(range(12)))
+    for i in range(12):
+        assert torch.equal(batch[i], images[i]), i
+    assert torch.equal(early[0], images[0])
+    with pytest.raises(CacheFullError, match="12 images use 56.2 KiB of its 58.6 KiB budget"):
+        cache.put(12, images[12])
+    fixed = DeviceCache("cpu", budget=60_000)
+    fixed.put(0, images[0])
+    assert fixed.capacity == 60_000 and not fixed.growable

@@ -26,6 +26,7 @@ __all__ = ["DeviceCache", "CacheFullError"]
 
 
 _ARRAY_ROWS = 1 << 26  # sample indices the array map covers (512 MiB at most)
+_FIRST = 64 << 20  # a growable cache's first buffer, in bytes
 
 
 def _size(n: float) -> str:
@@ -41,12 +42,19 @@ class CacheFullError(RuntimeError):
 
 
 class DeviceCache:
-    """Decoded images kept on `device`, up to `budget` bytes (allocated on first use).
+    """Decoded images kept on `device`, up to `budget` bytes.
 
     Args:
         device: where the pixels live ("cuda", "cuda:N"; "cpu" works too, for tests).
-        budget: bytes for pixels. Default: half of the free device memory when first used.
+        budget: bytes for pixels, allocated at once on first use. Default (None): up to half
+            of the device's free memory when first used (1 GiB on the CPU), in a buffer that
+            starts at 64 MiB and doubles as images arrive (each growth copies what is cached
+            into the new buffer, in stream order), so a small dataset takes only about its size.
         max_side: shrink images whose longer side exceeds this before caching (None: keep).
+
+    A batch (`batch`, `batch_rows`) is a view of the buffer of the moment; a later growth
+    leaves it valid (it keeps the old buffer alive). A Pipeline reads and writes the cache on
+    one stream, so the memory of a replaced buffer is reused only after the work queued on it.
     """
 
     def __init__(self, device: str | torch.device, budget: int | None = None, max_side: int | None = None) -> None:
@@ -56,6 +64,7 @@ class DeviceCache:
             raise ValueError(f"cache_max_side must be >= 8 pixels, got {max_side}")
         self.device = torch.device(device)
         self.budget = budget
+        self.growable = budget is None  # the default budget: grow the buffer up to it
         self.max_side = max_side
         self.buffer: torch.Tensor | None = None
         self.rows: dict[int, int] = {}  # sample index -> its row of _table
@@ -70,14 +79,28 @@ class DeviceCache:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _allocate(self) -> None:
+    def _allocate(self, need: int) -> None:
         if self.budget is None:
             if self.device.type == "cuda":
                 free, _ = torch.cuda.mem_get_info(self.device)
                 self.budget = int(free * 0.5)
             else:
                 self.budget = 1 << 30
-        self.buffer = torch.empty(self.budget, dtype=torch.uint8, device=self.device)
+        size = min(self.budget, max(_FIRST, need)) if self.growable else self.budget
+        self.buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
+
+    def _grow(self, need: int) -> None:
+        """A buffer of at least `need` bytes (twice the last, at most the budget) holding what
+        the old one held."""
+        assert self.buffer is not None and self.budget is not None
+        old = self.buffer
+        self.buffer = torch.empty(min(self.budget, max(2 * len(old), need)), dtype=torch.uint8, device=self.device)
+        self.buffer[: self.used].copy_(old[: self.used], non_blocking=True)
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of the current buffer (0 before the first image)."""
+        return 0 if self.buffer is None else len(self.buffer)
 
     def shrink(self, image: torch.Tensor) -> torch.Tensor:
         """HWC uint8 image shrunk so that its longer side is at most max_side."""
@@ -94,14 +117,16 @@ class DeviceCache:
 
     def put(self, index: int, image: torch.Tensor) -> None:
         """Store sample `index` (HWC uint8, any device); shrunk first when max_side is set."""
-        if self.buffer is None:
-            self._allocate()
-        assert self.buffer is not None and self.budget is not None
         image = self.shrink(image.to(self.device, non_blocking=True))
         h, w, c = image.shape
         size = h * w * c
+        if self.buffer is None:
+            self._allocate(size)
+        assert self.buffer is not None and self.budget is not None
         if self.used + size > self.budget:
             raise CacheFullError(self._full_message(index, size))
+        if self.used + size > len(self.buffer):
+            self._grow(self.used + size)
         self.buffer[self.used : self.used + size].copy_(image.reshape(-1), non_blocking=True)
         row = len(self.rows)
         if row == len(self._table):  # grow by doubling: amortised O(1) per image

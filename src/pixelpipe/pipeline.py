@@ -89,7 +89,8 @@ class Pipeline:
             speed. Whole images are cached (not the regions one epoch needs).
         cache_max_side: cache (and augment, from the first epoch on) images shrunk so that
             their longer side is at most this; makes big datasets fit.
-        cache_budget: bytes of device memory for the cache (default: half the free memory);
+        cache_budget: bytes of device memory for the cache, allocated at once (default: up to
+            half the free memory, in a buffer that starts at 64 MiB and doubles as needed);
             a dataset that does not fit raises CacheFullError naming the numbers.
         decode_thread: on CUDA, decode each batch on a third thread (and stream) between the
             planning thread and the kernel thread (default); False decodes on the planning
