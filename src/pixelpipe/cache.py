@@ -27,6 +27,7 @@ __all__ = ["DeviceCache", "CacheFullError"]
 
 _ARRAY_ROWS = 1 << 26  # sample indices the array map covers (512 MiB at most)
 _FIRST = 64 << 20  # a growable cache's first buffer, in bytes
+_ENCODED = (bytes, bytearray, memoryview)  # a sample's data that is a file to decode
 
 
 def _size(n: float) -> str:
@@ -185,7 +186,7 @@ class DeviceCache:
         def load(pair: tuple[int, Any]) -> tuple[Any, torch.Tensor]:
             k, it = pair
             try:
-                if isinstance(it.data, (bytes, bytearray, memoryview)):
+                if isinstance(it.data, _ENCODED):
                     return it, torch.from_numpy(decode_region(it.data, rgb=False, max_pixels=max_pixels)[0])
                 return it, to_storable(torch.as_tensor(it.data), k)
             except ValueError as e:
@@ -195,10 +196,11 @@ class DeviceCache:
         record = BatchDecode(cached=sum(it.index in rows for it in items))
         missing = [(k, it) for k, it in enumerate(items) if it.index not in rows]
         if missing:  # later epochs: none
-            encoded = [(k, it) for k, it in missing if isinstance(it.data, (bytes, bytearray, memoryview))]
+            encoded, given = [], []
+            for pair in missing:
+                (encoded if isinstance(pair[1].data, _ENCODED) else given).append(pair)
             loaded: Iterable[tuple[Any, torch.Tensor]]
             if decode_many is not None and encoded:
-                given = [pair for pair in missing if not isinstance(pair[1].data, (bytes, bytearray, memoryview))]
                 loaded = [*self._decode_many(encoded, decode_many, record), *map(load, given)]
             else:
                 record.cpu = len(encoded)
@@ -213,7 +215,7 @@ class DeviceCache:
                      record: BatchDecode) -> list[tuple[Any, torch.Tensor]]:
         from .compose import SampleError
         from .decode.gpu_fallback import SampleDecodeError
-        from .decode.headers import read_header
+        from .decode.on_device import one_channel_if_grey
 
         blobs = [bytes(it.data) for _, it in encoded]
         try:
@@ -222,12 +224,7 @@ class DeviceCache:
             raise SampleError(encoded[e.sample][0], e.reason) from e
         record.gpu += len(blobs) - len(fallback)
         record.fallbacks += [(encoded[i][1].index, why) for i, why in zip(fallback, reasons)]
-        out = []
-        for (_, it), blob, image in zip(encoded, blobs, images):
-            if read_header(blob).channels in (1, 2):  # as decode_region(rgb=False) keeps grey
-                image = image[..., :1]
-            out.append((it, image))
-        return out
+        return [(it, image) for (_, it), image in zip(encoded, one_channel_if_grey(blobs, images))]
 
     def clear(self) -> None:
         """Forget every image and give the memory back."""

@@ -423,7 +423,7 @@ class Pipeline:
 
         def decode_many(blobs: list[bytes]) -> tuple[list[torch.Tensor], list[int], list[str]]:
             batch, fallback, reasons = decoder.decode_regions(blobs)
-            return [batch[i] for i in range(len(batch))], fallback, reasons
+            return batch.tolist(), fallback, reasons
 
         batch, record = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels,
                                               decode_many if decoder is not None else None)

@@ -49,9 +49,9 @@ class Entry(NamedTuple):
     valid: bool
 
 
-def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """A permutation of range(n), a pure function of (seed, epoch)."""
-    keys = hash32(seed, epoch, torch.arange(n, dtype=torch.int64), _SHUFFLE)
+def permutation(n: int, seed: int, epoch: int, op: int = _SHUFFLE) -> torch.Tensor:
+    """A permutation of range(n), a pure function of (seed, epoch, op)."""
+    keys = hash32(seed, epoch, torch.arange(n, dtype=torch.int64), op)
     return torch.argsort(keys * n + torch.arange(n), stable=True)
 
 
@@ -60,8 +60,7 @@ def indexable_epoch(n: int, seed: int, epoch: int, shuffle: bool, rank: int, wor
     """This rank's slots for one epoch: num_batches * batch entries, as arrays. fixed_shards:
     the same samples on this rank every epoch (see the module docstring)."""
     if fixed_shards and world > 1:
-        keys = hash32(seed, 0, torch.arange(n, dtype=torch.int64), _PARTITION)
-        order = torch.argsort(keys * n + torch.arange(n), stable=True).numpy()  # one partition
+        order = permutation(n, seed, 0, _PARTITION).numpy()  # one partition, whatever the epoch
         mine = np.sort(order[rank::world])
         if shuffle:
             mine = mine[permutation(len(mine), seed, epoch).numpy()]

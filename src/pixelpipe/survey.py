@@ -236,7 +236,7 @@ class Survey:
             return
         self.formats[info.format] += 1
         self.progressive += info.progressive
-        if info.channels in (1, 2):
+        if info.grey:
             self.colour["grayscale"] += 1
         elif info.channels == 4:
             self.colour["cmyk" if info.format == "jpeg" else "alpha"] += 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..views import DeviceViews, strided_view
@@ -133,11 +132,14 @@ def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any]
         data, o, (h, w, c) = where[i]
         return strided_view(data.data_ptr() + o, h, w, c, w * c, c)
 
+    def cpu_tensor(i: int) -> torch.Tensor:
+        data, o, (h, w, c) = where[i]
+        return data[o:o + h * w * c].view(h, w, c)
+
     rows = [on_gpu[i][2] if i in on_gpu else cpu_row(i) for i in range(n)]
 
     def gather() -> list[torch.Tensor]:  # the slow twin: every sample as a tensor
-        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else
-                where[i][0][where[i][1]:where[i][1] + int(np.prod(where[i][2]))].view(where[i][2])
+        return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else cpu_tensor(i)
                 for i in range(n)]
 
     return DeviceViews(device, rows, owners, gather, recycle)

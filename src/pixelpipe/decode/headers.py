@@ -44,6 +44,11 @@ class ImageInfo:
     orientation: int = 1
 
     @property
+    def grey(self) -> bool:
+        """Decoded with one channel when RGB is not asked for: grey, or grey + alpha."""
+        return self.channels in (1, 2)
+
+    @property
     def oriented_size(self) -> tuple[int, int]:
         """(height, width) of the displayed image, after EXIF orientation 5..8 swap the axes."""
         if self.orientation >= 5:

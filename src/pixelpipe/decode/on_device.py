@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import torch
 
 from ..batch import ImageBatch
-from .headers import DecodeError, read_header
+from .headers import read_header
 
-__all__ = ["decode_on_device", "cpu_decoding_notice"]
+__all__ = ["decode_on_device", "cpu_decoding_notice", "one_channel_if_grey"]
 
 _DECODERS: dict[tuple[int, int, bool], object] = {}
 _LOCK = threading.Lock()
@@ -67,12 +67,14 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
     batch, _, _ = decoder.decode_regions(blobs, exif=exif)
     if rgb:
         return batch
-    grey = []
-    for i, b in enumerate(blobs):
-        try:
-            grey.append(read_header(b).channels in (1, 2))  # grey (+ alpha): one channel, as the CPU path
-        except DecodeError as e:  # unreachable: the decode above would have failed first
-            raise DecodeError(f"sample {i}: {e}") from e
-    if not any(grey):
+    images = one_channel_if_grey(blobs, batch.tolist())
+    if all(img.shape[2] == 3 for img in images):
         return batch
-    return ImageBatch.from_list([img[..., :1] if g else img for img, g in zip(batch.tolist(), grey)], device=device)
+    return ImageBatch.from_list(images, device=device)
+
+
+def one_channel_if_grey(blobs: Sequence[bytes], images: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The GPU decoder's RGB images of `blobs` (three equal channels for grey files), those of
+    grey files cut to one channel, as decode_region(rgb=False) gives them. The blobs decoded
+    already, so their headers parse."""
+    return [img[..., :1] if read_header(b).grey else img for b, img in zip(blobs, images)]
