@@ -8,7 +8,8 @@ decoders, which allocate through pixelpipe's own pool (decode/nvimgcodec_alloc.p
 torch. So each epoch's row shows torch's peak allocated and reserved bytes and the device's
 used memory (cudaMemGetInfo: every allocation of the process, nvImageCodec's included, and
 of any other process on the GPU), all since the pipeline started; then the same after
-close() and torch.cuda.empty_cache(). Batch 256, 8 threads, float16 NCHW, as `pixelpipe
+close() and torch.cuda.empty_cache(). The last columns are nvImageCodec's pool (its decoders'
+buffers): what it holds now, and the most its allocations used at once since the process began. Batch 256, 8 threads, float16 NCHW, as `pixelpipe
 bench`. --repeat k lists the files k times (as samples of their own, with their own random
 crops): the peak is the largest batch's buffers so far, a running maximum over random region
 sizes, so an epoch of two batches has not met its largest one yet. Needs CUDA (and
@@ -30,6 +31,13 @@ def used() -> int:
     return total - free
 
 
+def pool() -> str:
+    from pixelpipe.decode.nvimgcodec_alloc import pool_usage
+
+    usage = pool_usage(torch.cuda.current_device())
+    return f"{'-':>17s}{'-':>11s}" if usage is None else f"{usage[0] / MIB:17.1f}{usage[1] / MIB:11.1f}"
+
+
 def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
@@ -43,7 +51,8 @@ def main() -> None:
 
     blobs = read_jpegs(args.data) * args.repeat
     print(f"{len(blobs)} JPEGs, batch 256, {torch.cuda.get_device_name()}; MiB")
-    print(f"{'pipeline':10s}{'epoch':>7s}{'torch peak':>12s}{'reserved':>10s}{'device used':>13s}")
+    print(f"{'pipeline':10s}{'epoch':>7s}{'torch peak':>12s}{'reserved':>10s}{'device used':>13s}"
+          f"{'nvimgcodec pool':>17s}{'pool peak':>11s}")
     for name in args.pipelines.split(","):
         torch.cuda.synchronize()
         gc.collect()
@@ -59,14 +68,14 @@ def main() -> None:
             torch.cuda.synchronize()
             peaks.append(torch.cuda.max_memory_allocated())
             print(f"{name:10s}{epoch:7d}{peaks[-1] / MIB:12.1f}{torch.cuda.memory_reserved() / MIB:10.1f}"
-                  f"{(used() - before) / MIB:13.1f}")
+                  f"{(used() - before) / MIB:13.1f}{pool()}")
         pipe.close()
         del pipe
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         print(f"{name:10s}{'closed':>7s}{torch.cuda.memory_allocated() / MIB:12.1f}"
-              f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}")
+              f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}{pool()}")
         print(f"  torch peak, epoch {args.epochs} / epoch 1: {peaks[-1] / peaks[0]:.4f}")
 
 

@@ -98,7 +98,7 @@ def stand_ins(monkeypatch, tmp_path):
     lib = native.signed(private_copy(SHIM, tmp_path), nvimgcodec_open.SIGNATURES)
     native.wire(lib, "pp_open_set", library.fns, nvimgcodec_open.FUNCTIONS)
 
-    def cpu_buffer(sizes, stream):
+    def cpu_buffer(sizes, stream, steady=None):
         offsets, total = [], 0
         for h, w in sizes:
             offsets.append(total)

@@ -298,7 +298,8 @@ class Compose:
             return None
         self._decoder = GpuDecoder(device, hw_fraction=self.hw_fraction, num_cpu_threads=self.num_threads,
                                    roi_decode=self.gpu_roi_decode, fancy_upsampling=self.gpu_fancy_upsampling,
-                                   lanes=self.gpu_decode_lanes, max_pixels=self.max_pixels)
+                                   lanes=self.gpu_decode_lanes, max_pixels=self.max_pixels,
+                                   steady_buffers=True)
         return self._decoder
 
     def _pointwise_spec(self, stage: Stage, plan: StagePlan, means: torch.Tensor | None, final: bool) -> PointwiseSpec:

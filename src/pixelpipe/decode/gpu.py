@@ -78,6 +78,7 @@ from .gpu_fallback import CpuUpload, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, view_row
 from .roi_probe import LAST_FAILURE, roi_decode_safe
+from .steady import HighWater
 
 __all__ = ["GpuDecoder", "gpu_decoder_available", "gpu_decoder_missing"]
 
@@ -115,7 +116,7 @@ class GpuDecoder(BindingPath):
             with lane=None is split into parts of about equal pixel counts, one per lane,
             decoded at the same time. Default 1. The Python binding always uses one.
         allocators: with the C API, hand nvImageCodec pixelpipe's device and pinned allocators
-            with 8 MiB / 4 MiB of padding (`nvimgcodec_alloc`), so that its decoders' buffers
+            with 32 MiB / 4 MiB of padding (`nvimgcodec_alloc`), so that its decoders' buffers
             stop growing (each growth waited for the whole device): its decode call alone
             measured 1.1-1.3x faster on H100s. True (default) where a C compiler and the CUDA
             runtime are there; False, or PIXELPIPE_NVIMGCODEC_ALLOCATORS=0, keeps nvImageCodec's
@@ -131,6 +132,11 @@ class GpuDecoder(BindingPath):
             its decode; dropping it, or close(), cancels it if it has not started.
         max_pixels: images whose header claims more pixels fail (a DecodeError naming the
             sample), as in decode_region. Images over 100M pixels go to the CPU decoder.
+        steady_buffers: size each batch's buffers (the decoded regions, the samples decoded on
+            the CPU) from the largest batch so far plus 25% (`steady.HighWater`), so that a
+            pipeline's GPU memory stops growing after its first batches; a batch's buffer may
+            then be up to twice its images. False (default): exact sizes, for batches a caller
+            keeps. Compose (and so every Pipeline) turns it on.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
@@ -158,6 +164,7 @@ class GpuDecoder(BindingPath):
         allocators: bool = True,
         decode_ahead: bool = True,
         max_pixels: int = 100_000_000,
+        steady_buffers: bool = False,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -234,6 +241,9 @@ class GpuDecoder(BindingPath):
         self._lane_pool: ThreadPoolExecutor | None = None  # runs the lanes after the first
         self._pool: ThreadPoolExecutor | None = None  # the CPU decoder's threads
         self._upload_stream: torch.cuda.Stream | None = None  # their copies to the device
+        self._steady = HighWater() if steady_buffers else None  # the CPU samples' device buffers
+        for lane in self._c:
+            lane.steady = HighWater() if steady_buffers else None
         self._lock = threading.Lock()  # the binding's decodes, close()
         self._lane_locks = [threading.Lock() for _ in self._c]  # a lane decodes one batch at a time
         self._pools_lock = threading.Lock()  # making the thread pools
@@ -465,7 +475,7 @@ class GpuDecoder(BindingPath):
                 self._upload_stream = torch.cuda.Stream(self.device)
             pool, stream = self._pool, self._upload_stream
         return CpuUpload({i: pool.submit(decode_sample, blobs, regions, exif, i, self.max_pixels) for i in indices},
-                         self.device, stream)
+                         self.device, stream, self._steady)
 
 
 def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:

@@ -20,6 +20,7 @@ import torch
 
 from .cpu import decode_region
 from .headers import DecodeError
+from .steady import HighWater
 
 __all__ = ["CpuUpload", "SampleDecodeError", "decode_sample"]
 
@@ -55,11 +56,11 @@ class CpuUpload:
 
     `samples`: the samples it holds. After `wait()` returns True: `data` (the device buffer),
     `places` (sample -> (offset, shape) in it) and `event` (recorded on `stream` after the copy;
-    None without a stream)."""
+    None without a stream). `steady` sizes the device buffer (see decode/steady.py)."""
 
     def __init__(self, futures: dict[int, Future[np.ndarray]], device: torch.device,
-                 stream: torch.cuda.Stream | None) -> None:
-        self.device, self.stream = device, stream
+                 stream: torch.cuda.Stream | None, steady: HighWater | None = None) -> None:
+        self.device, self.stream, self.steady = device, stream, steady
         self.data: torch.Tensor | None = None
         self.places: dict[int, tuple[int, tuple[int, ...]]] = {}
         self.event: torch.cuda.Event | None = None
@@ -123,10 +124,11 @@ class CpuUpload:
         pinned = self.stream is not None
         with torch.cuda.device(self.device) if pinned else contextlib.nullcontext(), \
                 torch.cuda.stream(self.stream) if pinned else contextlib.nullcontext():
-            data = torch.empty(starts[-1], dtype=torch.uint8, device=self.device)
+            size = starts[-1] if self.steady is None else self.steady.size(starts[-1])
+            data = torch.empty(size, dtype=torch.uint8, device=self.device)
             staging = torch.empty(starts[-1], dtype=torch.uint8, pin_memory=pinned)
             np.concatenate([a.reshape(-1) for a in host], out=staging.numpy())
-            data.copy_(staging, non_blocking=pinned)
+            data[: starts[-1]].copy_(staging, non_blocking=pinned)
             if pinned:
                 event = torch.cuda.Event()
                 event.record(self.stream)

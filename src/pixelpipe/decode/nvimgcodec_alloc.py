@@ -12,6 +12,13 @@ in alternating rounds without / with these allocators (8 MiB device, 4 MiB pinne
 19.2k / 17.2k / 17.7k against 22.6k / 22.1k / 22.7k on one machine, 16.7k / 17.3k / 18.3k
 against 18.8k / 20.1k / 20.5k on another (1.1-1.3x). With allocators but no padding: no gain.
 
+Why 32 MiB of device padding (8 MiB until session 15): each executor thread's buffer grows to the
+largest image that thread has met, so with 8 MiB steps nvImageCodec's memory kept growing for
+epochs (8 threads, the ImageNet sample listed 10 times, rn50: 80 -> 136 MiB over 4 epochs, in
+growths to 16 and 24 MiB, and the pool kept the blocks they left). With 32 MiB every buffer of
+these images is made once, on the thread's first image: 256 MiB from the first batch on, flat
+(H100, session 15, docs/benchmarks.md). DALI's own default is 16 MiB.
+
 Why both allocators, always: nvidia-nvimgcodec 0.9's nvjpeg_cuda_decoder reads the pinned
 allocator's padding whenever a device allocator is given, without checking that a pinned one
 is; a device allocator alone crashes `nvimgcodecDecoderCreate` (SIGSEGV, seen in session 10).
@@ -42,12 +49,13 @@ from .. import native
 from . import cudart
 from .nvimgcodec_structs import ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR, DeviceAllocator, PinnedAllocator
 
-__all__ = ["DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "trim"]
+__all__ = ["DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "pool_usage", "trim"]
 
-DEVICE_PADDING = 8 << 20  # bytes: device buffers grow in steps of this
+DEVICE_PADDING = 32 << 20  # bytes: device buffers grow in steps of this (see the module docstring)
 PINNED_PADDING = 4 << 20  # bytes: pinned host buffers grow in steps of this
 _POOL_PROPS_BYTES = 256  # cudaMemPoolProps is 88 bytes in CUDA 12 and 13: room to spare, zeroed
 _ATTR_RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold
+_ATTR_RESERVED, _ATTR_USED_HIGH = 5, 8  # cudaMemPoolAttrReservedMemCurrent, cudaMemPoolAttrUsedMemHigh
 RUNTIME_FUNCTIONS = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")  # pp_alloc_set's
 
 
@@ -91,6 +99,23 @@ def trim(device_index: int) -> None:
 
         torch.cuda.synchronize(device_index)
         made.runtime.cudaMemPoolTrimTo(made.pool, C.c_size_t(0))
+
+
+def pool_usage(device_index: int) -> tuple[int, int] | None:
+    """(bytes the device's pool holds now, the most its allocations ever used at once): what
+    nvImageCodec's decoders took on `device_index` outside torch; None without the pool."""
+    with _LOCK:
+        made = _MADE.get(device_index)
+    if made is None:
+        return None
+    out = []
+    for attr in (_ATTR_RESERVED, _ATTR_USED_HIGH):
+        value = C.c_uint64(0)
+        if made.runtime.cudaMemPoolGetAttribute(made.pool, C.c_int(attr), C.byref(value)) != 0:
+            made.runtime.cudaGetLastError()
+            return None
+        out.append(int(value.value))
+    return out[0], out[1]
 
 
 def _shim() -> C.CDLL | None:

@@ -34,6 +34,7 @@ import torch
 
 from . import nvimgcodec_open, nvimgcodec_queue
 from . import nvimgcodec_structs as S
+from .steady import HighWater
 
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
@@ -193,6 +194,8 @@ class CDecoder:
     `decode` calls are serialised by GpuDecoder; `open` (the planning thread's part) may run
     beside a `decode` of another batch."""
 
+    steady: HighWater | None = None  # sizes the batch buffers (GpuDecoder's steady_buffers)
+
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
                  backends: list[tuple[str, float | None]], options: str, allocators: Any = None,
                  ahead: bool = False) -> None:
@@ -322,7 +325,7 @@ class CDecoder:
     def _images(self, opened: Opened, sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
         """The buffer (allocated in `stream`'s order) and an image per code stream, one slot
         each, call by call: native/open.c's twin."""
-        offsets, buffer = nvimgcodec_open.output_buffer(sizes, stream)
+        offsets, buffer = nvimgcodec_open.output_buffer(sizes, stream, self.steady)
         base = buffer.data_ptr()
         held = self._api.held
         info = S.info_template(stream.cuda_stream)

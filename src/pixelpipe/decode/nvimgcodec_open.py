@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from . import nvimgcodec_structs as S
+from .steady import HighWater
 
 __all__ = ["library", "open_batch", "output_buffer", "release"]
 
@@ -66,15 +67,18 @@ def library(api: Any) -> C.CDLL | None:
         return _WIRED[0]
 
 
-def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> tuple[list[int], torch.Tensor]:
+def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
+                  steady: HighWater | None = None) -> tuple[list[int], torch.Tensor]:
     """Each sample's byte offset in one uint8 buffer of interleaved RGB images of `sizes`
-    (h, w), and the buffer, allocated in `stream`'s order."""
+    (h, w), and the buffer, allocated in `stream`'s order; `steady` sizes it (it may then be
+    larger than the images; see decode/steady.py)."""
     offsets, total = [], 0
     for h, w in sizes:
         offsets.append(total)
         total += h * w * 3
+    total = max(total, 1)
     with torch.cuda.stream(stream):
-        buffer = torch.empty(max(total, 1), dtype=torch.uint8, device=stream.device)
+        buffer = torch.empty(total if steady is None else steady.size(total), dtype=torch.uint8, device=stream.device)
     return offsets, buffer
 
 
@@ -86,7 +90,7 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
 
     blobs = opened.blobs
     n = len(blobs)
-    offsets, buffer = output_buffer(sizes, stream)
+    offsets, buffer = output_buffer(sizes, stream, decoder.steady)
     base = buffer.data_ptr()
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
