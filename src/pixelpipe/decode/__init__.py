@@ -10,8 +10,10 @@ import types
 
 from .cpu import dct_scale, decode, decode_region
 from .headers import DecodeError, ImageInfo, read_header
+from .on_device import release_gpu_decoders
 
-__all__ = ["DecodeError", "ImageInfo", "dct_scale", "decode", "decode_region", "read_header"]
+__all__ = ["DecodeError", "ImageInfo", "dct_scale", "decode", "decode_region", "read_header",
+           "release_gpu_decoders"]
 
 
 def _with_self(fn):

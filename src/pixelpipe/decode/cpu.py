@@ -164,7 +164,9 @@ def decode(
         device: "cpu" (Pillow, libjpeg-turbo), or "cuda" / "cuda:N": JPEGs decoded by
             nvImageCodec (the pixelpipe[gpu] extra) straight into device memory, the other
             formats on the CPU and uploaded; without nvImageCodec, everything on the CPU and
-            uploaded, after a one-line notice.
+            uploaded, after a one-line notice. The GPU decoder is kept for the next call
+            (making one takes about a second); `pixelpipe.decode.release_gpu_decoders()`
+            closes it and gives its GPU memory back.
         rgb: convert grey images to 3 channels; False keeps them at 1 channel.
         num_threads: decoding threads (Pillow releases the GIL while decoding); default
             os.cpu_count(). On CUDA: nvImageCodec's threads (default 8).

@@ -1,7 +1,8 @@
 """`pixelpipe.decode(images, device="cuda")`: whole images decoded on the GPU.
 
 JPEGs go to nvImageCodec (`GpuDecoder`, one per device and setting, kept for later calls: making
-one costs a second); other formats and files nvImageCodec declines go to the CPU decoder and
+one costs a second, and it holds GPU memory, up to 32 MiB per decoding thread, until
+`release_gpu_decoders()` closes it); other formats and files nvImageCodec declines go to the CPU decoder and
 are uploaded. Grey JPEGs come out of nvImageCodec with three equal channels: unless `rgb` is
 asked for they are cut back to one, as the CPU decoder keeps them. Without nvImageCodec (the
 pixelpipe[gpu] extra), the CPU decoder does everything and the batch is moved to the device,
@@ -19,10 +20,10 @@ import torch
 from ..batch import ImageBatch
 from .headers import read_header
 
-__all__ = ["decode_on_device", "cpu_decoding_notice", "one_channel_if_grey"]
+__all__ = ["decode_on_device", "cpu_decoding_notice", "one_channel_if_grey", "release_gpu_decoders"]
 
 _DECODERS: dict[tuple[int, int, bool], object] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.Lock()  # the decoders kept; held while one decodes, so none closes under a call
 _NOTICE = threading.Event()
 
 
@@ -58,19 +59,32 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
         return ImageBatch.from_list([], device=device)
     threads = num_threads or 8
     key = (device.index, threads, bool(fancy_upsampling))
-    with _LOCK:
+    with _LOCK:  # one decode at a time (a GpuDecoder's lane decodes one batch at a time anyway)
         decoder = _DECODERS.get(key)
         if decoder is None:
             decoder = _DECODERS[key] = GpuDecoder(device, hw_fraction=0.75, num_cpu_threads=threads,
                                                   fancy_upsampling=fancy_upsampling)  # Compose's split
-    assert isinstance(decoder, GpuDecoder)
-    batch, _, _ = decoder.decode_regions(blobs, exif=exif)
+        assert isinstance(decoder, GpuDecoder)
+        batch, _, _ = decoder.decode_regions(blobs, exif=exif)
     if rgb:
         return batch
     images = one_channel_if_grey(blobs, batch.tolist())
     if all(img.shape[2] == 3 for img in images):
         return batch
     return ImageBatch.from_list(images, device=device)
+
+
+def release_gpu_decoders() -> int:
+    """Close the GPU decoders that `pixelpipe.decode(..., device="cuda")` keeps between calls
+    and give their GPU memory back (what a pipeline's decoder uses is its own, untouched).
+    Waits for a decode in progress. Returns how many were closed; the next such call makes a
+    new one."""
+    with _LOCK:
+        decoders = list(_DECODERS.values())
+        _DECODERS.clear()
+        for decoder in decoders:
+            decoder.close()  # type: ignore[attr-defined]
+    return len(decoders)
 
 
 def one_channel_if_grey(blobs: Sequence[bytes], images: list[torch.Tensor]) -> list[torch.Tensor]:
