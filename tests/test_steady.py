@@ -184,4 +184,5 @@ def test_pipeline_buffers_keep_one_size_over_epochs_and_change_no_pixel(monkeypa
     first = handed[:16]  # 4 epochs of 4 batches, planned in order (then maybe some of the next)
     assert len(first) == 16 and len({need for need, _ in first}) > 8  # the batches' needs differ
     assert len({got for _, got in first}) == 1, first
+    assert len(steady_out) == len(exact_out) == 16
     assert all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(steady_out, exact_out))
