@@ -1,6 +1,6 @@
 """GPU memory of a Pipeline over epochs: does it grow, and does close() give it back?
 
-    python benchmarks/gpu_memory_epochs.py [--data DIR] [--pipelines rn50,rich] [--epochs 5] [--repeat 1] [--cache]
+    python benchmarks/gpu_memory_epochs.py [--data DIR] [--pipelines rn50,rich] [--epochs 5] [--repeat 1] [--cache] [--dali]
 
 Issue 4 asks for the peak after epoch 1 and after epoch 5 within 1%. A Pipeline's memory has
 two owners: torch's caching allocator (the kernels' outputs and buffers) and nvImageCodec's
@@ -9,7 +9,10 @@ torch. So each epoch's row shows torch's peak allocated and reserved bytes and t
 used memory (cudaMemGetInfo: every allocation of the process, nvImageCodec's included, and
 of any other process on the GPU), all since the pipeline started; then the same after
 close() and torch.cuda.empty_cache(). The last columns are nvImageCodec's pool (its decoders'
-buffers): what it holds now, and the most its allocations used at once since the process began. Batch 256, 8 threads, float16 NCHW, as `pixelpipe
+buffers): what it holds now, and the most its allocations used at once since the process began.
+--dali runs DALI's pipeline of the same name (pixelpipe.bench's peer, 8 threads) over the same
+epochs in the same process afterwards: only the device's used memory applies to it (DALI
+allocates through its own pools, outside torch), from before its pipeline is built. Batch 256, 8 threads, float16 NCHW, as `pixelpipe
 bench`. --repeat k lists the files k times (as samples of their own, with their own random
 crops): the peak is the largest batch's buffers so far, a running maximum over random region
 sizes, so an epoch of two batches has not met its largest one yet. Needs CUDA (and
@@ -44,6 +47,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--cache", action="store_true", help='Pipeline(cache="gpu")')
     ap.add_argument("--repeat", type=int, default=1, help="list the files this many times")
+    ap.add_argument("--dali", action="store_true", help="DALI's pipelines too (device memory only)")
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops
@@ -77,6 +81,29 @@ def main() -> None:
         print(f"{name:10s}{'closed':>7s}{torch.cuda.memory_allocated() / MIB:12.1f}"
               f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}{pool()}")
         print(f"  torch peak, epoch {args.epochs} / epoch 1: {peaks[-1] / peaks[0]:.4f}")
+    if args.dali:
+        for name in args.pipelines.split(","):
+            dali_epochs(blobs, name, args.epochs)
+
+
+def dali_epochs(blobs: list[bytes], name: str, epochs: int) -> None:
+    """DALI's `name` pipeline over `epochs` epochs of `blobs`: the device's used memory."""
+    from pixelpipe.bench.peer_dali import dali_full
+
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = used()
+    run = dali_full(blobs, name, 256, 8, torch.device("cuda"))
+    first = None
+    for epoch in range(1, epochs + 1):
+        for _ in run(epoch):
+            pass
+        torch.cuda.synchronize()
+        now = used() - before
+        first = now if first is None else first
+        print(f"{'dali ' + name:10s}{epoch:7d}{'-':>12s}{'-':>10s}{now / MIB:13.1f}")
+    print(f"  DALI device used, epoch {epochs} / epoch 1: {now / first:.4f}")
 
 
 if __name__ == "__main__":
