@@ -294,3 +294,21 @@ def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
                      "per round, pixelpipe / pixelpipe (gpu cache): 0.10, 0.07",
                      "per round, pixelpipe / dali: 0.50, -",
                      "per round, pixelpipe (gpu cache) / dali: 5.00, -"]
+
+
+def test_round_spread_gives_the_median_ratio_and_says_when_the_rounds_disagree(capsys):
+    from pixelpipe.bench.runner import Result, print_round_ratios, print_spread
+
+    def rounds(ours, theirs):
+        return [[Result("pixelpipe", a, 1.0, ""), Result("dali", b, 1.0, "")] for a, b in zip(ours, theirs)]
+
+    print_round_ratios(rounds([97, 83, 103, 107], [100, 100, 100, 100]))
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    # ratios 0.97, 0.83, 1.03, 1.07: median of the middle two, (0.97 + 1.03) / 2
+    assert last == ("pixelpipe / dali over 4 rounds: median 1.00, range 0.83-1.07; the rounds disagree "
+                    "on which is faster (more rounds, --rounds, narrow it)")
+    print_spread("pixelpipe", "dali", [1.2, 1.1, 1.3])
+    assert capsys.readouterr().out.strip() == "pixelpipe / dali over 3 rounds: median 1.20, range 1.10-1.30"
+    print_spread("pixelpipe", "dali", [1.2, 0.9])  # two rounds: nothing to say
+    print_round_ratios(rounds([10, 12, 14], [20, 0, 0]))  # one usable round against dali
+    assert "over" not in capsys.readouterr().out

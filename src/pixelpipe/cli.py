@@ -24,7 +24,7 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench                                   # standard pipeline, synthetic data, best device
   pixelpipe bench --device cpu --data ../shared/data/imagenet-sample --threads 2 --peers pillow
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
-  pixelpipe bench --data DIR --peers dali --rounds 5 --seconds 2   # medians of 5 alternating rounds
+  pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
 """
 
 SHOW_EXAMPLES = """examples:
@@ -72,7 +72,9 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
     p.add_argument("--rounds", type=int, default=1,
                    help="time every contender once per round, the order reversed every other round, "
-                        "and report each one's median round and every round's ratios (default 1)")
+                        "and report each one's median round and every round's ratios, with 3 or more "
+                        "their median and range against each peer (default 1; rounds on a shared GPU "
+                        "machine spread 20%% and more: use 7 or more to compare)")
     p.add_argument("--seconds", type=float, default=0.0,
                    help="keep timing passes until each contender ran at least this long per round "
                         "(default 0: --passes only); fast contenders then run many passes, slow ones few")

@@ -244,6 +244,23 @@ def print_round_ratios(per_round: list[list[Result]]) -> None:
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
         ratios = ", ".join(f"{row[i].rate / row[k].rate:.2f}" if row[k].rate else "-" for row in per_round)
         print(f"per round, {names[i]} / {names[k]}: {ratios}")
+    for k in peers:  # how far the rounds agree: a machine's drift can move one round by 20%
+        print_spread(names[0], names[k], [row[0].rate / row[k].rate for row in per_round if row[k].rate])
+
+
+def print_spread(ours: str, peer: str, ratios: list[float]) -> None:
+    """With 3 or more rounds: the median and range of the per-round ratios, and a warning when
+    the rounds disagree on which contender is faster (then the medians' ratio says little)."""
+    if len(ratios) < 3:
+        return
+    ranked = sorted(ratios)
+    n = len(ranked)
+    median = ranked[n // 2] if n % 2 else (ranked[n // 2 - 1] + ranked[n // 2]) / 2
+    line = (f"{ours} / {peer} over {n} rounds: median {median:.2f}, "
+            f"range {ranked[0]:.2f}-{ranked[-1]:.2f}")
+    if ranked[0] < 1.0 < ranked[-1]:
+        line += "; the rounds disagree on which is faster (more rounds, --rounds, narrow it)"
+    print(line)
 
 
 def _median_result(runs: list[Result]) -> Result:
