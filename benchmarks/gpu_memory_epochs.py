@@ -12,8 +12,8 @@ close() and torch.cuda.empty_cache(). The last columns are nvImageCodec's pool (
 buffers): what it holds now, and the most its allocations used at once since the process began.
 --dali runs DALI's pipeline of the same name (pixelpipe.bench's peer, 8 threads) over the same
 epochs in the same process afterwards: only the device's used memory applies to it (DALI
-allocates through its own pools, outside torch), from before its pipeline is built. Batch 256, 8 threads, float16 NCHW, as `pixelpipe
-bench`. --repeat k lists the files k times (as samples of their own, with their own random
+allocates through its own pools, outside torch), from before its pipeline is built.
+Batch 256, 8 threads, float16 NCHW, as `pixelpipe bench`. --repeat k lists the files k times (as samples of their own, with their own random
 crops): the peak is the largest batch's buffers so far, a running maximum over random region
 sizes, so an epoch of two batches has not met its largest one yet. Needs CUDA (and
 nvImageCodec for the GPU decoder).

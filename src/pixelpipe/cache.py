@@ -193,8 +193,8 @@ class DeviceCache:
                 raise SampleError(k, str(e)) from e
 
         rows = self.rows
-        record = BatchDecode(cached=sum(it.index in rows for it in items))
         missing = [(k, it) for k, it in enumerate(items) if it.index not in rows]
+        record = BatchDecode(cached=len(items) - len(missing))
         if missing:  # later epochs: none
             encoded, given = [], []
             for pair in missing:

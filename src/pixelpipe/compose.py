@@ -221,9 +221,7 @@ class Compose:
         Raises SampleError for a sample neither decoder can read."""
         work = prepared.first
         if isinstance(work.source, _PendingDecode):
-            pending = work.source
-            work.source = pending.run()
-            work.decoded = pending.record
+            work.source, work.decoded = work.source.run()
 
     def finish(self, prepared: Prepared) -> torch.Tensor:
         """The second half of a call: the first stage's passes, then every later stage."""
@@ -259,9 +257,7 @@ class Compose:
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=self.antialias)
             source = _PendingDecode(self, x, regions, idx, decode_lane)
             if not defer_decode:
-                pending = source
-                source = pending.run()
-                decoded = pending.record
+                source, decoded = source.run()
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
             scale = x.scales(regions, mins)
@@ -346,13 +342,14 @@ class _PendingDecode:
     def __init__(self, compose: Compose, source: EncodedSource, regions: np.ndarray, idx: np.ndarray,
                  lane: int | None = None) -> None:
         self.compose, self.source, self.regions, self.idx = compose, source, regions, idx
-        self.record: BatchDecode | None = None  # after run()
         if lane is not None:  # the decoder may have fewer lanes (its Python binding has one)
             lane %= compose._decoder.lanes
         self.planned = compose._decoder.plan(source.blobs, [tuple(r) for r in regions.tolist()],
                                              source.jpeg_headers, lane=lane)
 
-    def run(self) -> DeviceViews:
+    def run(self) -> tuple[DeviceViews, BatchDecode]:
+        """Decode the planned batch: its views, and how its samples were decoded (counted in
+        the Compose's decode_stats)."""
         from .decode.gpu_fallback import SampleDecodeError
 
         compose, x = self.compose, self.source
@@ -361,10 +358,9 @@ class _PendingDecode:
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
             raise SampleError(e.sample, e.reason) from e
         index = self.idx.tolist() if len(fallback) else []
-        self.record = BatchDecode(gpu=len(x) - len(fallback),
-                                  fallbacks=[(index[i], why) for i, why in zip(fallback, reasons)])
-        compose.decode_stats.add(self.record)
-        return views
+        record = BatchDecode(gpu=len(x) - len(fallback), fallbacks=[(index[i], why) for i, why in zip(fallback, reasons)])
+        compose.decode_stats.add(record)
+        return views, record
 
 
 @dataclass

@@ -172,7 +172,7 @@ class Pipeline:
 
             self._cache = DeviceCache(self.device, cache_budget, cache_max_side)
             if self.reader.indexable:  # what this rank will cache, for CacheFullError's estimate
-                self._cache.expected = len(self.reader) if self.world == 1 else -(-len(self.reader) // self.world)
+                self._cache.expected = -(-len(self.reader) // self.world)
         # per cached sample, its (label, source): later epochs take the pixels from the cache
         # and these from here, without reading the sample again (no file read, no copy)
         self._cached: dict[int, tuple[Any, str]] = {}

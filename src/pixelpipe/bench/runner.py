@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -253,12 +254,10 @@ def print_spread(ours: str, peer: str, ratios: list[float]) -> None:
     the rounds disagree on which contender is faster (then the medians' ratio says little)."""
     if len(ratios) < 3:
         return
-    ranked = sorted(ratios)
-    n = len(ranked)
-    median = ranked[n // 2] if n % 2 else (ranked[n // 2 - 1] + ranked[n // 2]) / 2
-    line = (f"{ours} / {peer} over {n} rounds: median {median:.2f}, "
-            f"range {ranked[0]:.2f}-{ranked[-1]:.2f}")
-    if ranked[0] < 1.0 < ranked[-1]:
+    low, high = min(ratios), max(ratios)
+    line = (f"{ours} / {peer} over {len(ratios)} rounds: median {statistics.median(ratios):.2f}, "
+            f"range {low:.2f}-{high:.2f}")
+    if low < 1.0 < high:
         line += "; the rounds disagree on which is faster (more rounds, --rounds, narrow it)"
     print(line)
 

@@ -242,8 +242,8 @@ class GpuDecoder(BindingPath):
         self._pool: ThreadPoolExecutor | None = None  # the CPU decoder's threads
         self._upload_stream: torch.cuda.Stream | None = None  # their copies to the device
         self._steady = HighWater() if steady_buffers else None  # the CPU samples' device buffers
-        for lane in self._c:
-            lane.steady = HighWater() if steady_buffers else None
+        for lane in self._c if steady_buffers else []:
+            lane.steady = HighWater()  # its batches' region buffers
         self._lock = threading.Lock()  # the binding's decodes, close()
         self._lane_locks = [threading.Lock() for _ in self._c]  # a lane decodes one batch at a time
         self._pools_lock = threading.Lock()  # making the thread pools

@@ -33,13 +33,12 @@ def gpu_decoder_missing() -> str | None:
     nvImageCodec not installed, installed but failing to load (a wheel for another CUDA, a
     driver too old), or no CUDA device. Never raises."""
     try:
-        from nvidia import nvimgcodec  # noqa: F401
-    except ModuleNotFoundError as e:
-        if e.name is not None and e.name.startswith("nvidia"):
+        nvimgcodec_module()
+    except ImportError as e:
+        cause = e.__cause__  # what the import itself raised
+        if isinstance(cause, ModuleNotFoundError) and (cause.name or "").startswith("nvidia"):
             return "nvImageCodec is not installed"
-        return f"nvImageCodec does not load (ModuleNotFoundError: {e})"
-    except (ImportError, OSError) as e:  # OSError: the package is there, a library is not
-        return f"nvImageCodec does not load ({type(e).__name__}: {e})"
+        return f"nvImageCodec does not load ({type(cause).__name__}: {cause})"
     try:
         if not torch.cuda.is_available():
             return "torch sees no CUDA device"
