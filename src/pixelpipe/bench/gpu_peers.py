@@ -42,6 +42,7 @@ from datetime import datetime
 import torch
 
 from ..batch import ImageBatch
+from .engine_use import open_meter
 from .pipelines import pipeline_ops
 from .runner import Result, in_rounds, print_round_ratios, print_table, time_runs
 
@@ -139,7 +140,7 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
     run = None
     try:
         run = make()
-        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device))
+        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device), open_meter(device))
         stats = getattr(run, "stats", None)  # a Pipeline's: the CPU decoder sets the pace when many
         if stats is not None and stats.cpu_fallback:
             result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"

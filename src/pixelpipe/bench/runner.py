@@ -23,6 +23,7 @@ import torch
 
 from ..progress import Progress
 from ..readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
+from .engine_use import EngineMeter
 from .pipelines import pipeline_ops
 
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
@@ -39,6 +40,10 @@ class Result:
     cpu_seconds: float = 0.0
     gc_collections: int = 0
     gc_seconds: float = 0.0
+    # on a GPU, from NVML over the timed passes (engine_use.py): the mean percentage of time the
+    # JPEG engines were busy, and that some kernel ran; None where NVML had nothing to say
+    jpeg_busy: float | None = None
+    gpu_busy: float | None = None
 
     @property
     def rate(self) -> float:
@@ -62,7 +67,7 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
               quiet: bool, note: str = "", seconds: float = 0.0,
-              drain: Callable[[], None] | None = None) -> Result:
+              drain: Callable[[], None] | None = None, meter: EngineMeter | None = None) -> Result:
     """Warm up with one pass, then time `passes` passes, and more until `seconds` have passed.
     run_pass(epoch) yields batch sizes. drain() (on CUDA, a synchronize) runs after the warm-up
     and once at the end of the timed passes, inside the clock: the clock stops when the
@@ -72,7 +77,9 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
     A full garbage collection runs before the clock starts, for every contender: a collection
     of the oldest generation holds the GIL for ~0.1 s with torch imported (measured, 2-core
     machine), which stalls every thread of whichever contender it falls on; started clean, a
-    timed run of a few seconds rarely meets one."""
+    timed run of a few seconds rarely meets one.
+
+    meter (on a GPU): measures how busy its JPEG engines and kernels were over the same window."""
     for _ in run_pass(0):
         pass
     if drain is not None:
@@ -82,6 +89,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
     with Progress(None if seconds else total * passes, f"{name:<18}", quiet=quiet) as bar, \
             _Watch() as watch:
         t0 = time.perf_counter()
+        if meter is not None:
+            meter.start()
         epoch = 1
         while epoch <= passes or time.perf_counter() - t0 < seconds:
             for k in run_pass(epoch):
@@ -91,7 +100,9 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
         if drain is not None:
             drain()
         elapsed = time.perf_counter() - t0
-    return Result(name, images, elapsed, note, time.process_time() - watch.cpu0, watch.collections, watch.gc_seconds)
+        usage = meter.stop() if meter is not None else None
+    return Result(name, images, elapsed, note, time.process_time() - watch.cpu0, watch.collections, watch.gc_seconds,
+                  usage.jpeg if usage else None, usage.sm if usage else None)
 
 
 class _Watch:
@@ -155,6 +166,7 @@ def print_table(results: list[Result], header: str) -> None:
     for r in results:
         ratio = r.rate / base if base else 0.0
         print(f"{r.name:<22}{r.rate:>12,.1f}{ratio:>22.2f}  {r.note}")
+    print_engine_use(results)
     peers = [r for r in results[1:] if not r.name.startswith("pixelpipe")]  # not its own cached rows
     best = max(peers, key=lambda r: r.rate) if peers else None
     if best is not None and best.rate:
@@ -163,6 +175,23 @@ def print_table(results: list[Result], header: str) -> None:
         print(f"pixelpipe is {base / best.rate:.2f}x {best.name}")
     elif peers:
         print()
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def print_engine_use(results: list[Result]) -> None:
+    """How busy the GPU's JPEG engines and kernels were while each contender was timed (NVML,
+    engine_use.py); nothing where no contender has such figures (a CPU run, no NVML)."""
+    measured = [r for r in results if r.jpeg_busy is not None or r.gpu_busy is not None]
+    if not measured:
+        return
+    print("GPU use in the timed passes (NVML; whole GPU): JPEG engines busy (NVJPG), some kernel running")
+    for r in measured:
+        print(f"  {r.name:<28} NVJPG {_percent(r.jpeg_busy):>5}   kernels {_percent(r.gpu_busy):>5}")
+    if any(r.jpeg_busy is not None and r.jpeg_busy >= 90 for r in measured):
+        print("  NVJPG at 90% or more: the hardware JPEG decoder is that contender's bound")
 
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
@@ -240,6 +269,8 @@ def print_round_ratios(per_round: list[list[Result]]) -> None:
             print(f"per round, {name} CPU and garbage collections: " + "; ".join(
                 f"{row[k].cpu_seconds / row[k].seconds:.1f} cores, {row[k].gc_collections} in "
                 f"{row[k].gc_seconds * 1e3:.0f} ms" if row[k].seconds else "-" for row in per_round))
+        if any(row[k].jpeg_busy is not None for row in per_round):
+            print(f"per round, {name} NVJPG busy: " + ", ".join(_percent(row[k].jpeg_busy) for row in per_round))
     own = [i for i, name in enumerate(names) if i and name.startswith("pixelpipe")]
     peers = [k for k, name in enumerate(names) if not name.startswith("pixelpipe")]
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
