@@ -85,12 +85,21 @@ def test_no_meter_without_a_cuda_device():
     assert open_meter(torch.device("cpu")) is None
 
 
-def test_no_nvml_library_means_no_meter(monkeypatch):
-    def missing(name):
-        raise OSError(f"{name}: cannot open shared object file")
+def test_no_nvml_library_or_a_failed_init_means_no_nvml(monkeypatch):
+    def missing():
+        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
 
     monkeypatch.setattr(engine_use, "_NVML", [])
-    monkeypatch.setattr(engine_use.C, "CDLL", missing)
+    monkeypatch.setattr(engine_use, "_load_library", missing)
+    assert engine_use._nvml() is None
+
+    class Uninitialised:  # a driver whose NVML refuses to start
+        @staticmethod
+        def nvmlInit_v2():
+            return 9  # NVML_ERROR_DRIVER_NOT_LOADED
+
+    monkeypatch.setattr(engine_use, "_NVML", [])
+    monkeypatch.setattr(engine_use, "_load_library", Uninitialised)
     assert engine_use._nvml() is None
 
 

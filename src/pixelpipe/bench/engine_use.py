@@ -104,13 +104,18 @@ _LOCK = threading.Lock()
 _NVML: list[C.CDLL | None] = []
 
 
+def _load_library() -> C.CDLL:
+    """The NVIDIA driver's NVML library (raises OSError where there is none)."""
+    return C.CDLL("libnvidia-ml.so.1")
+
+
 def _nvml() -> C.CDLL | None:
     """libnvidia-ml, initialised once per process, or None where it cannot be loaded."""
     with _LOCK:
         if not _NVML:
             lib = None
             try:
-                lib = C.CDLL("libnvidia-ml.so.1")
+                lib = _load_library()
                 if lib.nvmlInit_v2() != _SUCCESS:
                     lib = None
             except (OSError, AttributeError):
