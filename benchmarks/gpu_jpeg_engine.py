@@ -32,7 +32,7 @@ SHARES = (None, 0.9, 0.75, 0.6)  # None: the hardware decoder takes every JPEG i
 def engine_line(label: str, rate: float, usage, share: float) -> str:
     per_image = 1e6 * usage.jpeg / 100 / (rate * share) if usage and usage.jpeg and rate else float("nan")
     jpeg = f"{usage.jpeg:5.1f}%" if usage and usage.jpeg is not None else "    -"
-    kernels = f"{usage.sm:5.1f}%" if usage and usage.sm is not None else "    -"
+    kernels = f"{usage.kernels:5.1f}%" if usage and usage.kernels is not None else "    -"
     return f"{label:<34}{rate:>10,.0f}{jpeg:>9}{kernels:>10}{per_image:>12.1f}"
 
 

@@ -68,7 +68,7 @@ def test_the_meter_averages_the_samples_between_start_and_stop():
     meter = EngineMeter(nvml, Clock(10.0, 12.0))
     assert meter.stop() is None  # never started
     meter.start()
-    assert meter.stop() == Usage(jpeg=90.0, sm=None)  # the samples at 10 s + 5 µs and 11 s
+    assert meter.stop() == Usage(jpeg=90.0, kernels=None)  # the samples at 10 s + 5 µs and 11 s
     assert nvml.asked == [(JPG_UTILIZATION, 10 * s), (GPU_UTILIZATION, 10 * s)]
 
 
@@ -78,7 +78,7 @@ def test_the_meter_says_nothing_when_nvml_has_nothing():
     assert meter.stop() is None
     meter = EngineMeter(FakeNvml([], [(1_500_000, 30.0)]), Clock(1.0, 2.0))  # no JPEG sample in the window
     meter.start()
-    assert meter.stop() == Usage(jpeg=None, sm=30.0)
+    assert meter.stop() == Usage(jpeg=None, kernels=30.0)
 
 
 def test_no_meter_without_a_cuda_device():
@@ -112,7 +112,7 @@ def test_time_runs_measures_the_timed_passes_and_the_table_prints_them(capsys):
 
         def stop(self):
             self.calls.append("stop")
-            return Usage(jpeg=93.6, sm=41.2)
+            return Usage(jpeg=93.6, kernels=41.2)
 
     def run(epoch):
         Meter.calls.append(f"pass {epoch}")
@@ -167,7 +167,7 @@ def test_nvml_sees_the_hardware_jpeg_decoder_work_and_rest():
         dec.close()
     if busy is None or busy.jpeg is None:
         pytest.skip(f"no JPEG engine samples on {torch.cuda.get_device_name(device)}")
-    assert busy.jpeg > 5 and busy.sm is not None
+    assert busy.jpeg > 5 and busy.kernels is not None
     meter.start()
     time.sleep(2.0)
     idle = meter.stop()

@@ -72,7 +72,7 @@ class Usage:
     """Mean utilisation in percent over a timed window; None where NVML had no sample."""
 
     jpeg: float | None  # the NVJPG engines
-    sm: float | None  # kernels (NVML's "GPU utilization": some kernel running, not SM occupancy)
+    kernels: float | None  # NVML's "GPU utilization": the time some kernel ran (not SM occupancy)
 
 
 class EngineMeter:
