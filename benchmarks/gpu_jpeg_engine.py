@@ -1,6 +1,6 @@
 """How much of the hardware JPEG engines (NVJPG) a decoded image costs, and how busy a Pipeline keeps them.
 
-    python benchmarks/gpu_jpeg_engine.py [--data DIR] [--seconds 4] [--pipelines rn50,rich]
+    python benchmarks/gpu_jpeg_engine.py [--data DIR] [--seconds 4] [--pipelines rn50,rich] [--epochs 40]
 
 Part 1, the decoder alone: GpuDecoder.decode_views on rn50's random-crop regions of the JPEGs of
 DIR, batches of 256, for several hardware shares, each for `--seconds`. Prints images/s, the
@@ -10,7 +10,8 @@ decode batches back to back only if the calls come back to back, so the decoder 
 them idle part of the time; the cost per image does not depend on that.
 
 Part 2, Pipelines: the same figures for a Pipeline of each of `--pipelines` (defaults: 8
-threads, hardware share 0.75), as `pixelpipe bench` runs it.
+threads, hardware share 0.75) over `--epochs` timed epochs after an untimed one, as
+`_common.epochs_rate` times them.
 
 Where the busy share nears 100% in part 2, the engines set the pace, and so they do for any
 library decoding with them at the same share (DALI's "mixed" decoder uses the same engines
@@ -23,20 +24,24 @@ import time
 from pathlib import Path
 
 import torch
-from _common import arguments, read_jpegs, rn50_regions
+from _common import arguments, epochs_rate, read_jpegs, rn50_regions
+
+from pixelpipe.bench.engine_use import EngineMeter, Usage, open_meter
 
 BATCH = 256
 SHARES = (None, 0.9, 0.75, 0.6)  # None: the hardware decoder takes every JPEG it can
 
 
-def engine_line(label: str, rate: float, usage, share: float) -> str:
-    per_image = 1e6 * usage.jpeg / 100 / (rate * share) if usage and usage.jpeg and rate else float("nan")
+def engine_line(label: str, rate: float, usage: Usage | None, share: float | None) -> str:
+    """One row; share is the hardware share (None: every JPEG the engines take, 0: none)."""
+    share = 1.0 if share is None else share
+    per_image = 1e6 * usage.jpeg / 100 / (rate * share) if usage and usage.jpeg and rate and share else float("nan")
     jpeg = f"{usage.jpeg:5.1f}%" if usage and usage.jpeg is not None else "    -"
     kernels = f"{usage.kernels:5.1f}%" if usage and usage.kernels is not None else "    -"
     return f"{label:<34}{rate:>10,.0f}{jpeg:>9}{kernels:>10}{per_image:>12.1f}"
 
 
-def decoder_alone(data: str, seconds: float, meter) -> None:
+def decoder_alone(data: str, seconds: float, meter: EngineMeter) -> None:
     from pixelpipe.decode.gpu import GpuDecoder
 
     blobs, regions = rn50_regions(data, 2)
@@ -65,10 +70,10 @@ def decoder_alone(data: str, seconds: float, meter) -> None:
             rate = images / (time.perf_counter() - t0)
         finally:
             dec.close()
-        print(engine_line(f"decoder alone, share {share}", rate, usage, 1.0 if share is None else share))
+        print(engine_line(f"decoder alone, share {share}", rate, usage, share))
 
 
-def pipelines(data: str, names: list[str], seconds: float, meter) -> None:
+def pipelines(data: str, names: list[str], epochs: int, meter: EngineMeter) -> None:
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.readers import Memory
@@ -77,36 +82,28 @@ def pipelines(data: str, names: list[str], seconds: float, meter) -> None:
     for name in names:
         t = pp.Compose(pipeline_ops(name), dtype=torch.float16)
         with pp.Pipeline(Memory(list(blobs)), t, BATCH, device="cuda", num_threads=8) as pipe:
-            for _ in pipe:  # warm-up epoch
-                pass
-            torch.cuda.synchronize()
-            t0, images = time.perf_counter(), 0
-            meter.start()
-            while time.perf_counter() - t0 < seconds:
-                for b in pipe:
-                    images += int(b["valid"].sum())
-            torch.cuda.synchronize()
+            rate = epochs_rate(pipe, epochs, on_start=meter.start)  # the window: the timed epochs
             usage = meter.stop()
-            rate = images / (time.perf_counter() - t0)
-        print(engine_line(f"Pipeline {name}, share {t.hw_fraction}", rate, usage, t.hw_fraction or 1.0))
+        print(engine_line(f"Pipeline {name}, share {t.hw_fraction}", rate, usage, t.hw_fraction))
 
 
 def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--pipelines", default="rn50,rich")
+    ap.add_argument("--epochs", type=int, default=40, help="timed epochs of each Pipeline (after one untimed)")
     args = ap.parse_args()
-    from pixelpipe.bench.engine_use import open_meter
 
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device")
     meter = open_meter(torch.device("cuda", torch.cuda.current_device()))
     if meter is None:
         raise SystemExit("NVML cannot be read here (no NVIDIA driver library?)")
-    print(f"{torch.cuda.get_device_name()}, {Path(args.data)}, batches of {BATCH}, 8 threads, {args.seconds:g} s each")
+    print(f"{torch.cuda.get_device_name()}, {Path(args.data)}, batches of {BATCH}, 8 threads; the decoder alone "
+          f"{args.seconds:g} s per share, Pipelines {args.epochs} epochs")
     print(f"{'':<34}{'images/s':>10}{'NVJPG':>9}{'kernels':>10}{'us/image':>12}")
     decoder_alone(args.data, args.seconds, meter)
-    pipelines(args.data, [p for p in args.pipelines.split(",") if p], args.seconds, meter)
+    pipelines(args.data, [p for p in args.pipelines.split(",") if p], args.epochs, meter)
 
 
 if __name__ == "__main__":

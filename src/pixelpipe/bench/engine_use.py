@@ -118,6 +118,9 @@ def _nvml() -> C.CDLL | None:
                 lib = _load_library()
                 if lib.nvmlInit_v2() != _SUCCESS:
                     lib = None
+                else:
+                    lib.nvmlDeviceGetSamples.argtypes = [C.c_void_p, C.c_int, C.c_ulonglong, C.POINTER(C.c_int),
+                                                         C.POINTER(C.c_uint), C.POINTER(Sample)]
             except (OSError, AttributeError):
                 lib = None
             _NVML.append(lib)
@@ -149,9 +152,7 @@ def nvml_reader(device: torch.device) -> Reader | None:
     handle = C.c_void_p()
     if lib.nvmlDeviceGetHandleByPciBusId_v2(C.c_char_p(bus), C.byref(handle)) != _SUCCESS:
         return None
-    get = lib.nvmlDeviceGetSamples
-    get.argtypes = [C.c_void_p, C.c_int, C.c_ulonglong, C.POINTER(C.c_int), C.POINTER(C.c_uint),
-                    C.POINTER(Sample)]
+    get = lib.nvmlDeviceGetSamples  # its argtypes are set once, in _nvml
 
     def read(kind: int, since_us: int) -> Samples | None:
         value_type, count = C.c_int(), C.c_uint(0)
