@@ -17,7 +17,7 @@ largest image that thread has met, so with 8 MiB steps nvImageCodec's memory kep
 epochs (8 threads, the ImageNet sample listed 10 times, rn50: 80 -> 136 MiB over 4 epochs, in
 growths to 16 and 24 MiB, and the pool kept the blocks they left). With 32 MiB every buffer of
 these images is made once, on the thread's first image: 256 MiB from the first batch on, flat
-(H100, session 15, docs/benchmarks.md). DALI's own default is 16 MiB.
+(H100, session 15, docs/benchmarks-history-15.md). DALI's own default is 16 MiB.
 
 Why both allocators, always: nvidia-nvimgcodec 0.9's nvjpeg_cuda_decoder reads the pinned
 allocator's padding whenever a device allocator is given, without checking that a pinned one
