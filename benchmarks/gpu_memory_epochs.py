@@ -34,6 +34,13 @@ def used() -> int:
     return total - free
 
 
+def settle() -> None:
+    """Free what the last pipeline left: its Python objects, its queued work, torch's cached blocks."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
 def pool() -> str:
     from pixelpipe.decode.nvimgcodec_alloc import pool_usage
 
@@ -49,6 +56,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="list the files this many times")
     ap.add_argument("--dali", action="store_true", help="DALI's pipelines too (device memory only)")
     args = ap.parse_args()
+    if args.epochs < 1:
+        raise SystemExit("--epochs must be >= 1")
     import pixelpipe as pp
     from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.readers import Memory
@@ -58,9 +67,7 @@ def main() -> None:
     print(f"{'pipeline':10s}{'epoch':>7s}{'torch peak':>12s}{'reserved':>10s}{'device used':>13s}"
           f"{'nvimgcodec pool':>17s}{'pool peak':>11s}")
     for name in args.pipelines.split(","):
-        torch.cuda.synchronize()
-        gc.collect()
-        torch.cuda.empty_cache()
+        settle()
         torch.cuda.reset_peak_memory_stats()
         before = used()
         pipe = pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
@@ -75,9 +82,7 @@ def main() -> None:
                   f"{(used() - before) / MIB:13.1f}{pool()}")
         pipe.close()
         del pipe
-        gc.collect()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        settle()
         print(f"{name:10s}{'closed':>7s}{torch.cuda.memory_allocated() / MIB:12.1f}"
               f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}{pool()}")
         print(f"  torch peak, epoch {args.epochs} / epoch 1: {peaks[-1] / peaks[0]:.4f}")
@@ -90,20 +95,17 @@ def dali_epochs(blobs: list[bytes], name: str, epochs: int) -> None:
     """DALI's `name` pipeline over `epochs` epochs of `blobs`: the device's used memory."""
     from pixelpipe.bench.peer_dali import dali_full
 
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
+    settle()
     before = used()
     run = dali_full(blobs, name, 256, 8, torch.device("cuda"))
-    first = None
+    sizes = []
     for epoch in range(1, epochs + 1):
         for _ in run(epoch):
             pass
         torch.cuda.synchronize()
-        now = used() - before
-        first = now if first is None else first
-        print(f"{'dali ' + name:10s}{epoch:7d}{'-':>12s}{'-':>10s}{now / MIB:13.1f}")
-    print(f"  DALI device used, epoch {epochs} / epoch 1: {now / first:.4f}")
+        sizes.append(used() - before)
+        print(f"{'dali ' + name:10s}{epoch:7d}{'-':>12s}{'-':>10s}{sizes[-1] / MIB:13.1f}")
+    print(f"  DALI device used, epoch {epochs} / epoch 1: {sizes[-1] / sizes[0]:.4f}")
 
 
 if __name__ == "__main__":
