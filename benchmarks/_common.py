@@ -54,8 +54,8 @@ def rn50_regions(folder: str | Path, epochs: int) -> tuple[list[bytes], list[lis
     import numpy as np
 
     from pixelpipe import Compose
-    from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.compose import EncodedSource
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     blobs = read_jpegs(folder)
     infos = EncodedSource(blobs).infos

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from _common import arguments
 
-from pixelpipe.bench.runner import run_bench
+from pixelpipe.tools.bench.runner import run_bench
 
 
 def main() -> None:

@@ -26,8 +26,8 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     import pixelpipe as pp
-    from pixelpipe.bench.gpu_peers import decode_head
-    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.tools.bench.gpu_peers import decode_head
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     dev = torch.device("cuda")
     images = decode_head(read_jpegs(args.data, 256), 256, dev)

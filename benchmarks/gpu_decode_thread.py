@@ -13,8 +13,8 @@ import torch
 from _common import arguments, epochs_rate, read_jpegs
 
 import pixelpipe as pp
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.readers import Memory
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ case "${1:-}" in
     ;;
   bench)
     shift
-    python3 -m pixelpipe.cli bench --quiet "$@"
+    python3 -m pixelpipe.tools.cli bench --quiet "$@"
     ;;
   *) sed -n '2,7p' "$0"; exit 2 ;;
 esac

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from _common import arguments, epochs_rate, read_jpegs, rn50_regions
 
-from pixelpipe.bench.engine_use import EngineMeter, Usage, open_meter
+from pixelpipe.tools.bench.engine_use import EngineMeter, Usage, open_meter
 
 BATCH = 256
 SHARES = (None, 0.9, 0.75, 0.6)  # None: the hardware decoder takes every JPEG it can
@@ -75,8 +75,8 @@ def decoder_alone(data: str, seconds: float, meter: EngineMeter) -> None:
 
 def pipelines(data: str, names: list[str], epochs: int, meter: EngineMeter) -> None:
     import pixelpipe as pp
-    from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.readers import Memory
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     blobs = read_jpegs(data)
     for name in names:

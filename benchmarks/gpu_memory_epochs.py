@@ -10,7 +10,7 @@ used memory (cudaMemGetInfo: every allocation of the process, nvImageCodec's inc
 of any other process on the GPU), all since the pipeline started; then the same after
 close() and torch.cuda.empty_cache(). The last columns are nvImageCodec's pool (its decoders'
 buffers): what it holds now, and the most its allocations used at once since the process began.
---dali runs DALI's pipeline of the same name (pixelpipe.bench's peer, 8 threads) over the same
+--dali runs DALI's pipeline of the same name (pixelpipe.tools.bench's peer, 8 threads) over the same
 epochs in the same process afterwards: only the device's used memory applies to it (DALI
 allocates through its own pools, outside torch), from before its pipeline is built.
 Batch 256, 8 threads, float16 NCHW, as `pixelpipe bench`. --repeat k lists the files k times (as samples of their own, with their own random
@@ -59,8 +59,8 @@ def main() -> None:
     if args.epochs < 1:
         raise SystemExit("--epochs must be >= 1")
     import pixelpipe as pp
-    from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.readers import Memory
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     blobs = read_jpegs(args.data) * args.repeat
     print(f"{len(blobs)} JPEGs, batch 256, {torch.cuda.get_device_name()}; MiB")
@@ -93,7 +93,7 @@ def main() -> None:
 
 def dali_epochs(blobs: list[bytes], name: str, epochs: int) -> None:
     """DALI's `name` pipeline over `epochs` epochs of `blobs`: the device's used memory."""
-    from pixelpipe.bench.peer_dali import dali_full
+    from pixelpipe.tools.bench.peer_dali import dali_full
 
     settle()
     before = used()

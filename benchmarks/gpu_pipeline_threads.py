@@ -49,9 +49,9 @@ def main() -> None:
     if args.switch is not None:
         sys.setswitchinterval(args.switch)
     import pixelpipe as pp
-    from pixelpipe.bench.pipelines import pipeline_ops
     from pixelpipe.decode import nvimgcodec_c
     from pixelpipe.readers import Memory
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     pp.Compose.prepare = timed("plan a batch (Compose.prepare)", pp.Compose.prepare)
     pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)

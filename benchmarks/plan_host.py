@@ -21,8 +21,8 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe import native
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.kernels import color_slopes
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 
 def main() -> None:

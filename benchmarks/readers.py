@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from pixelpipe import Compose, Pipeline
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.readers import FileList, Folder, TarShards
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 

@@ -25,9 +25,9 @@ from PIL import Image
 
 import pixelpipe.decode.cpu as cpu
 from pixelpipe import Compose
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.compose import EncodedSource
 from pixelpipe.decode import decode_region, webp
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 Region = tuple[int, int, int, int]
 

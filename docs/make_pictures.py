@@ -7,7 +7,7 @@
 
 Every picture is computed by pixelpipe itself: one strip per op (the input, then the op's
 output for a few arguments or epochs, each captioned with the code that made it) and one grid
-per preset (`pixelpipe.show`). The output is deterministic: running the script again on the
+per preset (`pixelpipe.tools.show`). The output is deterministic: running the script again on the
 same photo writes the same bytes. Tiles are 160 px and the PNGs are reduced to 256 colours,
 which keeps the whole folder well under 1.5 MB.
 """
@@ -28,7 +28,7 @@ from PIL import Image
 import pixelpipe as pp
 from pixelpipe import presets
 from pixelpipe.decode import decode_region
-from pixelpipe.show import show
+from pixelpipe.tools.show import show
 
 HERE = Path(__file__).resolve().parent
 PHOTO = HERE.parent.parent / "shared" / "data" / "imagenet-sample" / "n01443537_goldfish.JPEG"
@@ -127,7 +127,7 @@ def load_photo(path: Path | None, synthetic: bool) -> tuple[bytes, str]:
         if path.is_file():
             return path.read_bytes(), path.name
         print(f"{path} not found; using a synthetic image", file=sys.stderr)
-    from pixelpipe.datasets import synthetic as make
+    from pixelpipe.tools.datasets import synthetic as make
 
     for data, _ in make(40, seed=3):  # the first landscape image of a fixed synthetic set
         arr = decode_region(data, rgb=True)[0]

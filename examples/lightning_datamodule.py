@@ -25,8 +25,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import pixelpipe as pp
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.eval import eval_form
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 from pixelpipe.torch import as_dataset
 
 
@@ -39,7 +39,7 @@ class PixelpipeDataModule(L.LightningDataModule):
         val_data: the same for validation, or None.
         batch_size: per process.
         image_size: output side.
-        pipeline: "rn50" or "rich" (see pixelpipe.bench.pipelines).
+        pipeline: "rn50" or "rich" (see pixelpipe.tools.bench.pipelines).
         seed: shuffling and augmentation seed (the same on every process).
         num_threads: decoding threads per process (default: all cores).
     """
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     data = args.data
     if data is None:
-        from pixelpipe.datasets import synthetic
+        from pixelpipe.tools.datasets import synthetic
 
         data = synthetic(256)
     dm = PixelpipeDataModule(data, args.val_data, batch_size=args.batch_size, image_size=args.image_size)

@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import pixelpipe as pp
-from pixelpipe.bench.pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES, pipeline_ops
 from pixelpipe.readers import open_reader
+from pixelpipe.tools.bench.pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES, pipeline_ops
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -100,7 +100,7 @@ def synthetic_folder(n: int, seed: int, world: int) -> str:
     0; the others wait) and reused by later runs."""
     root = os.path.join(tempfile.gettempdir(), f"pixelpipe-synthetic-{n}-{seed}")
     if int(os.environ.get("LOCAL_RANK", "0")) == 0 and not os.path.isdir(root):
-        from pixelpipe.datasets import NUM_CLASSES, synthetic
+        from pixelpipe.tools.datasets import NUM_CLASSES, synthetic
 
         tmp = tempfile.mkdtemp(prefix=os.path.basename(root) + ".", dir=os.path.dirname(root))
         for label in range(NUM_CLASSES):  # every class folder, so labels match even if one is empty

@@ -1,7 +1,7 @@
 """Test corpora for the pipeline tests, built in a test's tmp_path.
 
 Images are small (28-48 pixels a side) so that whole epochs run in milliseconds. They are cut
-from a few `pixelpipe.datasets.synthetic` images (photo-like: gradients, edges, texture): sample
+from a few `pixelpipe.tools.datasets.synthetic` images (photo-like: gradients, edges, texture): sample
 i is a window of base image i % BASES chosen by a generator seeded with (seed, i), so every
 sample has its own pixels and the same (seed, i) always gives the same bytes.
 
@@ -34,7 +34,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pixelpipe.datasets import synthetic
+from pixelpipe.tools.datasets import synthetic
 
 IMAGENET = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 BASES = 6  # synthetic images the samples are cut from

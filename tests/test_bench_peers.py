@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from pixelpipe import ImageBatch
-from pixelpipe.bench import gpu_peers
-from pixelpipe.bench.gpu_peers import (
+from pixelpipe.tools.bench import gpu_peers
+from pixelpipe.tools.bench.gpu_peers import (
     GPU_PEERS,
     PACKAGES,
     bench_header,
@@ -31,7 +31,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @functools.cache
 def _blobs(n: int) -> tuple[bytes, ...]:
-    from pixelpipe.datasets import synthetic
+    from pixelpipe.tools.datasets import synthetic
 
     return tuple(b for b, _ in synthetic(n, seed=3))
 
@@ -69,7 +69,7 @@ class TestParsePeers:
 # ----------------------------------------------------------------------------- rows that fail
 class TestRows:
     def test_a_missing_peer_is_a_row_with_rate_zero_and_the_reason(self, monkeypatch):
-        from pixelpipe.bench import peer_dali, peer_kornia
+        from pixelpipe.tools.bench import peer_dali, peer_kornia
 
         monkeypatch.setitem(sys.modules, "kornia", None)  # "import kornia" raises ImportError
         monkeypatch.setitem(sys.modules, "nvidia.dali", None)
@@ -166,8 +166,8 @@ class TestCpuRun:
         results = run_gpu_bench(blobs, "3 synthetic", "rn50", "cpu", 2, 1, [], 1, True, True,
                                 cache=True)
         names = [r.name for r in results]
-        if importlib.util.find_spec("pixelpipe.cache") is None:
-            assert names == ["pixelpipe"] and "pixelpipe.cache" in capsys.readouterr().err
+        if importlib.util.find_spec("pixelpipe.loader.cache") is None:
+            assert names == ["pixelpipe"] and "pixelpipe.loader.cache" in capsys.readouterr().err
         else:
             assert names == ["pixelpipe", "pixelpipe (gpu cache)", "pixelpipe (cache, Pipeline)"]
             for r in results[1:]:
@@ -202,7 +202,7 @@ class TestKorniaPeer:
 
     @pytest.mark.parametrize("pipeline", ["rn50", "rich", "val"])
     def test_transform_gives_normalised_float16_batches(self, pipeline):
-        from pixelpipe.bench.peer_kornia import kornia_transform
+        from pixelpipe.tools.bench.peer_kornia import kornia_transform
 
         x = torch.rand(3, 3, 256, 256)
         out = kornia_transform(pipeline, CPU)(x)
@@ -210,7 +210,7 @@ class TestKorniaPeer:
         assert out.isfinite().all() and out.min() < 0 < out.max()  # normalised, not in [0, 1]
 
     def test_parameters_are_drawn_per_sample(self):
-        from pixelpipe.bench.peer_kornia import kornia_transform
+        from pixelpipe.tools.bench.peer_kornia import kornia_transform
 
         torch.manual_seed(0)
         x = torch.rand(1, 3, 256, 256).expand(4, -1, -1, -1).contiguous()
@@ -218,14 +218,14 @@ class TestKorniaPeer:
         assert not all(torch.equal(out[0], out[i]) for i in range(1, 4))
 
     def test_val_is_deterministic(self):
-        from pixelpipe.bench.peer_kornia import kornia_transform
+        from pixelpipe.tools.bench.peer_kornia import kornia_transform
 
         x = torch.rand(2, 3, 256, 256)
         t = kornia_transform("val", CPU)
         assert torch.equal(t(x), t(x))
 
     def test_augment_only_pass_repeats_the_batch(self):
-        from pixelpipe.bench.peer_kornia import kornia_augment, square
+        from pixelpipe.tools.bench.peer_kornia import kornia_augment, square
 
         images = _images(3)
         assert square([img.permute(2, 0, 1) for img in images.tolist()]).shape == (3, 3, 256, 256)
@@ -263,7 +263,7 @@ def test_gpu_header_names_the_device():
 
 
 def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows(capsys):
-    from pixelpipe.bench.runner import Result, print_table
+    from pixelpipe.tools.bench.runner import Result, print_table
 
     # Result(name, images, seconds): rates 10, 40, 20 and 5 images/s
     print_table([Result("pixelpipe", 100, 10.0, ""), Result("pixelpipe (gpu cache)", 100, 2.5, ""),
@@ -276,7 +276,7 @@ def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows
 
 
 def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
-    from pixelpipe.bench.runner import Result, print_round_ratios
+    from pixelpipe.tools.bench.runner import Result, print_round_ratios
 
     rounds = [[Result("pixelpipe", 10, 1.0, "", 4.5, 2, 0.0123), Result("pixelpipe (gpu cache)", 100, 1.0, ""),
                Result("dali", 20, 1.0, "")],
@@ -297,7 +297,7 @@ def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
 
 
 def test_round_spread_gives_the_median_ratio_and_says_when_the_rounds_disagree(capsys):
-    from pixelpipe.bench.runner import Result, print_round_ratios, print_spread
+    from pixelpipe.tools.bench.runner import Result, print_round_ratios, print_spread
 
     def rounds(ours, theirs):
         return [[Result("pixelpipe", a, 1.0, ""), Result("dali", b, 1.0, "")] for a, b in zip(ours, theirs)]

@@ -1,4 +1,4 @@
-"""pixelpipe.cache.DeviceCache and Pipeline(cache=...): decoded images kept for later epochs."""
+"""pixelpipe.loader.cache.DeviceCache and Pipeline(cache=...): decoded images kept for later epochs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from corpus import images
 
 import pixelpipe as pp
-from pixelpipe.cache import CacheFullError, DeviceCache
 from pixelpipe.decode import decode_region
+from pixelpipe.loader.cache import CacheFullError, DeviceCache
 from pixelpipe.readers import Memory
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -116,7 +116,7 @@ def _epochs(pipe, n):
 def test_cached_epochs_equal_compose_on_the_whole_decoded_images(device):
     """Epochs 0 to 2 of a cached pipeline augment the whole decoded images: each sample's
     output equals Compose on that image with the pipeline's seed, epoch and index. Epoch 2's
-    batches were planned with epoch 1's three (pixelpipe._cached plans up to 8 at once)."""
+    batches were planned with epoch 1's three (pixelpipe.loader.cached plans up to 8 at once)."""
     blobs = images(9)
     ops = [pp.RandomResizedCrop(24), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
     where = "gpu" if device == "cuda" else "device"
@@ -175,11 +175,11 @@ def test_cached_samples_are_not_read_again_and_keep_their_labels():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_cached_epochs_planned_ahead_equal_batches_made_one_by_one(device, monkeypatch):
-    """Later epochs plan several cached batches at once (pixelpipe._cached), past the end of
+    """Later epochs plan several cached batches at once (pixelpipe.loader.cached), past the end of
     an epoch into the next one too: the batches, labels, indices and valid flags must be those
     of planning each batch alone, the padded tail included, and the batches must have been
     planned ahead (not one by one), two epochs of 4 batches in one go."""
-    import pixelpipe._cached as cached
+    import pixelpipe.loader.cached as cached
     from pixelpipe.compose import Compose
 
     blobs = images(11)
@@ -248,7 +248,7 @@ def test_prepare_split_over_epochs_equals_each_batch_planned_alone(device):
     same output bits. On CUDA the parts carry their kernel inputs made ahead
     (kernels.pack_ahead: one colour fold, packing and upload for all parts), and the batch
     prepared alone makes them per batch: the fast path and its twin."""
-    from pixelpipe.batch import ImageBatch
+    from pixelpipe.data.batch import ImageBatch
     from pixelpipe.kernels import gpu_kernels_available
 
     t = pp.Compose([pp.RandomResizedCrop(12), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)],
@@ -278,11 +278,11 @@ def test_prepare_split_over_epochs_equals_each_batch_planned_alone(device):
 
 
 def test_an_epoch_planned_by_the_one_before_resumes_and_matches_planning_alone(monkeypatch):
-    """With two batches per epoch, the later epochs are planned two at a time (pixelpipe._cached
+    """With two batches per epoch, the later epochs are planned two at a time (pixelpipe.loader.cached
     continues the window into the next epoch). A state saved in such an epoch resumes with the
     same batches, and they equal those of a pipeline planning every batch alone."""
-    import pixelpipe._cached as cached
-    import pixelpipe.pipeline as pipeline
+    import pixelpipe.loader.cached as cached
+    import pixelpipe.loader.pipeline as pipeline
 
     blobs = images(8)
     ops = [pp.RandomResizedCrop(16), pp.RandomFlip()]
@@ -372,7 +372,7 @@ def test_the_default_budget_grows_the_buffer_and_keeps_what_it_holds(monkeypatch
     """Without a budget the buffer starts small and doubles (here from 10,000 bytes) up to the
     budget: every image keeps its pixels across growths, a batch taken before a growth stays
     valid, and past the budget it raises. An explicit budget is allocated at once."""
-    import pixelpipe.cache as cache_module
+    import pixelpipe.loader.cache as cache_module
 
     monkeypatch.setattr(cache_module, "_FIRST", 10_000)
     cache = DeviceCache("cpu")

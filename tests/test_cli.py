@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pixelpipe import cli
-from pixelpipe.show import CAPTION, GAP, HEADER
+from pixelpipe.tools import cli
+from pixelpipe.tools.show import CAPTION, GAP, HEADER
 
 
 def jpeg(h: int, w: int, seed: int) -> bytes:

@@ -29,7 +29,7 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
-from pixelpipe.kernels.cpu_stage import (
+from pixelpipe.kernels.cpu.stage import (
     _post,
     finish_sample,
     finish_uint8,
@@ -38,10 +38,10 @@ from pixelpipe.kernels.cpu_stage import (
     output_tensor,
     run_cpu_stage,
 )
-from pixelpipe.kernels.pointwise_torch import pointwise_reference
+from pixelpipe.kernels.cpu.warp import REFERENCE, WINDOW, classify, sample_rows, warp_sample
+from pixelpipe.kernels.reference.pointwise import pointwise_reference
+from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
-from pixelpipe.kernels.warp_cpu import REFERENCE, WINDOW, classify, sample_rows, warp_sample
-from pixelpipe.kernels.warp_torch import warp_reference
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))

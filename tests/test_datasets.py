@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pixelpipe.datasets import synthetic
 from pixelpipe.decode import decode, read_header
+from pixelpipe.tools.datasets import synthetic
 
 N = 40
 

@@ -455,7 +455,7 @@ def test_views_feed_the_kernel_like_the_assembled_batch(decoders, small: Image.I
     CPU fallbacks (PNG) in the same batch."""
     import pixelpipe as pp
     from pixelpipe.kernels.spec import PointwiseSpec
-    from pixelpipe.kernels.warp_triton import warp_pointwise_gpu
+    from pixelpipe.kernels.triton.warp import warp_pointwise_gpu
 
     blobs = [with_orientation(small, o) for o in range(1, 9)]
     blobs += [save(small.convert("L"), "JPEG"), save(small, "PNG")]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pixelpipe.kernels._device import to_device
+from pixelpipe.data.transfer import to_device
 
 DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
 
@@ -47,7 +47,7 @@ def test_placed_arrays_arrive_equal_and_aligned(device):
     """A Pipeline batch's label, index and valid go to the device together (one copy on CUDA,
     as views of one buffer): each must arrive with its values, dtype and shape, 64-byte
     aligned, for any lengths (odd byte counts included) and for none."""
-    from pixelpipe._collate import placed
+    from pixelpipe.loader.collate import placed
 
     for n in (0, 1, 5, 256):
         labels = np.arange(3 * n, dtype=np.int64).reshape(n, 3) - 7

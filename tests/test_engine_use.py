@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from pixelpipe.bench import engine_use
-from pixelpipe.bench.engine_use import (
+from pixelpipe.tools.bench import engine_use
+from pixelpipe.tools.bench.engine_use import (
     GPU_UTILIZATION,
     JPG_UTILIZATION,
     EngineMeter,
@@ -21,7 +21,7 @@ from pixelpipe.bench.engine_use import (
     sample_values,
     window_mean,
 )
-from pixelpipe.bench.runner import Result, print_round_ratios, print_table, time_runs
+from pixelpipe.tools.bench.runner import Result, print_round_ratios, print_table, time_runs
 
 
 def test_samples_are_read_by_their_value_type():
@@ -152,7 +152,7 @@ def test_nvml_sees_the_hardware_jpeg_decoder_work_and_rest():
         pytest.skip("NVML cannot be read here")
     if not gpu_decoder_available():
         pytest.skip("nvImageCodec is not installed")
-    from pixelpipe.datasets import synthetic
+    from pixelpipe.tools.datasets import synthetic
 
     blobs = [b for b, _ in synthetic(64, seed=1)]
     dec = GpuDecoder(device, hw_fraction=None)  # the hardware decoder takes every JPEG it can

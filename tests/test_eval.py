@@ -12,9 +12,9 @@ from helpers import make_image, varied_images
 from PIL import Image
 
 import pixelpipe as pp
-from pixelpipe.bench.pipelines import pipeline_ops
 from pixelpipe.eval import CenterResizedCrop, eval_form, preprocess
 from pixelpipe.ops import GeometryOp
+from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 NORM = pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
 

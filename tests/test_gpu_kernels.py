@@ -13,9 +13,9 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe.kernels import gpu_kernels_available
-from pixelpipe.kernels.pointwise_torch import channel_means, pointwise_reference
+from pixelpipe.kernels.reference.pointwise import channel_means, pointwise_reference
+from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
-from pixelpipe.kernels.warp_torch import warp_reference
 
 INTERPRET = os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1"
 if INTERPRET:
@@ -27,7 +27,7 @@ elif gpu_kernels_available():
 else:
     pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
 
-from pixelpipe.kernels.warp_triton import warp_gpu, warp_pointwise_gpu  # noqa: E402
+from pixelpipe.kernels.triton.warp import warp_gpu, warp_pointwise_gpu  # noqa: E402
 
 SMALL = INTERPRET
 
@@ -119,7 +119,7 @@ def test_compose_on_device_matches_cpu():
 def test_random_bits_same_on_gpu():
     if INTERPRET:
         pytest.skip("needs a real CUDA device")
-    from pixelpipe.random import hash32
+    from pixelpipe.data.random import hash32
 
     idx = torch.arange(0, 1 << 20, 7, dtype=torch.int64)
     assert torch.equal(hash32(11, 3, idx, 2, 5), hash32(11, 3, idx.cuda(), 2, 5).cpu())
@@ -176,7 +176,7 @@ def test_kernel_reads_strided_views_like_a_batch():
     """Samples left in separate allocations with padded rows, transposed or mirrored (a GPU
     decoder's images, oriented by strides) give exactly the output of the same samples copied
     into one ImageBatch: the table's strides only change where the kernel reads."""
-    from pixelpipe.views import DeviceViews, strided_view
+    from pixelpipe.data.views import DeviceViews, strided_view
 
     imgs = _images(6, seed=11)
     stored, rows, shown = [], [], []

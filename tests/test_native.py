@@ -18,7 +18,7 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe import native
-from pixelpipe.random import Draws, hash32, op_blocks, prefix
+from pixelpipe.data.random import Draws, hash32, op_blocks, prefix
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: the planner runs in numpy only")
 
@@ -194,7 +194,7 @@ def test_color_jitter_numbers_equal(jitter):
 
 @pytest.mark.parametrize("pipeline", ["rn50", "rich", "val"])
 def test_compose_outputs_equal(pipeline):
-    from pixelpipe.bench.pipelines import pipeline_ops
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     rng = np.random.default_rng(4)
     images = pp.ImageBatch.from_list([torch.from_numpy(rng.integers(0, 256, (int(h), int(w), 3), dtype=np.uint8))

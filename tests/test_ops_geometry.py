@@ -15,7 +15,7 @@ from helpers import check_op, hwc, make_image, run, varied_images
 
 import pixelpipe as pp
 from pixelpipe import Compose
-from pixelpipe.random import Draws
+from pixelpipe.data.random import Draws
 
 U8 = torch.uint8
 

@@ -20,7 +20,7 @@ import torch
 from corpus import Item, assert_same, assert_script_exits_cleanly, samples, take, within, write_folder, write_tars
 
 from pixelpipe import Lambda, Pipeline, RandomFlip, RandomResizedCrop, Resize, SampleError
-from pixelpipe._prefetch import Replay
+from pixelpipe.loader.producer import Replay
 from pixelpipe.readers import Iterable
 
 SEED = 7

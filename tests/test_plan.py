@@ -12,7 +12,7 @@ from helpers import make_image, run, varied_images
 import pixelpipe as pp
 from pixelpipe import Compose
 from pixelpipe.ops import ColorOp
-from pixelpipe.plan import Stage
+from pixelpipe.plan.stages import Stage
 
 
 def kinds(c: Compose) -> list[str]:

@@ -12,8 +12,8 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import presets
-from pixelpipe.datasets import synthetic
-from pixelpipe.random import Draws
+from pixelpipe.data.random import Draws
+from pixelpipe.tools.datasets import synthetic
 
 SIZE = 24  # small outputs keep the CPU reference warp quick
 RANDOM = ("imagenet_train", "fastai_like", "light", "heavy")

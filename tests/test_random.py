@@ -1,4 +1,4 @@
-"""pixelpipe.random: counter-based draws, a pure function of (seed, epoch, index, op, draw)."""
+"""pixelpipe.data.random: counter-based draws, a pure function of (seed, epoch, index, op, draw)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pixelpipe.random import Draws, hash32, uniform
+from pixelpipe.data.random import Draws, hash32, uniform
 
 N = 100_000
 
@@ -168,7 +168,7 @@ def test_cuda_bits_equal_cpu():
 def test_cpu_fast_hash_equals_the_torch_twin(keys):
     """On the CPU hash32 runs in Python ints and numpy; the torch arithmetic (also what runs
     on the GPU) must give exactly the same bits, for negative and 63-bit keys too."""
-    from pixelpipe.random import _hash32_torch
+    from pixelpipe.data.random import _hash32_torch
 
     g = torch.Generator().manual_seed(3)
     args = keys(torch.randint(-(2**62), 2**62, (1000,), generator=g))
@@ -180,7 +180,7 @@ def test_cpu_fast_hash_equals_the_torch_twin(keys):
 def test_draws_from_a_shared_prefix_equal_the_full_hash():
     """A stage folds (seed, epoch, indices) once per batch and every op's draws continue from
     that state: the numbers are exactly those of hashing all five keys each time."""
-    from pixelpipe.random import prefix
+    from pixelpipe.data.random import prefix
 
     idx = torch.tensor([0, 5, -3, 2**40, 77, 123456789])
     for op in (0, 3):
@@ -197,7 +197,7 @@ def test_draws_from_a_shared_prefix_equal_the_full_hash():
 def test_per_sample_epochs_equal_one_epoch_at_a_time():
     """Batches of consecutive epochs are planned together with an epoch per sample: each
     sample gets exactly the bits of its own epoch given as one number."""
-    from pixelpipe.random import epochs, prefix
+    from pixelpipe.data.random import epochs, prefix
 
     idx = np.array([4, 9, 4, 0, 2**33, 7], dtype=np.int64)
     ep = np.array([3, 3, 4, 4, 4, 11], dtype=np.int64)
@@ -218,7 +218,7 @@ def test_per_sample_epochs_equal_one_epoch_at_a_time():
 def test_numpy_twins_equal_the_tensor_draws():
     """The built-in ops draw through the numpy methods: the same numbers as the tensor API,
     with a shared prefix and without, for draws inside and beyond the first block of 8."""
-    from pixelpipe.random import prefix
+    from pixelpipe.data.random import prefix
 
     idx = torch.tensor([3, 0, 2**33 + 1, -7, 41])
     for pre in (None, prefix(4, 1, idx)):
@@ -236,7 +236,7 @@ def test_numpy_twins_equal_the_tensor_draws():
 def test_numpy_mixer_wraps_like_the_masked_int64_form():
     """uint32 numpy products wrap modulo 2**32; the int64 form masks split products: the same
     bits, for values across the whole 32-bit range."""
-    from pixelpipe.random import _mix, _mix_u32
+    from pixelpipe.data.random import _mix, _mix_u32
 
     x = np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1, 0x9E3779B9, 123456789], dtype=np.uint32)
     assert _mix_u32(x.copy()).tolist() == [_mix(int(v)) for v in x]
@@ -246,7 +246,7 @@ def test_op_blocks_equal_each_op_and_draw_hashed_alone():
     """A stage hashes the leading draws of all its ops in one evaluation, as many per op as it
     states: every entry must be the full hash of its five keys, and Draws handed its op's
     block must give the numbers it gives without it, inside the block and beyond it."""
-    from pixelpipe.random import op_blocks, prefix
+    from pixelpipe.data.random import op_blocks, prefix
 
     idx = torch.tensor([0, 9, -4, 2**41 + 3, 500])
     ops = [0, 2, 7, 2**33]

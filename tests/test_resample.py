@@ -32,11 +32,11 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
-from pixelpipe.kernels.cpu_stage import _post, finish_sample, output_tensor
-from pixelpipe.kernels.pointwise_torch import pointwise_reference
+from pixelpipe.kernels.cpu.stage import _post, finish_sample, output_tensor
+from pixelpipe.kernels.cpu.warp import REFERENCE, SEPARABLE, WINDOW, classify, warp_cpu
+from pixelpipe.kernels.reference.pointwise import pointwise_reference
+from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec
-from pixelpipe.kernels.warp_cpu import REFERENCE, SEPARABLE, WINDOW, classify, warp_cpu
-from pixelpipe.kernels.warp_torch import warp_reference
 
 PHOTOS = Path("/work/shared/data/imagenet-sample")
 U8 = torch.uint8

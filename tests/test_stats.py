@@ -12,8 +12,8 @@ import torch
 from PIL import Image
 
 from pixelpipe import Compose, Pipeline, Resize
+from pixelpipe.engine.stats import EXAMPLES, BatchDecode, DecodeStats
 from pixelpipe.readers import Memory
-from pixelpipe.stats import EXAMPLES, BatchDecode, DecodeStats
 
 
 def _png(seed: int) -> bytes:

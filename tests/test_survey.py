@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from pixelpipe.readers import ReaderError
-from pixelpipe.survey import Files, check_sample, open_data, survey
+from pixelpipe.tools.survey import Files, check_sample, open_data, survey
 
 
 def encode(img: Image.Image, fmt: str, **kw: object) -> bytes:

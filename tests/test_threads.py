@@ -15,7 +15,7 @@ import torch
 from corpus import samples
 
 from pixelpipe import Compose, Pipeline, RandomResizedCrop
-from pixelpipe._threads import one_torch_thread
+from pixelpipe.engine.threads import one_torch_thread
 
 OPENMP = "OpenMP" in torch.__config__.parallel_info()
 DEFAULT = 3  # larger than 1 on any machine, so that a change is visible

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pixelpipe.views import DeviceViews, strided_view
+from pixelpipe.data.views import DeviceViews, strided_view
 
 
 def _read(flat: torch.Tensor, origin: int, row: tuple[int, ...]) -> torch.Tensor:

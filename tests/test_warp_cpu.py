@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import pixelpipe as pp
-from pixelpipe.kernels.spec import WarpSpec
-from pixelpipe.kernels.warp_cpu import (
+from pixelpipe.kernels.cpu.warp import (
     REFERENCE,
     SEPARABLE,
     WINDOW,
@@ -27,7 +26,8 @@ from pixelpipe.kernels.warp_cpu import (
     classify,
     resize_window,
 )
-from pixelpipe.kernels.warp_torch import axis_weights
+from pixelpipe.kernels.reference.warp import axis_weights
+from pixelpipe.kernels.spec import WarpSpec
 
 
 def _spec(out_size: tuple[int, int]) -> WarpSpec:

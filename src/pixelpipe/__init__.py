@@ -2,8 +2,8 @@
 and one pointwise pass, on the CPU and the GPU."""
 
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
-from .batch import ImageBatch
 from .compose import Compose, SampleError
+from .data.batch import ImageBatch
 from .ops import (
     CenterCrop,
     ColorJitter,
@@ -20,7 +20,7 @@ from .ops import (
     Resize,
     Warp,
 )
-from .show import show
+from .tools.show import show
 
 __version__ = "0.1.0"
 
@@ -50,12 +50,17 @@ __all__ = [
 
 def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
     if name == "Pipeline":
-        from .pipeline import Pipeline
+        from .loader.pipeline import Pipeline
 
         return Pipeline
-    if name in ("datasets", "random", "readers", "kernels", "ops", "plan", "sampler", "presets",
-                "eval", "torch", "integrations"):
+    if name in _MODULES:
         import importlib
 
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(_MODULES[name], __name__)
     raise AttributeError(f"module 'pixelpipe' has no attribute {name!r}")
+
+
+# public modules reachable as attributes (pixelpipe.presets.imagenet_train(), ...), loaded on use
+_MODULES = {"datasets": ".tools.datasets", "random": ".data.random", "readers": ".readers", "kernels": ".kernels",
+            "ops": ".ops", "plan": ".plan", "sampler": ".loader.sampler", "presets": ".presets", "eval": ".eval",
+            "torch": ".torch", "integrations": ".integrations"}

@@ -11,15 +11,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
-from ._threads import one_torch_thread
-from .batch import ImageBatch
+from .data.batch import ImageBatch
+from .data.random import epochs
+from .data.views import DeviceViews
+from .engine.sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
+from .engine.stats import BatchDecode, DecodeStats
+from .engine.threads import one_torch_thread
 from .kernels import PointwiseSpec, pack_ahead, run_stage
 from .ops._base import Op
-from .plan import Stage, StagePlan, TensorStage, build_stages
-from .random import epochs
-from .stats import BatchDecode, DecodeStats
-from .views import DeviceViews
+from .plan.stages import Stage, StagePlan, TensorStage, build_stages
 
 __all__ = ["Compose", "SampleError"]
 
@@ -322,7 +322,7 @@ class Compose:
             self._pool.shutdown(wait=True)
             self._pool = None
         if self._decoder is not None:
-            from .views import release_retired
+            from .data.views import release_retired
 
             release_retired()
             self._decoder.close()

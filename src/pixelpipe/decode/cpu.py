@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageFile
 
-from ..batch import ImageBatch
+from ..data.batch import ImageBatch
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
 from .turbo import decode_jpeg_region
 from .webp import decode_webp_region

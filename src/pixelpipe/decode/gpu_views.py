@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..views import DeviceViews, strided_view
+from ..data.views import DeviceViews, strided_view
 
 Row = tuple[int, int, int, int, int, int]  # a DeviceViews row
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..batch import ImageBatch
+from ..data.batch import ImageBatch
 from .headers import read_header
 
 __all__ = ["decode_on_device", "cpu_decoding_notice", "one_channel_if_grey", "release_gpu_decoders"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from ..pipeline import Pipeline
+from ..loader.pipeline import Pipeline
 
 __all__ = ["PipelineLoader", "dataloaders"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..pipeline import Pipeline
+from ..loader.pipeline import Pipeline
 
 __all__ = ["iterate", "to_jax"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..pipeline import Pipeline
+from ..loader.pipeline import Pipeline
 
 __all__ = ["dataset", "iterate", "to_tf"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ..pipeline import Pipeline
+from ..loader.pipeline import Pipeline
 
 __all__ = ["PipelineDataset", "as_dataset"]
 

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..batch import ImageBatch
-from ..views import DeviceViews
-from .cpu_stage import run_cpu_stage
-from .pointwise_torch import channel_means, pointwise_reference
+from ..data.batch import ImageBatch
+from ..data.views import DeviceViews
+from .cpu.stage import run_cpu_stage
+from .reference.pointwise import channel_means, pointwise_reference
+from .reference.warp import warp_reference
 from .spec import PointwiseSpec, WarpSpec
-from .warp_torch import warp_reference
 
 __all__ = ["WarpSpec", "PointwiseSpec", "Packed", "pack_ahead", "run_stage", "gpu_kernels_available",
            "channel_means", "color_slopes", "warp_reference", "pointwise_reference"]
@@ -88,8 +88,8 @@ def _pack(spec: WarpSpec, make_pointwise: Callable[[torch.Tensor | None], Pointw
     """The Triton kernels' inputs: the pointwise spec, and the parameter rows on `device`.
     A chain that needs the warped images' means is folded at mean colour 0 plus its slopes
     (color_slopes): the kernel completes the offsets from the sums of its first launch."""
-    from ._device import to_device
-    from .warp_triton import pack_params
+    from ..data.transfer import to_device
+    from .triton.warp import pack_params
 
     if needs_means:
         pointwise, slopes = color_slopes(len(spec), make_pointwise)
@@ -117,7 +117,7 @@ def run_stage(source: ImageBatch | DeviceViews | Callable[[int], torch.Tensor], 
     if data.is_cuda and gpu_kernels_available():
         if not isinstance(source, DeviceViews):
             table = source.kernel_table()  # uploaded once per batch
-        from .warp_triton import warp_pointwise_gpu
+        from .triton.warp import warp_pointwise_gpu
 
         if packed is None:  # made for this batch alone (prepare_split makes them for several)
             packed = _pack(spec, make_pointwise, needs_means, data.device)

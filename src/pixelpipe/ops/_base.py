@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import native
-from ..random import Draws
+from ..data.random import Draws
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 BORDERS = ("constant", "reflect", "replicate", "wrap")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import native
-from ..random import Draws
+from ..data.random import Draws
 from ._base import ColorOp, Op, Params, check_prob, check_range
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]

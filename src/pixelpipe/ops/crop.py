@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import native
-from ..random import Draws
+from ..data.random import Draws
 from ._base import (
     BORDERS,
     INTERPOLATIONS,

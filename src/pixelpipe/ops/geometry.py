@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .. import native
-from ..random import Draws
+from ..data.random import Draws
 from ._base import (
     BORDERS,
     INTERPOLATIONS,
@@ -283,7 +283,7 @@ class Warp(_Warping):
 
     Args:
         matrix_fn: called as ``matrix_fn(sizes, draws)`` with sizes a float64 [N, 2] tensor of
-            (height, width) and draws a `pixelpipe.random.Draws` (``draws.uniform(k, lo, hi)``
+            (height, width) and draws a `pixelpipe.data.random.Draws` (``draws.uniform(k, lo, hi)``
             gives a per-sample [N] tensor); returns [N, 3, 3] forward matrices mapping input
             pixel coordinates (x, y, 1) to output coordinates.
         size: output (height, width); None keeps each image's size.

@@ -1,0 +1,300 @@
+"""Counter-based randomness: every number is a pure function of its coordinates.
+
+A draw is identified by (seed, epoch, sample index, op position, draw number). We hash those
+five integers with a 32-bit integer mixer written in int64 tensor arithmetic that never
+overflows, so the CPU and every GPU produce the same bits. Nothing depends on batch size, worker
+count, device or on how many draws happened before: a sample processed alone, in a batch of 256,
+or after a resume gets the same augmentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import native
+
+__all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
+
+_MASK32 = 0xFFFFFFFF
+_M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
+_M2 = 0x846CA68B
+_GOLDEN = 0x9E3779B9
+
+
+def _mul32(x: Any, c: int) -> Any:
+    """(x * c) mod 2**32 for x in [0, 2**32), without int64 overflow: split c in 16-bit halves."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _MASK32
+
+
+def _mix(x: Any) -> Any:
+    """The 32-bit finalizer on a Python int or an int64 tensor: the same integer operations, so
+    the same bits (numpy arrays use _mix_u32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, _M1)
+    x = x ^ (x >> 15)
+    x = _mul32(x, _M2)
+    return x ^ (x >> 16)
+
+
+def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
+    """Hash integer keys (Python ints or int64 tensors, broadcast together) to 32-bit values.
+
+    Each key is folded in as its low and high 32-bit words, so keys up to 2**63 are distinct.
+    On the CPU the same integer arithmetic runs in Python ints (the leading scalar keys) and
+    numpy (the rest): the planner draws a dozen small batches per call, where torch's per-op
+    overhead made hashing most of the planning time. `_hash32_torch` is the twin.
+    """
+    if all(not isinstance(k, torch.Tensor) or k.device.type == "cpu" for k in keys):
+        return _hash32_numpy(keys)
+    return _hash32_torch(keys)
+
+
+def _mix_u32(x: np.ndarray) -> np.ndarray:
+    """_mix on a uint32 numpy array, in place: numpy's uint32 arithmetic wraps modulo 2**32,
+    which is exactly the masked products of the int64 form (both give the same bits)."""
+    x ^= x >> 16
+    x *= _M1
+    x ^= x >> 15
+    x *= _M2
+    x ^= x >> 16
+    return x
+
+
+def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor | np.ndarray, ...]) -> Any:
+    """Fold keys into the state h (a Python int, or a uint32 numpy array once an array key
+    came in); h itself is left as it was. Array keys: int64 tensors (on the CPU) or numpy
+    integer arrays."""
+    for k in keys:
+        if isinstance(k, (torch.Tensor, np.ndarray)) and k.ndim == 0:  # a number: numpy's scalars warn on wrapping
+            k = int(k)
+        if isinstance(k, (torch.Tensor, np.ndarray)):  # two's complement bits: the same words as int64's
+            k = (k.to(torch.int64).numpy() if isinstance(k, torch.Tensor) else k.astype(np.int64, copy=False))
+            k = k.view(np.uint64)
+            for word in ((k & _MASK32).astype(np.uint32), (k >> 32).astype(np.uint32)):
+                h = _mix_u32((h + _GOLDEN if isinstance(h, np.ndarray) else np.uint32((h + _GOLDEN) & _MASK32)) ^ word)
+        else:
+            k = int(k)
+            for word in (k & _MASK32, (k >> 32) & _MASK32):
+                if isinstance(h, int):
+                    h = _mix(((h + _GOLDEN) & _MASK32) ^ word)
+                else:
+                    h = _mix_u32((h + _GOLDEN) ^ np.uint32(word))
+    return h
+
+
+def _finish_numpy(h: Any) -> torch.Tensor:
+    h = _mix(h) if isinstance(h, int) else _mix_u32(h.copy())
+    return torch.from_numpy(np.asarray(h).astype(np.int64))
+
+
+def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
+    return _finish_numpy(_fold_numpy(0x5EED1234, keys))
+
+
+def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
+    tensors = [k for k in keys if isinstance(k, torch.Tensor)]
+    device = tensors[0].device if tensors else torch.device("cpu")
+    h = torch.full((), 0x5EED1234, dtype=torch.int64, device=device)
+    for k in keys:
+        k = torch.as_tensor(k, dtype=torch.int64, device=device)
+        for word in (k & _MASK32, (k >> 32) & _MASK32):
+            h = _mix((h + _GOLDEN) & _MASK32 ^ word)
+    return _mix(h)
+
+
+def _unit(h: torch.Tensor) -> torch.Tensor:
+    """float32 in [0, 1) from a hash's top 24 bits: exact on every device."""
+    return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+
+def _unit_numpy(h: np.ndarray) -> np.ndarray:
+    """_unit on a numpy array of hashes (the same float32 numbers: 24 bits convert exactly)."""
+    return (h >> 8).astype(np.float32) * np.float32(1.0 / (1 << 24))
+
+
+def uniform(seed: int, epoch: int, indices: torch.Tensor, op: int, draw: int) -> torch.Tensor:
+    """float32 [N] in [0, 1): 24 random bits per sample, exact on every device."""
+    return _unit(hash32(seed, epoch, indices, op, draw))
+
+
+def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
+    """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
+    once per batch instead of once per op. Computed on the host whatever the indices' device
+    (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy); epoch: an
+    int, or int64 [N] per-sample epochs (see `epochs`)."""
+    if isinstance(indices, torch.Tensor):
+        indices = indices.detach().to(torch.int64).cpu().numpy()
+    indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    per = epochs(epoch)
+    lib = native.library()
+    if lib is None:
+        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
+    scalar = isinstance(per, int)
+    h = _fold_numpy(0x5EED1234, (int(seed), per) if scalar else (int(seed),))  # a Python int
+    per = None if scalar else np.ascontiguousarray(per)
+    if per is not None and per.shape != indices.shape:  # numpy broadcasts them: let it say how
+        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
+    out = np.empty(indices.shape, dtype=np.uint32)
+    lib.pp_prefix(h, None if per is None else native.address(per), native.address(indices), len(indices),
+                  native.address(out))
+    return out
+
+
+def epochs(epoch: Any) -> int | np.ndarray:
+    """An epoch as the hash folds it: an int, or an int64 array [N] giving each sample its own
+    epoch, so that batches of consecutive epochs are planned in one evaluation (a Pipeline's
+    cached epochs of few batches). The fold is elementwise, so sample i gets exactly the bits
+    an int epoch[i] gives it."""
+    if isinstance(epoch, (np.ndarray, torch.Tensor)) and epoch.ndim:
+        arr = epoch.detach().cpu().numpy() if isinstance(epoch, torch.Tensor) else epoch
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"per-sample epochs must be integers, got {arr.dtype}")
+        return arr.astype(np.int64, copy=False).reshape(-1)
+    return int(epoch)
+
+
+def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
+    """Per op k, uint32 [N, draws[k]]: hash32(seed, epoch, index, ops[k], d) for d < draws[k],
+    from the batch's prefix (uint32 [N]), for all ops of a stage in one evaluation: the same
+    bits as folding each op and each draw separately (the fold is elementwise, so it
+    broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead).
+    The (op, draw) pairs sit side by side as columns, so each op hashes only the draws it uses
+    (a flip's one, not a crop's 22)."""
+    ops, draws = list(ops), [int(d) for d in draws]
+    if not ops:
+        return []
+    lib = native.library()
+    if lib is not None:  # the same bits from planner.c, in one call
+        pre = np.ascontiguousarray(prefix.reshape(-1), dtype=np.uint32)
+        op_arr, draw_arr = np.array(ops, dtype=np.int64), np.array(draws, dtype=np.int64)
+        out = np.empty((len(pre), sum(draws)), dtype=np.uint32)
+        lib.pp_op_blocks(native.address(pre), len(pre), native.address(op_arr), native.address(draw_arr), len(ops),
+                         native.address(out))
+        ends = np.cumsum([0, *draws]).tolist()
+        return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
+    state = _fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
+    column_op = np.repeat(np.arange(len(ops)), draws)
+    column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws])
+    hashes = _mix_u32(_fold_numpy(state[:, column_op], (column_draw.reshape(1, -1),)))  # [N, sum(draws)]
+    return np.split(hashes, np.cumsum(draws)[:-1], axis=1)
+
+
+_BLOCK = 8  # single draws hashed together (see Draws._hash_np)
+
+
+class Draws:
+    """The per-sample random source an op gets: draw k gives a fresh [N] tensor.
+
+    Args:
+        seed, epoch: the run's seed and the epoch number (or int64 [N], each sample's epoch,
+            when batches of consecutive epochs are planned together: see `epochs`).
+        indices: int64 [N] global sample indices (which sample of the dataset each row is).
+        op: the op's position in its Compose; two ops never share draws.
+
+    The same (seed, epoch, index, op, draw) always yields the same number. Every method has a
+    numpy twin (`uniform_np`, ...) giving the same numbers as numpy arrays, which the built-in
+    ops use: the planner runs on the host once per batch, where torch's per-call overhead on
+    [N] tensors costs more than the arithmetic.
+    """
+
+    def __init__(self, seed: int, epoch: Any, indices: Any, op: int, prefix: Any = None,
+                 block: np.ndarray | None = None) -> None:
+        self.seed, self.epoch, self.op = int(seed), epochs(epoch), int(op)
+        self._indices = indices  # int64 [N]: a tensor (any device) or numpy; see `indices`
+        # the hash state after (seed, epoch, indices), which every op of a batch shares
+        # (`prefix(seed, epoch, indices)`); None: folded here on the first draw
+        self._prefix = prefix
+        self._state: np.ndarray | None = None  # the prefix with this op folded in
+        # draw // _BLOCK -> uint32 hashes [N, _BLOCK]; `block` ([N, D], `op_blocks` of a stage)
+        # holds draws 0..D-1 already
+        self._blocks: dict[int, np.ndarray] = {}
+        self._given = block
+
+    @property
+    def indices(self) -> torch.Tensor:
+        """int64 [N] global sample indices, as a tensor (on the device they came on)."""
+        if not isinstance(self._indices, torch.Tensor):
+            self._indices = torch.as_tensor(np.asarray(self._indices, dtype=np.int64))
+        return self._indices
+
+    def _hash_np(self, draw: int | np.ndarray) -> np.ndarray:
+        """hash32(seed, epoch, index, op, draw) per sample as uint32 numpy: [N] for an int draw,
+        [N, D] for a [D] array of draws. Single draws are hashed _BLOCK at a time and kept (an
+        op draws a handful of numbers, and a hash of [N, 8] costs little more than one of [N]:
+        the per-call overhead dominates); a stage hands each op its first draws (`block`)."""
+        given = self._given
+        if given is not None:
+            if isinstance(draw, np.ndarray):
+                if draw.size and 0 <= draw.min() and draw.max() < given.shape[1]:
+                    return given[:, draw]
+            elif 0 <= draw < given.shape[1]:
+                return given[:, draw]
+        if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
+            pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
+            self._state = _fold_numpy(pre, (self.op,))
+        if isinstance(draw, np.ndarray):
+            return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (draw.reshape(1, -1),)))
+        if draw >= 0:
+            block = self._blocks.get(draw // _BLOCK)
+            if block is None:
+                first = draw - draw % _BLOCK
+                block = self._hash_np(np.arange(first, first + _BLOCK))
+                self._blocks[draw // _BLOCK] = block
+            return block[:, draw % _BLOCK]
+        return _mix_u32(_fold_numpy(self._state, (draw,)))
+
+    def __len__(self) -> int:
+        return int(self._indices.shape[0])
+
+    def prefix_np(self) -> np.ndarray:
+        """uint32 [N], C-contiguous: the hash state after (seed, epoch, index), shared by every op
+        of the batch (`prefix`); the C planner folds the op and the draws into it itself."""
+        if self._prefix is None:
+            self._prefix = prefix(self.seed, self.epoch, self._indices)
+        return np.ascontiguousarray(self._prefix, dtype=np.uint32)
+
+    def uniform_np(self, draw: int, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+        """uniform() as a float32 numpy array."""
+        return np.float32(low) + np.float32(high - low) * _unit_numpy(self._hash_np(draw))
+
+    def uniforms_np(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> np.ndarray:
+        """uniforms() as a float32 numpy array [N, D]."""
+        d = np.arange(draws) if isinstance(draws, int) else np.asarray(list(draws), dtype=np.int64)
+        return np.float32(low) + np.float32(high - low) * _unit_numpy(self._hash_np(d))
+
+    def bernoulli_np(self, draw: int, p: float) -> np.ndarray:
+        """bernoulli() as a bool numpy array."""
+        return _unit_numpy(self._hash_np(draw)) < np.float32(p)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        """A numpy result as a tensor on the indices' device."""
+        t = torch.from_numpy(x)
+        return t if self.indices.device.type == "cpu" else t.to(self.indices.device)
+
+    def uniform(self, draw: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """float32 [N] uniform in [low, high)."""
+        return self._tensor(self.uniform_np(draw, low, high))
+
+    def uniforms(self, draws: int | range | list[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """float32 [N, D] uniform in [low, high): draws `draws` (a count D means 0..D-1) in one
+        hash evaluation; column k equals uniform(draws[k])."""
+        return self._tensor(self.uniforms_np(draws, low, high))
+
+    def bernoulli(self, draw: int, p: float) -> torch.Tensor:
+        """bool [N], True with probability p."""
+        return self._tensor(self.bernoulli_np(draw, p))
+
+    def integers(self, draw: int, low: int, high: int) -> torch.Tensor:
+        """int64 [N] uniform in [low, high)."""
+        return self._tensor(low + self._hash_np(draw).astype(np.int64) % max(1, high - low))
+
+    def normal(self, draw: int) -> torch.Tensor:
+        """float32 [N] standard normal (Box-Muller on draws `draw` and `draw + 1000003`)."""
+        u1 = self.uniform(draw).to(torch.float64).clamp_min(1.0 / (1 << 24))
+        u2 = self.uniform(draw + 1000003).to(torch.float64)
+        return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2 * torch.pi * u2)).to(torch.float32)

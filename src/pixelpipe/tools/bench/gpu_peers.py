@@ -1,0 +1,345 @@
+"""`pixelpipe bench --device cuda`: pixelpipe beside DALI, torchvision and kornia on one GPU.
+
+Every contender gets the same encoded images in memory, the same batch size and the same
+pipeline (pipelines.py), runs one warm-up pass, then is timed over `passes` passes by
+`time_runs` (which draws the progress bar). The GPU is drained (torch.cuda.synchronize())
+after the warm-up and once more at the end of the timed passes, inside the clock: no warm-up
+work leaks into the timed passes, a clock stops only once the GPU has finished, and the passes
+follow each other as a training loop's epochs do. (Until session 8 every pass ended with a
+drain, which for the fast contenders cost the overlap of one pass's last launch with the next
+pass's host work: with 500 images a pass is two batches.)
+
+Two modes:
+  full          encoded bytes in, a normalised float16 NCHW batch on the GPU out.
+  augment-only  the first `batch` images are decoded once (Pillow, RGB, outside any clock) and
+                kept on the GPU; each pass feeds that batch again and again until it has
+                produced as many images as a full pass (len(blobs)).
+
+With --cache, two more rows time pixelpipe's later epochs: every image decoded once (untimed)
+into pixelpipe.loader.cache.DeviceCache on the device, then augmented from there each pass, by
+Compose calls back to back ("gpu cache"), and by a Pipeline with cache="gpu" whose warm-up
+pass is its first epoch ("cache, Pipeline": the next batch planned while this one's kernels run).
+
+Peers are imported only when asked for (peer_dali.py, peer_torchvision.py, peer_kornia.py). A
+peer that is not installed, or that fails, becomes a row with rate 0 and the reason in its note;
+the bench itself never stops for one.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from datetime import datetime
+
+import torch
+
+from ...data.batch import ImageBatch
+from .engine_use import open_meter
+from .pipelines import pipeline_ops
+from .runner import Result, in_rounds, print_round_ratios, print_table, time_runs
+
+RunPass = Callable[[int], Iterator[int]]
+Factory = Callable[[], RunPass]
+
+# What --peers accepts; "all" is every one. Peers run in this order, pixelpipe first: the
+# torchvision DataLoader forks its workers before DALI starts its own threads.
+GPU_PEERS = ("torchvision", "kornia", "dali")
+# What to install when an import fails (STYLE.md, idea 11): module -> pip package.
+INSTALL = {"nvidia": "nvidia-dali-cuda130", "torchvision": "torchvision", "kornia": "kornia"}
+# Versions shown in the header: short name -> how its distribution's name starts.
+PACKAGES = {"torch": "torch", "triton": "triton", "dali": "nvidia-dali-cuda",
+            "torchvision": "torchvision", "kornia": "kornia", "nvimgcodec": "nvidia-nvimgcodec"}
+CROP, VAL_RESIZE = 224, 256  # output side; val's shorter side before the centre crop
+NOTE_CHARS = 160  # longest reason kept in a failed row's note (the traceback goes to stderr)
+
+
+def parse_peers(peers: Sequence[str]) -> list[str]:
+    """The GPU peers asked for, in run order. "all" means every one; unknown names exit."""
+    names = {p.strip().lower() for p in peers if p.strip()}
+    if "all" in names:
+        names = set(GPU_PEERS)
+    unknown = sorted(names - set(GPU_PEERS))
+    if unknown:
+        raise SystemExit(f"pixelpipe bench: unknown GPU peer(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(GPU_PEERS)} or all")
+    return [p for p in GPU_PEERS if p in names]
+
+
+# ----------------------------------------------------------------------------- header
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages a GPU run depends on; absent ones are left out."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        for short, prefix in PACKAGES.items():
+            exact = short in ("torch", "triton", "torchvision", "kornia")
+            if (name == prefix if exact else name.startswith(prefix)) and short not in found:
+                found[short] = dist.version
+    found["torch"] = torch.__version__  # the one imported, whatever pip thinks
+    return {k: found[k] for k in PACKAGES if k in found}
+
+
+def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: int, what: str,
+                 augment_only: bool, versions: dict[str, str] | None = None,
+                 gpu: str | None = None) -> str:
+    """Two lines: the run's settings, then date, GPU, CPU count and package versions."""
+    versions = package_versions() if versions is None else versions
+    if gpu is None:
+        dev = torch.device(device)
+        gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "no GPU (CPU run)"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    mode = "augment-only" if augment_only else "full"
+    date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return (f"pixelpipe bench: pipeline={pipeline} mode={mode} device={device} batch={batch} "
+            f"threads={threads} passes={passes} data={what}\n"
+            f"{date} | {gpu} | {cpus} CPUs | "
+            + ", ".join(f"{k} {v}" for k, v in versions.items()))
+
+
+# ----------------------------------------------------------------------------- shared helpers
+def spans(total: int, batch: int) -> list[tuple[int, int]]:
+    """(start, size) of the batches of one pass over `total` images."""
+    return [(s, min(batch, total - s)) for s in range(0, total, batch)]
+
+
+def drainer(device: torch.device) -> Callable[[], None] | None:
+    """What time_runs calls to wait for the device's work: a synchronize on CUDA."""
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+
+
+def decode_head(blobs: Sequence[bytes], batch: int, device: torch.device) -> ImageBatch:
+    """The first min(batch, len(blobs)) images decoded whole by pixelpipe's CPU decoder, RGB
+    (3 channels, so every peer can take them), packed and moved to `device`."""
+    from ...decode import decode_region
+
+    images = [decode_region(b, rgb=True)[0] for b in blobs[:batch]]
+    return ImageBatch.from_list(images).to(device)
+
+
+def head(images: ImageBatch, k: int) -> ImageBatch:
+    """The first k images of a batch, sharing its buffer (no copy)."""
+    return images if k == len(images) else ImageBatch(images.data, images.table[:k])
+
+
+def augment_spans(total: int, images: ImageBatch) -> list[tuple[int, int]]:
+    """The batches of an augment-only pass: the decoded batch (or its head), again and again."""
+    return spans(total, len(images))
+
+
+def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
+                  device: torch.device, seconds: float = 0.0) -> Result:
+    """Build a contender (untimed) and time it; a failure becomes a row with rate 0."""
+    run = None
+    try:
+        run = make()
+        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device), open_meter(device))
+        stats = getattr(run, "stats", None)  # a Pipeline's: the CPU decoder sets the pace when many
+        if stats is not None and stats.cpu_fallback:
+            result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"
+        decoder = getattr(run, "decoder", lambda: None)()  # the settings its GPU decoder ran with
+        if decoder is not None:
+            result.note += (f"; nvImageCodec {decoder.api} API, hw_fraction {decoder.hw_fraction}, "
+                            f"regions {'on' if decoder.roi_decode else 'off'}, {decoder.lanes} lane(s)")
+        return result
+    except ImportError as e:
+        return Result(name, 0, 0.0, _short(f"not installed ({e}{_install_hint(e)})"))
+    except Exception as e:
+        print(f"pixelpipe bench: {name} failed:", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return Result(name, 0, 0.0, _short(f"failed: {type(e).__name__}: {e}"))
+    finally:
+        close = getattr(run, "close", None)
+        if close is not None:  # a pipeline working ahead would take the next contender's time
+            close()
+        gc.collect()  # drop the contender's pipelines, workers and buffers before the next one
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _install_hint(e: ImportError) -> str:
+    top = (e.name or "").split(".")[0]
+    return f"; pip install {INSTALL[top]}" if top in INSTALL else ""
+
+
+def _short(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= NOTE_CHARS else line[: NOTE_CHARS - 3] + "..."
+
+
+# ----------------------------------------------------------------------------- pixelpipe
+def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
+                   device: torch.device, cache: bool = False) -> RunPass:
+    """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled,
+    the last batch padded), prefetching and decoding the next batch while the kernels run.
+    With `cache`, the Pipeline's cache is on (cache="gpu" on CUDA, "device" elsewhere): the
+    warm-up pass is its first epoch, which decodes every image whole into the cache, and the
+    timed passes are later epochs, planning the next batch while this one's kernels run."""
+    from ...compose import Compose
+    from ...loader.pipeline import Pipeline
+    from ...readers import Memory
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    where = ("gpu" if device.type == "cuda" else "device") if cache else None
+    pipe = Pipeline(Memory(list(blobs)), t, batch, device=str(device), num_threads=threads, prefetch=2,
+                    cache=where)
+
+    def run(epoch: int) -> Iterator[int]:
+        # the valid samples of each batch, counted on the host: every batch is full but the
+        # last, padded one (no sample fails here); b["valid"].sum() would wait for the GPU
+        # once per batch, which no peer's loop does
+        left = len(blobs)
+        for _ in pipe:
+            k = min(batch, left)
+            left -= k
+            yield k
+
+    run.close = pipe.close  # type: ignore[attr-defined]
+    run.stats = pipe.stats  # type: ignore[attr-defined]
+    run.decoder = lambda: pipe.transforms._decoder  # type: ignore[attr-defined]
+    return run
+
+
+def pixelpipe_augment(images: ImageBatch, total: int, pipeline: str, threads: int,
+                      device: torch.device) -> RunPass:
+    from ...compose import Compose
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, device=device, num_threads=threads)
+    plan = augment_spans(total, images)
+    heads = {k: head(images, k) for _, k in plan}
+
+    def run(epoch: int) -> Iterator[int]:
+        for start, k in plan:  # distinct indices, so a repeated image gets new draws
+            out = t(heads[k], seed=0, epoch=epoch, indices=torch.arange(start, start + k))
+            yield out.shape[0]
+
+    return run
+
+
+def pixelpipe_cached(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
+                     device: torch.device) -> RunPass:
+    """Later epochs from pixelpipe.loader.cache.DeviceCache: every image decoded whole once (untimed,
+    as a Pipeline's first epoch does), stored on the device, then augmented from there."""
+    from ...compose import Compose
+    from ...decode import decode_region
+    from ...loader.cache import DeviceCache
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, device=device, num_threads=threads)
+    with ThreadPoolExecutor(threads) as pool:
+        decoded = list(pool.map(lambda b: torch.from_numpy(decode_region(b, rgb=False)[0]), blobs))
+    cache = DeviceCache(device, budget=max(1, sum(img.numel() for img in decoded)))
+    for i, img in enumerate(decoded):
+        cache.put(i, img)
+    del decoded
+
+    def run(epoch: int) -> Iterator[int]:
+        for start, k in spans(len(blobs), batch):
+            idx = list(range(start, start + k))
+            out = t(cache.batch(idx), seed=0, epoch=epoch, indices=torch.tensor(idx))
+            yield out.shape[0]
+
+    return run
+
+
+# ----------------------------------------------------------------------------- the contenders
+Row = tuple[str, Factory, str]  # (row name, factory, note)
+
+
+def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batch: int,
+               threads: int, peers: Sequence[str], augment_only: bool,
+               images: ImageBatch | None = None, cache: bool = False) -> list[Row]:
+    """pixelpipe, its cached epochs (with `cache`, when pixelpipe.loader.cache exists) and each
+    asked-for peer, in run order. Augment-only needs `images`, the decoded batch on the device
+    (decode_head)."""
+    from . import peer_dali, peer_kornia, peer_torchvision
+
+    total = len(blobs)
+    if augment_only:
+        if images is None:
+            raise ValueError("augment-only contenders need the decoded batch (decode_head)")
+        rows: list[Row] = [
+            ("pixelpipe", lambda: pixelpipe_augment(images, total, pipeline, threads, device),
+             "Compose on the decoded batch")]
+        table: dict[str, list[Row]] = {
+            "torchvision": [("torchvision", lambda: peer_torchvision.gpu_augment(
+                images, total, pipeline, device), "v2 per image on the GPU")],
+            "kornia": [("kornia", lambda: peer_kornia.kornia_augment(
+                images, total, pipeline, device), "pre-resized to 256x256 outside the clock")],
+            "dali": [("dali", lambda: peer_dali.dali_augment(
+                images, total, pipeline, threads, device), "external_source of GPU images")],
+        }
+    else:
+        rows = [("pixelpipe", lambda: pixelpipe_full(blobs, pipeline, batch, threads, device),
+                 f"Pipeline(device={device}), {threads} threads")]
+        workers = os.cpu_count() or threads  # the CPU loader as users run it: one worker per core
+        table = {
+            "torchvision": [
+                ("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),
+                 "nvJPEG batch decode, v2 per image"),
+                ("torchvision cpu dataloader", lambda: peer_torchvision.cpu_loader(
+                    blobs, pipeline, batch, workers, device),
+                 f"PIL + v2, {workers} workers (one per core), pinned copy")],
+            "kornia": [("kornia", lambda: peer_kornia.kornia_full(blobs, pipeline, batch, device),
+                        "nvJPEG decode, resize to 256x256, kornia batch")],
+            "dali": [("dali", lambda: peer_dali.dali_full(blobs, pipeline, batch, threads, device),
+                      f"mixed decoder, {threads} threads")],
+        }
+    if cache:
+        rows.append(("pixelpipe (gpu cache)", lambda: pixelpipe_cached(
+            blobs, pipeline, batch, threads, device), "epochs 2+: DeviceCache, whole images"))
+        rows.append(("pixelpipe (cache, Pipeline)", lambda: pixelpipe_full(
+            blobs, pipeline, batch, threads, device, cache=True), "epochs 2+: Pipeline(cache=...), overlapped"))
+    for peer in parse_peers(peers):
+        rows += table[peer]
+    return rows
+
+
+def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str, batch: int,
+                  threads: int, peers: Sequence[str], passes: int, as_json: bool, quiet: bool,
+                  augment_only: bool = False, cache: bool = False, rounds: int = 1,
+                  seconds: float = 0.0) -> list[Result]:
+    """Time pixelpipe and the asked-for peers on `device`; print a table (or JSON).
+
+    Args:
+        blobs: encoded images, in memory. what: how to describe them in the header.
+        pipeline: "rn50", "rich" or "val" (pipelines.py). device: "cuda" or "cuda:N" (a CPU
+            device works too, for tests). batch: images per batch. threads: CPU threads for
+            every contender (decoding threads, DALI threads, DataLoader workers).
+        peers: names from GPU_PEERS, or "all". passes: timed passes after one warm-up.
+        augment_only: time the transforms on an already decoded batch on the GPU.
+        cache: also time pixelpipe's later epochs from its device cache (pixelpipe.loader.cache).
+        rounds: every contender built and timed once per round, the order reversed every
+            other round; each one's median round is reported (runner.in_rounds).
+        seconds: passes go on until a contender ran this long (runner.time_runs).
+    """
+    names = parse_peers(peers)  # exit on a bad name before any work
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    total = len(blobs)
+    images = decode_head(blobs, batch, dev) if augment_only else None
+    header = bench_header(pipeline, str(dev), batch, threads, passes, what, augment_only)
+    if rounds > 1 or seconds:
+        header += f"\nrounds={rounds}, at least {seconds:g} s per contender and round"
+    if images is not None:
+        header += (f"\naugment-only: the first {len(images)} images decoded once (RGB), "
+                   f"repeated to {total} per pass")
+    rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache)
+    jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]
+    results, per_round = in_rounds(jobs, rounds)
+    if as_json:
+        print(json.dumps({"header": header, "versions": package_versions(),
+                          "results": [asdict(r) | {"images_per_s": r.rate} for r in results],
+                          "rounds": [[asdict(r) | {"images_per_s": r.rate} for r in row] for row in per_round]},
+                         indent=2))
+    else:
+        print_table(results, header)
+        print_round_ratios(per_round)
+    return results

@@ -1,0 +1,203 @@
+"""The `pixelpipe` command: `bench`, `show` and `inspect`.
+
+    pixelpipe bench                     images/s of a standard pipeline, beside its peers
+    pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
+    pixelpipe inspect --data DIR        samples, classes, formats, sizes and unreadable files
+
+Exit codes: 0 success, 1 the command found a problem (unreadable files for `inspect`; samples
+left out of the grid for `show`), 2 bad arguments (including a --data path that cannot be
+opened). Long commands draw a progress bar on stderr when it is a terminal; --quiet turns it
+off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from ..presets import PRESETS
+
+BENCH_EXAMPLES = """examples:
+  pixelpipe bench                                   # standard pipeline, synthetic data, best device
+  pixelpipe bench --device cpu --data ../shared/data/imagenet-sample --threads 2 --peers pillow
+  pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
+  pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
+"""
+
+SHOW_EXAMPLES = """examples:
+  pixelpipe show --transforms fastai_like -o grid.png      # built-in synthetic images
+  pixelpipe show --data /data/train --transforms heavy -n 16 -o grid.png
+  pixelpipe show --data "train-{0000..0009}.tar" --transforms imagenet_train --columns 6 -o g.png
+
+Each row is one sample: the original, then --columns augmented versions (column k is what
+epoch k of a run with --seed gives it), with its class name below. Samples are spread evenly
+over the dataset (the first n of tar shards). Unreadable samples are left out and listed;
+the exit code is then 1.
+"""
+
+INSPECT_EXAMPLES = """examples:
+  pixelpipe inspect --data /data/train                  # header scan: fast
+  pixelpipe inspect --data /data/train.txt --decode     # decode every image in full
+  pixelpipe inspect --data "shards/train-*.tar" --json > report.json
+  pixelpipe inspect --data /data/train --decode --quiet && python train.py   # guard a job
+
+Reports the number of samples and classes, formats, a histogram of the shorter side,
+grayscale/CMYK/alpha counts and every unreadable file with the reason. Exit code 1 when a
+file cannot be read (or holds more than --max-pixels pixels), 0 when all are readable.
+"""
+
+MAIN_EXAMPLES = """examples:
+  pixelpipe bench --device cpu --peers pillow
+  pixelpipe show --data /data/train --transforms fastai_like -n 16 -o grid.png
+  pixelpipe inspect --data /data/train --decode
+
+exit codes: 0 ok, 1 problems found, 2 bad arguments. `pixelpipe COMMAND --help` for more.
+"""
+
+
+def _bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure images/s of a pipeline, beside its peers",
+                       description="Run a standard pipeline with pixelpipe and its peers, print images/s.",
+                       epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
+    p.add_argument("--pipeline", default="rn50", choices=("rn50", "rich", "val"))
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
+    p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: all cores)")
+    p.add_argument("--peers", default=None,
+                   help="comma-separated peers: pillow (cpu); dali, torchvision, kornia (cuda)")
+    p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time every contender once per round, the order reversed every other round, "
+                        "and report each one's median round and every round's ratios, with 3 or more "
+                        "their median and range against each peer (default 1; rounds on a shared GPU "
+                        "machine spread 20%% and more: use 7 or more to compare)")
+    p.add_argument("--seconds", type=float, default=0.0,
+                   help="keep timing passes until each contender ran at least this long per round "
+                        "(default 0: --passes only); fast contenders then run many passes, slow ones few")
+    p.add_argument("-n", type=int, default=256, help="synthetic images when --data is not given")
+    p.add_argument("--augment-only", action="store_true", help="(cuda) time the transforms on decoded batches")
+    p.add_argument("--cache", action="store_true", help="(cuda) also time epochs from the GPU cache")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _show(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("show", help="draw images beside augmented versions of them (PNG)",
+                       description="Write a PNG grid: each sample's original beside several "
+                                   "augmented versions of it, class names as captions.",
+                       epilog=SHOW_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", help="folder, file list (.txt/.csv) or tar shards (default: "
+                                  "built-in synthetic JPEGs)")
+    p.add_argument("--transforms", default="imagenet_train", choices=tuple(PRESETS),
+                   help="preset from pixelpipe.presets (default: imagenet_train)")
+    p.add_argument("-n", type=int, default=16, help="samples, one row each (default 16)")
+    p.add_argument("-o", "--output", default="grid.png", help="PNG file to write (default grid.png)")
+    p.add_argument("--columns", type=int, default=4, help="augmented versions per sample (default 4)")
+    p.add_argument("--size", type=int, default=224, help="the preset's output side (default 224)")
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    p.add_argument("--tile", type=int, default=160, help="tile side in the grid, pixels (default 160)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _inspect(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("inspect", help="check a dataset: counts, formats, sizes, unreadable files",
+                       description="Scan a dataset (folder, file list or tar shards) and report "
+                                   "what a training job should know, unreadable files included.",
+                       epilog=INSPECT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="folder, file list (.txt/.csv) or tar shards "
+                                                 "(a path or a pattern)")
+    p.add_argument("--decode", action="store_true",
+                   help="decode every image in full (slower; catches corrupt image data)")
+    p.add_argument("--threads", type=int, help="reading/decoding threads (default: all cores)")
+    p.add_argument("--max-pixels", type=int, default=100_000_000,
+                   help="images with more pixels are problems, as in a Pipeline (default 1e8)")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pixelpipe", description="Fast image loading and augmentation.",
+                                     epilog=MAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _bench(sub)
+    show_parser = _show(sub)
+    inspect_parser = _inspect(sub)
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        from .bench.runner import run_bench
+
+        if args.passes < 1 or (args.batch is not None and args.batch < 1) or args.n < 1 or args.rounds < 1:
+            parser.error("--passes, --rounds, --batch and -n must be >= 1")
+        if not args.seconds >= 0:
+            parser.error("--seconds must be >= 0")
+        peers = args.peers.split(",") if args.peers else (["pillow"] if args.device == "cpu" else [])
+        run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, [p for p in peers if p],
+                  args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
+                  rounds=args.rounds, seconds=args.seconds)
+        return 0
+    if args.command == "show":
+        return _run_show(args, show_parser)
+    if args.command == "inspect":
+        return _run_inspect(args, inspect_parser)
+    return 2
+
+
+def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    for name in ("n", "columns", "size"):
+        if getattr(args, name) < 1:
+            p.error(f"{'-n' if name == 'n' else '--' + name} must be >= 1, got {getattr(args, name)}")
+    if args.tile < 16:
+        p.error(f"--tile must be >= 16 pixels, got {args.tile}")
+    if not args.output.lower().endswith(".png"):
+        p.error(f"-o/--output must name a .png file, got {args.output!r}")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        p.error(f"-o/--output: folder {folder!r} does not exist")
+
+    from ..readers import ReaderError
+    from .show import CAPTION, GAP, HEADER, show_dataset
+
+    transforms = PRESETS[args.transforms](size=args.size)
+    try:
+        grid, skipped = show_dataset(args.data, transforms, n=args.n, columns=args.columns,
+                                     seed=args.seed, tile=args.tile, quiet=args.quiet)
+    except ReaderError as e:
+        p.error(f"--data {args.data}: {e}")
+    except ValueError as e:  # none of the samples picked could be decoded
+        print(f"pixelpipe show: {e}", file=sys.stderr)
+        return 1
+    grid.save(args.output, optimize=True)
+    rows = (grid.size[1] - HEADER) // (args.tile + CAPTION + GAP)
+    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} sample(s), each "
+          f"beside {args.columns} augmented version(s) ({args.transforms})")
+    for source, reason in skipped:
+        print(f"left out {source}: {reason}", file=sys.stderr)
+    return 1 if skipped else 0
+
+
+def _run_inspect(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    if args.threads is not None and args.threads < 1:
+        p.error(f"--threads must be >= 1, got {args.threads}")
+    if args.max_pixels < 1:
+        p.error(f"--max-pixels must be >= 1, got {args.max_pixels}")
+
+    from ..readers import ReaderError
+    from .survey import survey
+
+    try:
+        found = survey(args.data, decode=args.decode, num_threads=args.threads,
+                       max_pixels=args.max_pixels, quiet=args.quiet)
+    except ReaderError as e:
+        p.error(f"--data {args.data}: {e}")
+    print(json.dumps(found.to_dict(), indent=2) if args.json else found.report())
+    return 0 if found.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
