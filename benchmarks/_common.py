@@ -54,7 +54,7 @@ def rn50_regions(folder: str | Path, epochs: int) -> tuple[list[bytes], list[lis
     import numpy as np
 
     from pixelpipe import Compose
-    from pixelpipe.compose import EncodedSource
+    from pixelpipe.engine.sources import EncodedSource
     from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     blobs = read_jpegs(folder)

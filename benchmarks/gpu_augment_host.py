@@ -26,7 +26,7 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     import pixelpipe as pp
-    from pixelpipe.tools.bench.gpu_peers import decode_head
+    from pixelpipe.tools.bench.batches import decode_head
     from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     dev = torch.device("cuda")
@@ -35,7 +35,9 @@ def main() -> None:
     print(f"{len(images)} images, {torch.cuda.get_device_name()}")
     print(f"{'pipeline':9s} {'images/s':>9s} {'host ms/call':>13s} {'GPU ms/call':>12s} {'kernels ms/call':>16s}")
     for name in args.pipelines.split(","):
-        t = pp.Compose(pipeline_ops(name), dtype=torch.float16, device=dev)
+        c = pp.Compose(pipeline_ops(name), dtype=torch.float16)
+        engine = pp.Engine(dev)
+        t = lambda *a, c=c, engine=engine, **k: c(*a, engine=engine, **k)
         for e in range(3):
             t(images, seed=0, epoch=e, indices=idx)
         torch.cuda.synchronize()

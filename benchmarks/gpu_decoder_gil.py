@@ -25,8 +25,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     from pixelpipe import Compose
-    from pixelpipe.compose import EncodedSource
     from pixelpipe.decode.gpu import GpuDecoder
+    from pixelpipe.engine.sources import EncodedSource
     from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     blobs = read_jpegs(args.data, args.batch)

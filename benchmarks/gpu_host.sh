@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on an offline GPU host, from the repository root, after carrying .gpu-host/ (see
 # ../shared/gpu-host/prepare.sh). Usage:
-#   bash benchmarks/gpu_host.sh install      # wheels (and DALI parts if present) -> /tmp/site
+#   bash benchmarks/gpu_host.sh install      # wheels (and DALI parts if present) -> /tmp/site; C helpers
 #   bash benchmarks/gpu_host.sh tests        # GPU test files, then the whole suite
 #   bash benchmarks/gpu_host.sh bench ARGS   # pixelpipe bench ARGS with the installed peers
 set -uo pipefail
@@ -17,7 +17,10 @@ case "${1:-}" in
       (cd /tmp/dali-parts && cat part* | tar x) && whl+=(/tmp/dali-parts/wheels/*.whl)
     fi
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "${whl[@]}"
+    # pixelpipe's C helpers built in place, beside src/pixelpipe/native/*.c (no download)
+    python3 setup.py -q build_ext --inplace 2>&1 | grep -E "error|failed" || true
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+    python3 -c "from pixelpipe import native; print('C helpers built:', native.library() is not None)"
     ;;
   tests)
     python3 -m pytest -q -rs tests/test_gpu_kernels.py tests/test_decode_gpu.py 2>&1 | tail -40

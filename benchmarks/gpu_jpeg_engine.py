@@ -84,7 +84,8 @@ def pipelines(data: str, names: list[str], epochs: int, meter: EngineMeter) -> N
         with pp.Pipeline(Memory(list(blobs)), t, BATCH, device="cuda", num_threads=8) as pipe:
             rate = epochs_rate(pipe, epochs, on_start=meter.start)  # the window: the timed epochs
             usage = meter.stop()
-        print(engine_line(f"Pipeline {name}, share {t.hw_fraction}", rate, usage, t.hw_fraction))
+        share = pipe.engine.gpu.hw_fraction
+        print(engine_line(f"Pipeline {name}, share {share}", rate, usage, share))
 
 
 def main() -> None:

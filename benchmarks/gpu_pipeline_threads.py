@@ -3,9 +3,9 @@
     python benchmarks/gpu_pipeline_threads.py [--data DIR] [--pipelines rn50,rich] [--epochs 8] [--lanes 1]
 
 Wraps the steps of each thread of a Pipeline (batch 256, 8 threads, prefetch 2) with timers:
-the planning thread's `Compose.prepare` (headers, sampling, the decoder's per-image calls),
+the planning thread's `Engine.prepare` (headers, sampling, the decoder's per-image calls),
 the decode thread's `Compose.decode` and, inside it, nvImageCodec's decode call, and the
-finishing thread's `Compose.finish` (the kernels' launches); with several decoder lanes
+finishing thread's `Engine.finish` (the kernels' launches); with several decoder lanes
 each lane's decode call is listed under the thread that made it, and split (where the batch is
 decoded in one native call, native/decode.c) into the time inside nvImageCodec and the wait for
 the GIL afterwards. With the decode queue (GpuDecoder's decode_ahead, the default) the decode
@@ -43,7 +43,7 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--lanes", type=int, default=1, help="decoder lanes (Compose gpu_decode_lanes; its default 1)")
+    ap.add_argument("--lanes", type=int, default=1, help="decoder lanes (GpuDecoding lanes; its default 1)")
     ap.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval (s) for the run")
     args = ap.parse_args()
     if args.switch is not None:
@@ -53,9 +53,9 @@ def main() -> None:
     from pixelpipe.readers import Memory
     from pixelpipe.tools.bench.pipelines import pipeline_ops
 
-    pp.Compose.prepare = timed("plan a batch (Compose.prepare)", pp.Compose.prepare)
-    pp.Compose.decode = timed("decode a batch (Compose.decode)", pp.Compose.decode)
-    pp.Compose.finish = timed("launch the kernels (Compose.finish)", pp.Compose.finish)
+    pp.Engine.prepare = timed("plan a batch (Engine.prepare)", pp.Engine.prepare)
+    pp.Engine.decode = timed("decode a batch (Engine.decode)", pp.Engine.decode)
+    pp.Engine.finish = timed("launch the kernels (Engine.finish)", pp.Engine.finish)
     def split(name: str, fn: Any) -> Any:
         step = timed(name, fn)
 
@@ -76,9 +76,8 @@ def main() -> None:
     nvimgcodec_c.CDecoder._collect = split("  of it, the wait for the decode queue", nvimgcodec_c.CDecoder._collect)
     blobs = read_jpegs(args.data)
     for name in args.pipelines.split(","):
-        with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16,
-                                                                      gpu_decode_lanes=args.lanes), 256,
-                         device="cuda", num_threads=8, prefetch=2) as pipe:
+        with pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
+                         device="cuda", num_threads=8, prefetch=2, gpu=pp.GpuDecoding(lanes=args.lanes)) as pipe:
             rate = epochs_rate(pipe, args.epochs, on_start=EVENTS.clear)
         epoch = len(blobs) / rate
         busy: dict[tuple[str, str], float] = collections.defaultdict(float)

@@ -25,8 +25,8 @@ from PIL import Image
 
 import pixelpipe.decode.cpu as cpu
 from pixelpipe import Compose
-from pixelpipe.compose import EncodedSource
 from pixelpipe.decode import decode_region, webp
+from pixelpipe.engine.sources import EncodedSource
 from pixelpipe.tools.bench.pipelines import pipeline_ops
 
 Region = tuple[int, int, int, int]

@@ -17,6 +17,7 @@ same loop on a torch DataLoader decoding with Pillow (torchvision transforms whe
 works, plain Pillow ones otherwise) for an images/s comparison. --checkpoint saves the model,
 the optimizer and every rank's pipeline position after each epoch (and at --max-steps);
 --resume continues from one, with the same remaining batches an uninterrupted run would get.
+Every --log-every steps, and when --max-steps stops the run, a line gives the loss and images/s.
 Multi-node runs: see docs/training.md.
 """
 
@@ -27,10 +28,11 @@ import io
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -39,12 +41,24 @@ import torch.nn.functional as F
 from torch import nn
 
 import pixelpipe as pp
-from pixelpipe.readers import open_reader
+from pixelpipe.readers import ReaderError, open_reader
 from pixelpipe.tools.bench.pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES, pipeline_ops
+
+PROG = os.path.basename(__file__)
+DATA_KINDS = ("a folder of images (one subfolder per class), a file list (.txt, .csv, .lst) "
+              "or tar shards (a .tar path or a pattern such as 'shard-*.tar')")
+
+
+def cores_per_process() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one), shared among
+    torchrun's processes on this machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    workers = min(4, cores_per_process())
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--data", help="folder, file list or tar shards (default: synthetic images)")
     p.add_argument("--synthetic", type=int, default=512, help="images in the default synthetic dataset")
     p.add_argument("--epochs", type=int, default=2)
@@ -57,8 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-classes", type=int, help="default: from the dataset's labels")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="decoding threads per process (default: cores / processes)")
-    p.add_argument("--workers", type=int, default=4, help="DataLoader workers per process (--baseline)")
+    p.add_argument("--threads", type=int, help="decoding threads per process (default: cores / processes, "
+                                                f"{cores_per_process()} here)")
+    p.add_argument("--workers", type=int, default=workers,
+                   help="DataLoader workers per process (--baseline; default: at most 4 and at most "
+                        f"cores / processes, {workers} here)")
     p.add_argument("--amp", action="store_true", help="bfloat16 autocast (and bfloat16 batches)")
     p.add_argument("--channels-last", action="store_true", help="NHWC batches, channels_last model")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
@@ -66,7 +83,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint", help="save here after every epoch (and at --max-steps)")
     p.add_argument("--resume", help="continue from this checkpoint")
     p.add_argument("--max-steps", type=int, help="stop (and checkpoint) after this many steps in all")
+    p.add_argument("--log-every", type=int, default=50, metavar="N",
+                   help="print the loss and images/s every N steps (0: only at the end of each epoch)")
     return p.parse_args(argv)
+
+
+def usage_error(message: str) -> NoReturn:
+    """Exit as argparse does for a bad argument: one line on stderr, exit status 2 (printed by
+    the first process of each machine only)."""
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -116,6 +143,22 @@ def synthetic_folder(n: int, seed: int, world: int) -> str:
     return root
 
 
+def open_data(data: str) -> Any:
+    """The reader of --data, or a usage error naming the path and what was expected: a path
+    that does not exist, holds no images, or has no labels to train on."""
+    if not any(c in data for c in "*?[{") and not os.path.exists(data):
+        usage_error(f"--data {data}: no such file or folder; expected {DATA_KINDS}")
+    try:
+        reader = open_reader(data)
+    except (ReaderError, OSError) as e:
+        reason = re.sub(r"^\w+: ", "", str(e)).split("; expected")[0]  # without the reader's name and hints
+        usage_error(f"--data {data}: {reason}; expected {DATA_KINDS}")
+    if getattr(reader, "indexable", False) and reader.labels is None:
+        usage_error(f"--data {data}: its images have no labels (a folder without class subfolders); "
+                    "training needs one subfolder per class, DIR/<class>/<image>")
+    return reader
+
+
 def num_classes(reader: Any, given: int | None) -> int:
     if given:
         return given
@@ -130,7 +173,7 @@ def num_classes(reader: Any, given: int | None) -> int:
 def pixelpipe_batches(args: argparse.Namespace, reader: Any, device: torch.device, world: int) -> pp.Pipeline:
     dtype = torch.bfloat16 if args.amp else torch.float32
     layout = "NHWC" if args.channels_last else "NCHW"
-    threads = args.threads or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    threads = args.threads or cores_per_process()
     compose = pp.Compose(pipeline_ops(args.pipeline, args.image_size), dtype=dtype, layout=layout)
     return pp.Pipeline(reader, compose, batch_size=args.batch_size, device=str(device), seed=args.seed,
                        num_threads=threads)
@@ -281,10 +324,11 @@ def make_model(kind: str, classes: int) -> tuple[nn.Module, str]:
 # ----------------------------------------------------------------------------- training
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    reader = open_data(args.data) if args.data else None  # a bad --data fails before any process group
     rank, world, device = setup(args.device)
     torch.manual_seed(args.seed)
-    data = args.data or synthetic_folder(args.synthetic, args.seed, world)
-    reader = open_reader(data)
+    if reader is None:
+        reader = open_reader(synthetic_folder(args.synthetic, args.seed, world))
     classes = num_classes(reader, args.num_classes)
     batches: Any = (Baseline(args, reader, device, rank, world) if args.baseline
                     else pixelpipe_batches(args, reader, device, world))
@@ -316,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     for epoch in range(next_epoch, args.epochs):
         ddp.train()
         start, stopped, seen = time.perf_counter(), False, torch.zeros((), device=device)
+        window, window_start = torch.zeros(2, dtype=torch.float64, device=device), start  # loss sum, images
         for batch in batches:
             x, y, valid = batch["image"], batch["label"], batch["valid"]
             if args.channels_last:
@@ -332,7 +377,17 @@ def main(argv: list[str] | None = None) -> None:
                 correct = (logits.argmax(1) == y).to(w.dtype) * w
                 sums += torch.stack([(per_sample.detach() * w).sum(), correct.sum(), w.sum()]).to(sums.dtype)
                 seen += w.sum()
+                window += torch.stack([(per_sample.detach() * w).sum(), w.sum()]).to(window.dtype)
             step += 1
+            if args.log_every > 0 and step % args.log_every == 0:
+                if world > 1:  # every process runs the same steps, so all of them get here
+                    dist.all_reduce(window)
+                win_loss, win_images = window.tolist()
+                now = time.perf_counter()
+                log(rank, f"step {step}  epoch {epoch + 1}/{args.epochs}  loss {win_loss / max(win_images, 1):.6f}  "
+                          f"images/s {win_images / (now - window_start):.1f}")
+                window.zero_()
+                window_start = now
             if args.max_steps and step >= args.max_steps:
                 stopped = True
                 break
@@ -348,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.checkpoint:
             save(args.checkpoint, rank, world, model, opt, batches, step, epoch, done, sums, args.baseline)
         if stopped:
-            log(rank, f"stopped at step {step}" + ("" if done else f", in epoch {epoch + 1}"))
+            log(rank, f"stopped at step {step}" + ("" if done else f", in epoch {epoch + 1}")
+                + f"  loss {loss_sum / max(count, 1):.6f}  images/s {run_seen / elapsed:.1f}")
             break
         sums.zero_()
     batches.close()  # stop the prefetching threads before the interpreter exits

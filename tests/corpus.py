@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import need_sample
 from PIL import Image
 
 from pixelpipe.tools.datasets import synthetic
 
-IMAGENET = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 BASES = 6  # synthetic images the samples are cut from
 MIN_SIDE, MAX_SIDE = 28, 48
 
@@ -200,11 +200,7 @@ def bad_files(good: bytes) -> dict[str, tuple[bytes, str]]:
 # ----------------------------------------------------------------------------- formats
 def photo(name: str = "n01518878_ostrich.JPEG") -> Image.Image:
     """An ImageNet-sample photo as RGB (the test is skipped when the sample is absent)."""
-    path = IMAGENET / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent: the format tests need the ImageNet sample (see "
-                    f"{IMAGENET.parent / 'README.md'})")
-    return Image.open(path).convert("RGB")
+    return Image.open(need_sample(name)).convert("RGB")
 
 
 # The transpose that undoes each EXIF orientation's display transform (PIL.ImageOps.exif_transpose

@@ -1,4 +1,5 @@
-"""Shared test helpers: deterministic test images and `check_op`, the contract every op keeps.
+"""Shared test helpers: deterministic test images, `check_op` (the contract every op keeps) and
+where the ImageNet sample lives (`SAMPLE_DIR`, `need_sample`).
 
 `check_op` is called by exactly one test class per op (STYLE.md, idea 8). Expected values are
 never produced by the code under test alone: each check compares two runs that must agree by
@@ -29,6 +30,30 @@ LAYOUTS = ("NCHW", "NHWC")
 FLOAT_TOL = {torch.float16: (2 * 2**-9, 2**-9), torch.bfloat16: (2 * 2**-6, 2**-6)}
 
 GREY_WEIGHTS = (0.299, 0.587, 0.114)
+
+# ----------------------------------------------------------------------------- sample photos
+# The ImageNet sample (500 real JPEGs) is not in the repository: it lives in ../shared/data,
+# beside the checkout, wherever the checkout is (CI clones it anywhere). A GPU host gets a copy
+# in the checkout instead (.gpu-host/data, from gpu-host/prepare.sh). Every test finds it here.
+CHECKOUT = Path(__file__).resolve().parents[1]
+DATA_README = CHECKOUT.parent / "shared" / "data" / "README.md"
+SAMPLE_DIR = next((p for p in (DATA_README.parent / "imagenet-sample", CHECKOUT / ".gpu-host" / "data")
+                   if p.is_dir()), DATA_README.parent / "imagenet-sample")
+SAMPLE_MISSING = (f"the ImageNet sample {SAMPLE_DIR} is absent: put it beside the checkout "
+                  f"(see ../shared/data/README.md, i.e. {DATA_README})")
+
+
+def need_sample(name: str | None = None) -> Path:
+    """SAMPLE_DIR, or the file `name` in it; the test is skipped when it is absent, with a
+    message naming the README that says where the sample comes from."""
+    if not SAMPLE_DIR.is_dir():
+        pytest.skip(SAMPLE_MISSING)
+    if name is None:
+        return SAMPLE_DIR
+    path = SAMPLE_DIR / name
+    if not path.is_file():
+        pytest.skip(f"{path} is missing from the ImageNet sample (see {DATA_README})")
+    return path
 
 
 # ----------------------------------------------------------------------------- images
@@ -197,8 +222,8 @@ def check_op(op: Op, *, head: Sequence[Op] = (), tail: Sequence[Op] = (), random
 
 
 def native_built(name: str) -> Path | None:
-    """pixelpipe/native/<name> compiled into the cache (None without a C compiler)."""
-    return native.build(Path(native.__file__).with_name(name), "test") if shutil.which("cc") else None
+    """The library `pip install` built from pixelpipe/native/<name> (None where it was not built)."""
+    return native.find(Path(native.__file__).with_name(name), "test")
 
 
 def private_copy(library: Path, tmp_path: Path) -> ctypes.CDLL:

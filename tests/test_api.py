@@ -14,8 +14,9 @@ import pixelpipe as pp
 from pixelpipe import Compose
 
 PUBLIC = [
-    "ImageBatch", "Compose", "Pipeline", "SampleError", "decode",
-    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad",
+    "ImageBatch", "Compose", "Engine", "GpuDecoding", "Pipeline", "SampleError", "decode",
+    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp",
+    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "Normalize", "Lambda", "show",
 ]
@@ -61,14 +62,30 @@ def test_import_is_light():
     ({"layout": "nchw"}, "layout"),
     ({"channels": 2}, "channels"),
     ({"channels": 4}, "channels"),
-    ({"num_threads": 0}, "num_threads"),
-    ({"hw_fraction": 1.5}, "hw_fraction"),  # GPU settings: checked here, not at the first GPU batch
-    ({"hw_fraction": -0.1}, "hw_fraction"),
-    ({"gpu_roi_decode": "maybe"}, "gpu_roi_decode"),
+    ({"mask_fill": 0.5}, "mask_fill"),
 ])
 def test_compose_rejects_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         Compose([pp.Resize(8)], **kwargs)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: pp.Engine(num_threads=0), "num_threads"),
+    (lambda: pp.Engine(num_threads=1.5), "num_threads"),
+    (lambda: pp.Engine(max_pixels=0), "max_pixels"),
+    (lambda: pp.GpuDecoding(hw_fraction=1.5), "hw_fraction"),  # GPU settings: checked here, not at the first GPU batch
+    (lambda: pp.GpuDecoding(hw_fraction=-0.1), "hw_fraction"),
+    (lambda: pp.GpuDecoding(roi="maybe"), "roi"),
+    (lambda: pp.GpuDecoding(lanes=0), "lanes"),
+])
+def test_engine_rejects_bad_arguments(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_engine_and_device_are_exclusive():
+    with pytest.raises(ValueError, match="engine or a device"):
+        Compose([pp.Resize(8)])([np.zeros((9, 9, 3), np.uint8)], engine=pp.Engine(), device="cpu")
 
 
 def test_grey_output_needs_one_normalize_value():

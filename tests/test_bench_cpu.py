@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from pixelpipe.tools.bench.runner import Result, _median_result, run_bench
+from pixelpipe.tools.bench.runner import run_bench
+from pixelpipe.tools.bench.timing import Result, _median_result
 
 
 def test_median_result_picks_the_middle_rate():
@@ -52,7 +53,7 @@ def test_the_cli_passes_rounds_and_refuses_bad_ones(capsys):
 def test_rounds_alternate_the_order_and_report_each_median():
     """in_rounds runs every job once per round, the order reversed every other round, and
     reports each job's median round (the lower middle one for an even count)."""
-    from pixelpipe.tools.bench.runner import Result, in_rounds
+    from pixelpipe.tools.bench.timing import Result, in_rounds
 
     calls = []
     rates = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 1.0, 3.0])}
@@ -74,7 +75,7 @@ def test_time_runs_keeps_timing_passes_until_the_seconds_have_passed():
     slow one at least the passes asked."""
     import time
 
-    from pixelpipe.tools.bench.runner import time_runs
+    from pixelpipe.tools.bench.timing import time_runs
 
     epochs = []
 
@@ -97,7 +98,7 @@ def test_time_runs_drains_after_the_warm_up_and_inside_the_clock() -> None:
     after the last timed pass, and its time counts: the clock stops when the device is done."""
     import time
 
-    from pixelpipe.tools.bench.runner import time_runs
+    from pixelpipe.tools.bench.timing import time_runs
 
     log = []
 
@@ -121,7 +122,7 @@ def test_time_runs_records_cpu_time_and_the_collections_of_the_timed_passes_only
     import gc
     import time
 
-    from pixelpipe.tools.bench.runner import time_runs
+    from pixelpipe.tools.bench.timing import time_runs
 
     def burn(epoch):
         end = time.process_time() + 0.15

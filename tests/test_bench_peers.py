@@ -14,6 +14,7 @@ import torch
 
 from pixelpipe import ImageBatch
 from pixelpipe.tools.bench import gpu_peers
+from pixelpipe.tools.bench.batches import spans
 from pixelpipe.tools.bench.gpu_peers import (
     GPU_PEERS,
     PACKAGES,
@@ -22,7 +23,6 @@ from pixelpipe.tools.bench.gpu_peers import (
     parse_peers,
     run_contender,
     run_gpu_bench,
-    spans,
 )
 
 CPU = torch.device("cpu")
@@ -263,7 +263,7 @@ def test_gpu_header_names_the_device():
 
 
 def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows(capsys):
-    from pixelpipe.tools.bench.runner import Result, print_table
+    from pixelpipe.tools.bench.timing import Result, print_table
 
     # Result(name, images, seconds): rates 10, 40, 20 and 5 images/s
     print_table([Result("pixelpipe", 100, 10.0, ""), Result("pixelpipe (gpu cache)", 100, 2.5, ""),
@@ -276,7 +276,7 @@ def test_the_summary_line_compares_with_the_fastest_peer_not_pixelpipes_own_rows
 
 
 def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
-    from pixelpipe.tools.bench.runner import Result, print_round_ratios
+    from pixelpipe.tools.bench.timing import Result, print_round_ratios
 
     rounds = [[Result("pixelpipe", 10, 1.0, "", 4.5, 2, 0.0123), Result("pixelpipe (gpu cache)", 100, 1.0, ""),
                Result("dali", 20, 1.0, "")],
@@ -297,7 +297,7 @@ def test_round_ratios_compare_pixelpipes_own_rows_with_each_peer(capsys):
 
 
 def test_round_spread_gives_the_median_ratio_and_says_when_the_rounds_disagree(capsys):
-    from pixelpipe.tools.bench.runner import Result, print_round_ratios, print_spread
+    from pixelpipe.tools.bench.timing import Result, print_round_ratios, print_spread
 
     def rounds(ours, theirs):
         return [[Result("pixelpipe", a, 1.0, ""), Result("dali", b, 1.0, "")] for a, b in zip(ours, theirs)]

@@ -124,12 +124,12 @@ def test_cached_epochs_equal_compose_on_the_whole_decoded_images(device):
         first, second, third = _epochs(pipe, 3)
         # on CUDA nvImageCodec filled the cache (its pixels against decode_region's: in
         # test_pipeline_gpu); what matters here is that every epoch augments those images
-        stored = [pipe._cache.batch([i])[0].clone() for i in range(9)]
+        stored = [pipe._cache.cache.batch([i])[0].clone() for i in range(9)]
     assert sorted(first) == sorted(second) == sorted(third) == list(range(9))
     whole = [torch.from_numpy(decode_region(b, rgb=False)[0]) for b in blobs] if device == "cpu" else stored
-    t = pp.Compose(ops, device=device)
+    t = pp.Compose(ops)
     for epoch, outs in ((0, first), (1, second), (2, third)):
-        want = t(whole, seed=5, epoch=epoch, indices=torch.arange(9))
+        want = t(whole, seed=5, epoch=epoch, indices=torch.arange(9), device=device)
         for i, got in outs.items():
             torch.testing.assert_close(got, want[i], atol=2e-5, rtol=0, msg=f"epoch {epoch} sample {i}")
     assert not torch.equal(first[0], second[0])  # a new epoch, new draws
@@ -180,19 +180,19 @@ def test_cached_epochs_planned_ahead_equal_batches_made_one_by_one(device, monke
     of planning each batch alone, the padded tail included, and the batches must have been
     planned ahead (not one by one), two epochs of 4 batches in one go."""
     import pixelpipe.loader.cached as cached
-    from pixelpipe.compose import Compose
+    from pixelpipe.engine import Engine
 
     blobs = images(11)
     data = [(b, 100 + i) for i, b in enumerate(blobs)]
     ops = [pp.RandomResizedCrop(20), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)]
     where = "gpu" if device == "cuda" else "device"
     splits: dict[int, list[int]] = {}
-    real = Compose.prepare_split
+    real = Engine.prepare_split
     runs = {}
     for ahead in (1, 8):
         monkeypatch.setattr(cached, "PLAN_AHEAD", ahead)
-        monkeypatch.setattr(Compose, "prepare_split",
-                            lambda self, *a, ahead=ahead: splits.setdefault(ahead, []).append(a[-1]) or real(self, *a))
+        monkeypatch.setattr(Engine, "prepare_split",
+                            lambda self, *a, ahead=ahead: splits.setdefault(ahead, []).append(a[5]) or real(self, *a))
         with pp.Pipeline(Memory(data), ops, 3, device=device, seed=2, num_threads=2, cache=where) as pipe:
             runs[ahead] = [[{k: v.cpu() for k, v in b.items()} for b in pipe] for _ in range(3)]
     # 2 later epochs of 4 batches, planned together (the producer may have begun a fourth
@@ -234,8 +234,8 @@ def test_a_planned_ahead_batch_pads_a_short_tail_with_its_own_samples():
     data = [(b, 40 + i) for i, b in enumerate(blobs)]
     with pp.Pipeline(Memory(data), [pp.Resize((8, 8))], 3, num_threads=2, cache="device") as pipe:
         list(pipe)  # epoch 0 fills the cache
-        items = pipe._cached_items(np.array([4, 1, 4]), np.array([True, True, False]))
-        sources = {i: pipe._cached[i][1] for i in range(6)}
+        items = pipe._cache.items(np.array([4, 1, 4]), np.array([True, True, False]))
+        sources = {i: pipe._cache.records[i].source for i in range(6)}
     assert [(it.index, int(it.label), it.valid, it.data) for it in items] == [(4, 44, True, None), (1, 41, True, None),
                                                                             (4, 44, False, None)]
     assert [it.source for it in items] == [sources[4], sources[1], sources[4]] and all(isinstance(s, str) for s in sources.values())
@@ -252,16 +252,17 @@ def test_prepare_split_over_epochs_equals_each_batch_planned_alone(device):
     from pixelpipe.kernels import gpu_kernels_available
 
     t = pp.Compose([pp.RandomResizedCrop(12), pp.RandomFlip(), pp.ColorJitter(0.3, 0.3, 0.3, 0.05)],
-                   dtype=torch.float16, device=device)
+                   dtype=torch.float16)
+    engine, program = pp.Engine(device), t.program
     pics = pictures(6)
     idx = np.array([3, 0, 5, 1, 3, 0], dtype=np.int64)
     ep = np.array([7, 7, 8, 8, 9, 9], dtype=np.int64)
-    parts = t.prepare_split(ImageBatch.from_list(pics).to(device), 1, ep, idx, 3)
+    parts = engine.prepare_split(program, ImageBatch.from_list(pics).to(device), 1, ep, idx, 3)
     ahead = device == "cuda" and gpu_kernels_available()
     for j, part in enumerate(parts):
         assert (part.first.packed is not None) == ahead
-        alone = t.prepare(ImageBatch.from_list(pics[2 * j : 2 * j + 2]).to(device), 1, int(ep[2 * j]),
-                          idx[2 * j : 2 * j + 2])
+        alone = engine.prepare(program, ImageBatch.from_list(pics[2 * j : 2 * j + 2]).to(device), 1,
+                               int(ep[2 * j]), idx[2 * j : 2 * j + 2])
         assert alone.first.packed is None
         assert part.epoch == int(ep[2 * j]) and part.idx.tolist() == alone.idx.tolist()
         a, b = part.first.plan, alone.first.plan
@@ -269,12 +270,12 @@ def test_prepare_split_over_epochs_equals_each_batch_planned_alone(device):
         for (_, pa), (_, pb) in zip(a.color_params, b.color_params):
             assert all(np.array_equal(pa[k], pb[k]) for k in pb)
         assert np.array_equal(part.first.spec.packed_np(), alone.first.spec.packed_np())
-        assert torch.equal(t.finish(part), t.finish(alone))
+        assert torch.equal(engine.finish(part)["image"], engine.finish(alone)["image"])
     assert not np.array_equal(parts[0].first.plan.matrix[0], parts[2].first.plan.matrix[0])  # index 3, epochs 7 and 9
     with pytest.raises(ValueError, match="one epoch"):
-        t.prepare_split(ImageBatch.from_list(pics), 1, np.array([7, 7, 7, 8, 8, 8]), idx, 3)
+        engine.prepare_split(program, ImageBatch.from_list(pics), 1, np.array([7, 7, 7, 8, 8, 8]), idx, 3)
     with pytest.raises(ValueError, match="one entry per image"):
-        t.prepare_split(ImageBatch.from_list(pics), 1, np.array([7, 8]), idx, 3)
+        engine.prepare_split(program, ImageBatch.from_list(pics), 1, np.array([7, 8]), idx, 3)
 
 
 def test_an_epoch_planned_by_the_one_before_resumes_and_matches_planning_alone(monkeypatch):
@@ -327,7 +328,7 @@ def test_a_batch_decoder_fills_the_cache_like_the_cpu_decoder():
     the same interface, RGB like nvImageCodec's output): the cache holds what the CPU decoder
     stores (grey with one channel), the record says which went to its CPU fallback, and an
     undecodable sample raises SampleError at its place in the batch."""
-    from pixelpipe.compose import SampleError
+    from pixelpipe import SampleError
     from pixelpipe.decode.gpu_fallback import SampleDecodeError
 
     rng = np.random.default_rng(3)

@@ -169,3 +169,13 @@ def test_progress_bar_on_a_terminal_unless_quiet(folder: Path, monkeypatch: pyte
                      "--tile", "16", "--quiet", "-o", str(folder.parent / "q.png")]) == 0
     assert term.getvalue() == ""
     capsys.readouterr()
+
+
+def test_python_m_pixelpipe_is_the_command() -> None:
+    import subprocess
+
+    run = [sys.executable, "-m", "pixelpipe"]
+    done = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: pixelpipe ") and all(c in done.stdout for c in ("bench", "show", "inspect"))
+    assert subprocess.run(run, capture_output=True, text=True, timeout=120).returncode == 2  # no command

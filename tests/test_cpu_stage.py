@@ -19,12 +19,11 @@ from __future__ import annotations
 import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from helpers import varied_images
+from helpers import SAMPLE_DIR, varied_images
 from PIL import Image
 
 import pixelpipe as pp
@@ -43,7 +42,6 @@ from pixelpipe.kernels.reference.pointwise import pointwise_reference
 from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.uint8]
 
@@ -119,8 +117,8 @@ def test_fused_window_path_equals_its_twin(dtype, layout):
 
 
 def _jpegs() -> list[bytes]:
-    if PHOTOS.is_dir():
-        return [p.read_bytes() for p in sorted(PHOTOS.glob("*.JPEG"))[:12]]
+    if SAMPLE_DIR.is_dir():
+        return [p.read_bytes() for p in sorted(SAMPLE_DIR.glob("*.JPEG"))[:12]]
     rng = np.random.default_rng(1)
     out = []
     for i in range(8):
@@ -134,16 +132,15 @@ def _jpegs() -> list[bytes]:
 def test_fused_path_on_decoded_jpeg_regions_equals_its_twin():
     """Regions decoded on the workers (TurboJPEG or Pillow, at a DCT scale where allowed: the
     samples decoded at a reduced scale take the "separable" path, the others "window")."""
-    t = Compose([pp.RandomResizedCrop(160), pp.RandomFlip(0.5, 0.5), pp.Normalize(*NORM)],
-                dtype=torch.float16, num_threads=2)
+    t = Compose([pp.RandomResizedCrop(160), pp.RandomFlip(0.5, 0.5), pp.Normalize(*NORM)], dtype=torch.float16)
     blobs = _jpegs()
-    for epoch in range(2):
-        work = t.prepare(blobs, seed=0, epoch=epoch).first
-        assert WINDOW in classify(work.spec).tolist()
-        pspec = t._pointwise_spec(work.stage, work.plan, None, True)
-        fast = t.finish(t.prepare(blobs, seed=0, epoch=epoch))
-        assert torch.equal(fast, _twin(work.source, work.spec, pspec))
-    t.close()
+    with pp.Engine(num_threads=2) as engine:
+        for epoch in range(2):
+            work = engine.prepare(t.program, blobs, seed=0, epoch=epoch).first
+            assert WINDOW in classify(work.spec).tolist()
+            pspec = work.plan.pointwise(None, t.program.form(0))
+            fast = engine.finish(engine.prepare(t.program, blobs, seed=0, epoch=epoch))["image"]
+            assert torch.equal(fast, _twin(work.source, work.spec, pspec))
 
 
 def _mixed_twin(b: ImageBatch, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:

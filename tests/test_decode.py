@@ -2,24 +2,23 @@
 corrupt data, and the batched `decode`.
 
 Files are made here with Pillow from photos of the ImageNet sample (the tests that need them
-are skipped when /work/shared/data/imagenet-sample is absent).
+are skipped when it is absent: see helpers.SAMPLE_DIR).
 """
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import need_sample
 from PIL import Image, ImageFile, ImageOps
 
 from pixelpipe import ImageBatch
 from pixelpipe.decode import DecodeError, cpu, decode, decode_region, read_header
 from pixelpipe.decode.headers import parse_jpeg
 
-SAMPLE = Path("/work/shared/data/imagenet-sample")
 PHOTOS = ["n01518878_ostrich.JPEG", "n01443537_goldfish.JPEG", "n02096051_Airedale.JPEG"]
 # Mean |DCT-scaled decode - Pillow's box reduce of the full decode|, in 8-bit levels, for
 # photos. Measured about 0.4 on the sample; a grid off by half a reduced pixel gives over 2.
@@ -27,10 +26,7 @@ DRAFT_TOL = 1.0
 
 
 def need(name: str) -> bytes:
-    path = SAMPLE / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent: these tests need the ImageNet sample in {SAMPLE}")
-    return path.read_bytes()
+    return need_sample(name).read_bytes()
 
 
 @pytest.fixture(scope="module")

@@ -35,14 +35,14 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import SAMPLE_DIR, SAMPLE_MISSING
 from PIL import Image, ImageOps
 
-from pixelpipe import Compose, ImageBatch
+from pixelpipe import GpuDecoding, ImageBatch
 from pixelpipe.decode import DecodeError, decode_region, read_header
 from pixelpipe.decode.gpu import GpuDecoder, gpu_decoder_available
 
@@ -50,10 +50,6 @@ if not gpu_decoder_available():
     pytest.skip('needs a CUDA device and nvImageCodec (pip install "pixelpipe[gpu]")',
                 allow_module_level=True)
 
-# The ImageNet sample, or the copy `gpu-host/prepare.sh data N` puts in the checkout for a GPU host.
-SAMPLE = next((p for p in (Path("/work/shared/data/imagenet-sample"),
-                           Path(__file__).resolve().parents[1] / ".gpu-host" / "data")
-               if p.is_dir()), Path("/work/shared/data/imagenet-sample"))
 PILLOW_MEAN, PILLOW_MAX = 1.5, 40
 REGION_MEAN, REGION_MAX = 0.5, 40
 HW_FRACTIONS = [None, 0.0, 1.0]
@@ -87,10 +83,10 @@ def assert_close(got: torch.Tensor, ref: np.ndarray, mean: float, peak: float, w
 
 def sample_photos(n: int) -> list[bytes]:
     """The first n RGB/grey JPEGs of the sample (CMYK files go to the CPU on purpose)."""
-    if not SAMPLE.is_dir():
+    if not SAMPLE_DIR.is_dir():
         return []
     out = []
-    for path in sorted(SAMPLE.glob("*.JPEG")):
+    for path in sorted(SAMPLE_DIR.glob("*.JPEG")):
         data = path.read_bytes()
         info = read_header(data)
         if info.format == "jpeg" and info.channels in (1, 3):
@@ -104,7 +100,7 @@ def sample_photos(n: int) -> list[bytes]:
 def photos() -> list[bytes]:
     out = sample_photos(12)
     if not out:
-        pytest.skip(f"these tests need the ImageNet sample in {SAMPLE}")
+        pytest.skip(SAMPLE_MISSING)
     return out
 
 
@@ -167,7 +163,7 @@ for hw in (None, 0.0, 1.0):
 @pytest.fixture(scope="module")
 def roi_safe() -> str:
     """Run region decodes in a subprocess first; fail (not crash) if that process dies."""
-    files = [str(p) for p in sorted(SAMPLE.glob("*.JPEG"))[:32]] if SAMPLE.is_dir() else []
+    files = [str(p) for p in sorted(SAMPLE_DIR.glob("*.JPEG"))[:32]] if SAMPLE_DIR.is_dir() else []
     code = PROBE.format(path=sys.path, files=files)
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -266,7 +262,7 @@ def test_default_replicated_chroma_stays_close_to_pillow(decoders, photos: list[
 
 def test_fancy_upsampling_is_off_by_default() -> None:
     assert GpuDecoder.__init__.__kwdefaults__["fancy_upsampling"] is False
-    assert Compose([]).gpu_fancy_upsampling is False
+    assert GpuDecoding().fancy_upsampling is False
 
 
 @pytest.mark.parametrize("kind", ["baseline", "progressive", "restart", "grey", "q100_444"])

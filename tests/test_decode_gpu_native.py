@@ -13,12 +13,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from helpers import SAMPLE_DIR, SAMPLE_MISSING
 
 from pixelpipe.decode import read_header
 from pixelpipe.decode.gpu import GpuDecoder, gpu_decoder_available
@@ -26,19 +26,16 @@ from pixelpipe.decode.gpu import GpuDecoder, gpu_decoder_available
 if not gpu_decoder_available():
     pytest.skip('needs a CUDA device and nvImageCodec (pip install "pixelpipe[gpu]")', allow_module_level=True)
 
-SAMPLE = next((p for p in (Path("/work/shared/data/imagenet-sample"),
-                           Path(__file__).resolve().parents[1] / ".gpu-host" / "data") if p.is_dir()),
-              Path("/work/shared/data/imagenet-sample"))
 CUDA = torch.device("cuda")
 
 
 @pytest.fixture(scope="module")
 def jpegs() -> list[bytes]:
-    paths = sorted(SAMPLE.glob("*.JPEG"))[:96] if SAMPLE.is_dir() else []
+    paths = sorted(SAMPLE_DIR.glob("*.JPEG"))[:96] if SAMPLE_DIR.is_dir() else []
     out = [p.read_bytes() for p in paths]
     out = [b for b in out if read_header(b).channels in (1, 3)]
     if len(out) < 32:
-        pytest.skip(f"these tests need the ImageNet sample in {SAMPLE}")
+        pytest.skip(SAMPLE_MISSING)
     return out
 
 

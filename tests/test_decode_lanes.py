@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pixelpipe import Compose, RandomResizedCrop
+from pixelpipe import Compose, GpuDecoding, RandomResizedCrop
 from pixelpipe.decode.gpu_plan import split_by_pixels
 from pixelpipe.decode.gpu_views import Job
 
@@ -53,9 +53,9 @@ def test_one_huge_job_does_not_leave_empty_lanes_in_the_plan() -> None:
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
-def test_compose_checks_the_lane_count(bad) -> None:
-    with pytest.raises(ValueError, match="gpu_decode_lanes"):
-        Compose([RandomResizedCrop(8)], gpu_decode_lanes=bad)
+def test_gpu_decoding_checks_the_lane_count(bad) -> None:
+    with pytest.raises(ValueError, match="lanes"):
+        GpuDecoding(lanes=bad)
 
 
 def test_pipeline_keeps_the_lane_count(tmp_path) -> None:
@@ -65,5 +65,5 @@ def test_pipeline_keeps_the_lane_count(tmp_path) -> None:
 
     (tmp_path / "cat").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "cat" / "a.jpg")
-    pipe = Pipeline(str(tmp_path), Compose([RandomResizedCrop(8)], gpu_decode_lanes=3), batch_size=1)
-    assert pipe.transforms.gpu_decode_lanes == 3
+    pipe = Pipeline(str(tmp_path), Compose([RandomResizedCrop(8)]), batch_size=1, gpu=GpuDecoding(lanes=3))
+    assert pipe.engine.gpu.lanes == 3

@@ -4,16 +4,15 @@ any region and DCT scale, and declines what it does not handle."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SAMPLE_DIR
 from PIL import Image
 
 from pixelpipe.decode import decode_region, turbo
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="libturbojpeg (the turbojpeg wheel) is not installed")
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 
 
 def _jpegs() -> list[bytes]:
@@ -30,8 +29,8 @@ def _jpegs() -> list[bytes]:
     buf = io.BytesIO()
     Image.fromarray(np.zeros((64, 80, 3), np.uint8) + 90).save(buf, "JPEG", progressive=True)
     out.append(buf.getvalue())
-    if PHOTOS.is_dir():
-        out += [p.read_bytes() for p in sorted(PHOTOS.glob("*.JPEG"))[:6]]
+    if SAMPLE_DIR.is_dir():
+        out += [p.read_bytes() for p in sorted(SAMPLE_DIR.glob("*.JPEG"))[:6]]
     return out
 
 

@@ -8,17 +8,16 @@ import ctypes
 import io
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SAMPLE_DIR
 from PIL import Image
 
 import pixelpipe.decode.cpu as cpu
 from pixelpipe.decode import DecodeError, decode_region, webp
 
 needs_libwebp = pytest.mark.skipif(not webp.available(), reason="no libwebp of Pillow's version")
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 ENCODINGS = ["q90", "q50", "lossless", "rgba_q90", "rgba_lossless", "grey"]
 
 
@@ -44,8 +43,8 @@ def _images(encoding: str) -> list[bytes]:
     for h, w in ((97, 131), (16, 16), (1, 1), (33, 2)):  # odd sizes, one macroblock, a pixel, a sliver
         arr = rng.random((h, w, 3)) * 90 + np.linspace(0, 160, w)[None, :, None] + np.linspace(0, 5, h)[:, None, None]
         out.append(_encode(Image.fromarray(arr.astype(np.uint8)), encoding))
-    if PHOTOS.is_dir():
-        for seed, p in enumerate(sorted(PHOTOS.glob("*.JPEG"))[:3]):
+    if SAMPLE_DIR.is_dir():
+        for seed, p in enumerate(sorted(SAMPLE_DIR.glob("*.JPEG"))[:3]):
             out.append(_encode(Image.open(p).convert("RGB"), encoding, seed))
     return out
 

@@ -21,7 +21,7 @@ from pixelpipe.tools.bench.engine_use import (
     sample_values,
     window_mean,
 )
-from pixelpipe.tools.bench.runner import Result, print_round_ratios, print_table, time_runs
+from pixelpipe.tools.bench.timing import Result, print_round_ratios, print_table, time_runs
 
 
 def test_samples_are_read_by_their_value_type():

@@ -5,7 +5,7 @@ identity pipeline (a CenterCrop of the full size, uint8 NHWC), must give Pillow'
 exactly: Pillow's decode, EXIF transpose and RGB conversion of the same bytes. 16-bit files are
 checked against the 8-bit image they were made from (their high byte), independently of Pillow.
 
-Skipped when /work/shared/data/imagenet-sample is absent.
+Skipped when the ImageNet sample is absent (see helpers.SAMPLE_DIR).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from corpus import IMAGENET, format_files, photo
+from corpus import format_files, photo
+from helpers import SAMPLE_DIR
 from PIL import Image, ImageOps
 
 from pixelpipe import CenterCrop, Compose, Pipeline
@@ -92,7 +93,7 @@ def test_grey_and_cmyk_become_rgb(decoded: tuple[Image.Image, dict]) -> None:
 def test_sample_photos_at_full_size(tmp_path: Path, name: str) -> None:
     """Unmodified photos (colour, and a grey JPEG) at their own size."""
     photo(name)  # skips when absent
-    data = (IMAGENET / name).read_bytes()
+    data = (SAMPLE_DIR / name).read_bytes()
     expected = pillow(data)
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / name).write_bytes(data)

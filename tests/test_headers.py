@@ -1,7 +1,7 @@
 """read_header: every field checked against what Pillow reads from the same file.
 
 Files are made here, with Pillow or by hand, from one photo of the ImageNet sample (the whole
-module is skipped when /work/shared/data/imagenet-sample is absent).
+module is skipped when it is absent: see helpers.SAMPLE_DIR).
 """
 
 from __future__ import annotations
@@ -9,25 +9,21 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import need_sample
 from PIL import Image
 
 from pixelpipe.decode import DecodeError, ImageInfo, read_header
 
-SAMPLE = Path("/work/shared/data/imagenet-sample")
 PHOTO = "n01518878_ostrich.JPEG"
 
 
 @pytest.fixture(scope="module")
 def photo() -> Image.Image:
     """An RGB photo cropped to an odd size (97 x 131), so that nothing divides evenly."""
-    path = SAMPLE / PHOTO
-    if not path.is_file():
-        pytest.skip(f"{path} is absent: these tests need the ImageNet sample in {SAMPLE}")
-    return Image.open(path).convert("RGB").crop((40, 60, 171, 157))
+    return Image.open(need_sample(PHOTO)).convert("RGB").crop((40, 60, 171, 157))
 
 
 def save(im: Image.Image, fmt: str, **kw: object) -> bytes:
@@ -194,10 +190,7 @@ def test_bad_exif_gives_orientation_1(photo: Image.Image, payload: bytes) -> Non
 
 
 def test_real_photo_with_orientation_6() -> None:
-    path = SAMPLE / "n02951585_can_opener.JPEG"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    data = path.read_bytes()
+    data = need_sample("n02951585_can_opener.JPEG").read_bytes()
     im = Image.open(io.BytesIO(data))
     info = read_header(data)
     assert info.orientation == im.getexif()[0x0112] == 6
@@ -211,9 +204,7 @@ def test_fill_bytes_and_restart_markers_before_frame(photo: Image.Image) -> None
 
 
 def test_sample_folder_matches_pillow() -> None:
-    if not SAMPLE.is_dir():
-        pytest.skip(f"{SAMPLE} is absent")
-    for path in sorted(SAMPLE.iterdir())[:60]:
+    for path in sorted(need_sample().iterdir())[:60]:
         data = path.read_bytes()
         im = Image.open(io.BytesIO(data))
         info = read_header(data)

@@ -7,19 +7,17 @@ values; where parse_jpeg raises (or the blob is not a JPEG), parse_jpegs leaves 
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SAMPLE_DIR, SAMPLE_MISSING
 
 from pixelpipe import native
-from pixelpipe.compose import EncodedSource
 from pixelpipe.decode.headers import parse_jpeg
 from pixelpipe.decode.headers_batch import parse_jpegs
+from pixelpipe.engine.sources import EncodedSource
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: the native parser is not built")
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 
 
 def segment(marker: int, payload: bytes) -> bytes:
@@ -112,9 +110,9 @@ def test_damaged_headers_parse_or_are_left_to_parse_jpeg():
 
 
 def test_real_jpegs():
-    paths = sorted(SAMPLE.glob("*.JPEG"))[:64] if SAMPLE.is_dir() else []
+    paths = sorted(SAMPLE_DIR.glob("*.JPEG"))[:64] if SAMPLE_DIR.is_dir() else []
     if not paths:
-        pytest.skip(f"needs the ImageNet sample in {SAMPLE}")
+        pytest.skip(SAMPLE_MISSING)
     blobs = [p.read_bytes() for p in paths]
     assert assert_twins(blobs) == 2 * len(blobs)
     assert_twins(damaged(blobs[:4], seed=4))

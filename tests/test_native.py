@@ -11,6 +11,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,13 +19,16 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe import native
-from pixelpipe.data.random import Draws, hash32, op_blocks, prefix
+from pixelpipe.data.random import Draws, hash32
+from pixelpipe.plan import fast as planner
+from pixelpipe.plan.fast import op_blocks, prefix
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: the planner runs in numpy only")
 
 
 def both(fn):
-    """fn() with the C planner, then with numpy's."""
+    """fn() with the C planner, then with numpy's (plan.fast gives the op's own numpy code when
+    native.library() is None)."""
     fast = fn()
     with native.disabled():
         assert native.library() is None
@@ -66,7 +70,8 @@ def test_random_resized_crop_windows_equal(scale, ratio):
     sizes[-10:] = 1.0
     op = pp.RandomResizedCrop(224, scale=scale, ratio=ratio)
     draws = lambda: Draws(5, 2, np.arange(n), 0)
-    fast, slow = both(lambda: op.sample(draws(), sizes))
+    fast, slow = both(lambda: planner.sample(op, draws(), sizes))
+    assert np.array_equal(slow["top"], op.sample(draws(), sizes)["top"])  # numpy's path is the op's own
     assert fast.keys() == slow.keys()
     for k in fast:
         assert np.array_equal(fast[k], slow[k]), k
@@ -171,7 +176,7 @@ def test_flip_and_affine_matrices_equal(ops):
         fast, slow = both(lambda epoch=epoch: stage.sample(4, epoch, np.arange(n), sizes))
         assert np.array_equal(fast.matrix, slow.matrix) and np.array_equal(fast.out_sizes, slow.out_sizes)
     op = next(o for o in ops if isinstance(o, pp.RandomAffine))
-    fast, slow = both(lambda: op.sample(Draws(4, 0, np.arange(n), 1), sizes))
+    fast, slow = both(lambda: planner.sample(op, Draws(4, 0, np.arange(n), 1), sizes))
     assert fast.keys() == slow.keys() and all(np.array_equal(fast[k], slow[k]) for k in fast)
     drawn = fast["angle"] if op.degrees[1] > op.degrees[0] else fast["scale"] - 1.0
     assert (drawn != 0).mean() > 0.5 * op.p  # drawn, not left at the identity
@@ -185,10 +190,10 @@ def test_color_jitter_numbers_equal(jitter):
     rng = np.random.default_rng(7)
     n = 2000
     draws = lambda: Draws(9, 3, np.arange(n), 2)
-    fast, slow = both(lambda: jitter.sample(draws(), np.ones((n, 2))))
+    fast, slow = both(lambda: planner.sample(jitter, draws(), np.ones((n, 2))))
     assert fast.keys() == slow.keys() and all(np.array_equal(fast[k], slow[k]) for k in fast)
     for means in (None, rng.uniform(0, 255, (n, 3)), rng.uniform(0, 255, (4, n, 3))):
-        f, s_ = both(lambda means=means: jitter.color(fast, means))
+        f, s_ = both(lambda means=means: planner.color(jitter, fast, means))
         assert f.shape == s_.shape and np.array_equal(f, s_)
 
 
@@ -204,21 +209,35 @@ def test_compose_outputs_equal(pipeline):
     assert torch.equal(fast, slow)
 
 
-def test_without_a_compiler_numpy_plans_and_says_why(monkeypatch, tmp_path, capsys):
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    assert native._load() is None
-    assert "no C compiler" in capsys.readouterr().err
+def test_not_built_numpy_plans_and_says_why_once(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(native, "_DIR", tmp_path)  # a package installed without a C compiler
+    monkeypatch.setattr(native, "_TOLD", set())
+    assert native._load() is None and native._load() is None
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("pixelpipe: planning in numpy, not with the C planner (")
+    assert "not built when pixelpipe was installed" in err[0] and "build_ext --inplace" in err[0]
 
 
-def test_built_once_into_the_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PIXELPIPE_CACHE", str(tmp_path))
-    lib = native._load()
-    assert lib is not None
-    built = list(tmp_path.glob("planner-*.so"))
-    assert len(built) == 1
-    mtime = built[0].stat().st_mtime_ns
-    assert native._load() is not None and built[0].stat().st_mtime_ns == mtime  # reused, not rebuilt
-    assert not [p for p in tmp_path.iterdir() if p not in built]  # no temporary file left behind
+def test_found_beside_the_module_and_never_compiled():
+    lib = native.library()
+    assert lib is not None and Path(lib._name).parent == Path(native.__file__).parent
+    assert Path(lib._name).name.startswith("_planner.")
+    code = "from pixelpipe import native; print(native.library() is not None, native.shared('queue.c', 'x') is not None)"
+    env = {**os.environ, "CC": "/nonexistent/cc", "PATH": "", "HOME": "/nonexistent"}  # nothing to compile with
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"] and "pixelpipe:" not in out.stderr
+
+
+def test_every_c_file_is_built():
+    for source in sorted(Path(native.__file__).parent.glob("*.c")):  # setup.py builds them all
+        assert native.find(source, "test") is not None, source.name
+
+
+def test_private_loads_have_their_own_globals():
+    a, b = (native.load("planner.c", "test", private=True) for _ in range(2))
+    assert a is not None and b is not None and a._handle != b._handle
+    assert native.load("planner.c", "test")._handle == native.library()._handle  # one mapping per path
+    assert native.signed(a, native._SIGNATURES).pp_prefix.restype is None
 
 
 def test_environment_switch_turns_it_off():

@@ -226,15 +226,32 @@ class TestLambda:
         imgs = varied_images(4)
         c = Compose([pp.Resize((16, 16)), pp.Lambda(invert), pp.RandomFlip(1.0)])
         lines = c.plan().splitlines()
-        assert len(lines) == 4 and "warp[Resize]" in lines[1] and "invert" in lines[2] and "warp[RandomFlip]" in lines[3]
+        assert len(lines) == 3 and "warp[Resize]" in lines[1] and "pixel[invert]" in lines[1]
+        assert "warp[RandomFlip]" in lines[2]
         out = c(imgs)
         torch.testing.assert_close(out, (1.0 - plain(imgs)).flip(-1), atol=1e-6, rtol=0)
 
-    def test_at_the_end_gets_the_final_tensor(self):
+    def test_at_the_end_gets_floats_and_the_output_form_follows(self):
+        """A Lambda at the end sees float32 NCHW in [0, 1] like everywhere; the Compose's
+        dtype and layout are applied to what it returns (uint8: rounded, clamped)."""
         seen = []
-        run([*SIZE, pp.Lambda(lambda x: seen.append((x.dtype, tuple(x.shape))) or x)], varied_images(2),
-            dtype=torch.uint8, layout="NHWC")
-        assert seen == [(torch.uint8, (2, 16, 16, 3))]
+        imgs = varied_images(2)
+        out = run([*SIZE, pp.Lambda(lambda x: seen.append((x.dtype, tuple(x.shape))) or x * 2)], imgs,
+                  dtype=torch.uint8, layout="NHWC")
+        assert seen == [(torch.float32, (2, 3, 16, 16))]
+        plain_u8 = run(SIZE, imgs, dtype=torch.uint8, layout="NHWC")
+        assert out.dtype == torch.uint8 and out.shape == (2, 16, 16, 3)
+        want = (plain_u8.float() * 2).clamp(0, 255)
+        assert float((out.float() - want).abs().max()) <= 2.0  # rounding once against rounding twice
+
+    def test_with_two_parameters_gets_reproducible_draws(self):
+        """fn(x, draws): per-sample draws, the same for a sample in any batch."""
+        noise = pp.Lambda(lambda x, draws: x + 0.1 * draws.normal_field(0, x.shape[1:], x.device))
+        imgs = varied_images(4)
+        whole = run([*SIZE, noise], imgs, seed=3)
+        part = run([*SIZE, noise], imgs[2:], seed=3, indices=[2, 3])
+        torch.testing.assert_close(whole[2:], part, atol=1e-6, rtol=0)
+        assert not torch.allclose(whole, run([*SIZE, noise], imgs, seed=4))
 
     def test_resizing_lambda(self):
         # a Lambda may change the size; the next stage resamples its output

@@ -39,7 +39,7 @@ def make(reader: object, **kw: object) -> Pipeline:
     return Pipeline(reader, Compose(list(OPS)), **args)
 
 
-REFERENCE = Compose(list(OPS), num_threads=1)
+REFERENCE = Compose(list(OPS))
 
 
 def expected(item: Item, index: int, epoch: int) -> torch.Tensor:
@@ -145,7 +145,7 @@ def test_fixed_shards_keep_each_ranks_samples(cache: str | None) -> None:
         if fixed:
             assert any(epochs[1][r] != epochs[0][r] for r in range(world))  # reshuffled within
             if cache:
-                assert all(len(p._cache) == n // world for p in pipes)
+                assert all(len(p._cache.cache) == n // world for p in pipes)
         for p in pipes:
             p.close()
 

@@ -182,7 +182,7 @@ def test_replace_substitutes_another_sample(tmp_path: Path, kind: str) -> None:
     assert set(seen) == set(range(12)) - {bad}  # every good one, and one of them twice
     assert [(e[0], e[1]) for e in pipe.errors] == [(bad, items[bad].source)]
     # the stand-in's label and pixels are its own
-    reference = Compose([Resize((16, 16))], num_threads=1)
+    reference = Compose([Resize((16, 16))])
     for b in batches:
         for img, label, i in zip(b["image"], b["label"].tolist(), b["index"].tolist()):
             assert label == items[i].label

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pixelpipe import CenterCrop, Compose, Pipeline, Resize, SampleError
+from pixelpipe import CenterCrop, Compose, GpuDecoding, Pipeline, Resize, SampleError
 from pixelpipe.decode.gpu import gpu_decoder_available
 from pixelpipe.readers import Memory
 
@@ -67,8 +67,8 @@ def test_gpu_batches_match_the_cpu_path(fancy: bool, levels: float) -> None:
     data = [(_jpeg(i), i) for i in range(8)]
     outs = []
     for device in ("cpu", "cuda"):
-        ops = Compose(_ops().ops, dtype=torch.float32, gpu_fancy_upsampling=fancy)
-        with Pipeline(Memory(data), ops, 4, device=device, seed=3) as pipe:
+        ops = Compose(_ops().ops, dtype=torch.float32)
+        with Pipeline(Memory(data), ops, 4, device=device, seed=3, gpu=GpuDecoding(fancy_upsampling=fancy)) as pipe:
             outs.append(torch.cat([b["image"].cpu() for b in pipe]))
     assert outs[0].shape == outs[1].shape
     assert float((outs[0] - outs[1]).abs().mean()) * 255 < levels
@@ -93,14 +93,15 @@ def test_decoder_lanes_give_the_same_batches(lanes: int) -> None:
     depends on timing, with one lane as with several.)"""
     outs, errors, counts, valid, delivered = [], [], [], [], []
     for n in (1, lanes):
-        ops = Compose(_ops().ops, dtype=torch.float32, gpu_decode_lanes=n)
-        with Pipeline(Memory(_samples() * 3), ops, 4, device="cuda", seed=5, on_error="skip") as pipe:
+        ops = Compose(_ops().ops, dtype=torch.float32)
+        with Pipeline(Memory(_samples() * 3), ops, 4, device="cuda", seed=5, on_error="skip",
+                      gpu=GpuDecoding(lanes=n)) as pipe:
             epochs = [list(pipe) for _ in range(2)]
             outs.append([torch.cat([b["image"].cpu() for b in bs]) for bs in epochs])
             valid.append(sum(int(b["valid"].sum()) for bs in epochs for b in bs))
             delivered.append((sum(b["image"].shape[0] for bs in epochs for b in bs), pipe.stats.as_dict()))
             errors.append([e[0] for e in pipe.errors])
-            counts.append(pipe.transforms.decode_stats.as_dict())
+            counts.append(pipe.engine.decode_stats.as_dict())
     assert all(torch.equal(a, b) for a, b in zip(outs[0], outs[1]))
     assert errors[0] == errors[1] and set(errors[0]) == {4, 14, 24}
     assert valid[0] == valid[1] == 2 * 27
@@ -149,10 +150,11 @@ def test_lanes_fall_back_to_one_with_the_python_binding(monkeypatch) -> None:
     outs = []
     for lanes in (1, 2):
         monkeypatch.setattr(nvimgcodec_c, "load", lambda: None)
-        ops = Compose(_ops().ops, dtype=torch.float32, gpu_decode_lanes=lanes)
-        with Pipeline(Memory(data), ops, 4, device="cuda", seed=5) as pipe:
+        ops = Compose(_ops().ops, dtype=torch.float32)
+        with Pipeline(Memory(data), ops, 4, device="cuda", seed=5, gpu=GpuDecoding(lanes=lanes)) as pipe:
             outs.append(torch.cat([b["image"].cpu() for b in pipe]))
-            assert pipe.transforms._decoder.api == "python" and pipe.transforms._decoder.lanes == 1
+            decoder = pipe.engine.gpu_decoder(pipe.device)
+            assert decoder.api == "python" and decoder.lanes == 1
     assert torch.equal(outs[0], outs[1])
 
 
@@ -205,12 +207,13 @@ def test_the_gpu_cache_is_filled_by_nvimagecodec() -> None:
 
     samples = [(_jpeg(i), i) for i in range(6)]
     samples[3] = (_png(3), 3)
-    ops = Compose(_ops().ops, dtype=torch.float32, hw_fraction=None)  # one JPEG decoder: the same pixels
-    with Pipeline(Memory(samples), ops, 4, device="cuda", shuffle=False, cache="gpu") as pipe:
+    ops = Compose(_ops().ops, dtype=torch.float32)
+    with Pipeline(Memory(samples), ops, 4, device="cuda", shuffle=False, cache="gpu",
+                  gpu=GpuDecoding(hw_fraction=None)) as pipe:  # one JPEG decoder: the same pixels
         list(pipe)
         first = pipe.stats.as_dict()
         list(pipe)
-        cache = pipe._cache
+        cache = pipe._cache.cache
         stored = [cache.batch([i])[0].clone() for i in range(6)]
         assert pipe.stats.cached == first["cached"] + 8
     assert (first["gpu"], first["cpu_fallback"], first["cpu"], first["cached"]) == (5, 1, 0, 2), first

@@ -16,7 +16,9 @@ from pixelpipe.plan.stages import Stage
 
 
 def kinds(c: Compose) -> list[str]:
-    return ["warp" if isinstance(s, Stage) else "tensor" for s in c.stages]
+    """Per stage "warp", or "warp+pixel" when pixel ops follow its warp."""
+    assert all(isinstance(s, Stage) for s in c.stages)
+    return ["warp+pixel" if s.pixels else "warp" for s in c.stages]
 
 
 def plan_of(ops, sizes, seed=0, indices=None):
@@ -38,15 +40,44 @@ def test_everything_fuses_into_one_stage():
     assert [pos for pos, _ in stage.ops] == [0, 1, 2, 3, 4]  # positions are the ops' places
 
 
-def test_lambda_splits_the_plan():
+def test_a_pixel_op_ends_its_stage_where_geometry_follows():
     c = Compose([pp.Resize((16, 16)), pp.Lambda(lambda x: x, name="noop"), pp.RandomFlip()])
-    assert kinds(c) == ["warp", "tensor", "warp"]
+    assert kinds(c) == ["warp+pixel", "warp"]
     text = c.plan()
-    assert "3 stage(s)" in text
+    assert "2 stage(s)" in text
     lines = text.splitlines()
-    assert "stage 0" in lines[1] and "Resize" in lines[1]
-    assert "stage 1" in lines[2] and "noop" in lines[2]
-    assert "stage 2" in lines[3] and "RandomFlip" in lines[3]
+    assert "stage 0" in lines[1] and "Resize" in lines[1] and "pixel[noop]" in lines[1]
+    assert "stage 1" in lines[2] and "RandomFlip" in lines[2]
+
+
+def test_pixel_ops_join_the_stage_before_them_and_normalize_keeps_its_place():
+    c = Compose([pp.Resize((16, 16)), pp.Lambda(lambda x: x, name="a"), pp.Normalize([0.5] * 3, [0.2] * 3),
+                 pp.Lambda(lambda x: x, name="b")])
+    assert kinds(c) == ["warp+pixel"]
+    stage = c.stages[0]
+    assert stage.normalize_at == 1 and [pos for pos, _ in stage.pixels] == [1, 3]
+    assert "no normalize] -> pixel[a, normalize, b]" in c.plan()
+    c = Compose([pp.Resize((16, 16)), pp.Normalize([0.5] * 3, [0.2] * 3), pp.Lambda(lambda x: x, name="a")])
+    assert c.stages[0].normalize_at == 0 and "clamp; normalize] -> pixel[a]" in c.plan()
+
+
+def test_colour_after_a_pixel_op_starts_a_stage_and_batch_ops_come_last():
+    c = Compose([pp.Resize((16, 16)), pp.Lambda(lambda x: x), pp.ColorJitter(0.2)])
+    assert kinds(c) == ["warp+pixel", "warp"]
+
+    class Mix(pp.BatchOp):
+        def apply(self, batch, params, draws):
+            return batch
+
+    c = Compose([pp.Resize((16, 16)), Mix()])
+    assert c.program.batch_ops and "then on the batch: Mix" in c.plan()
+    with pytest.raises(ValueError, match="batch ops .* come last"):
+        Compose([pp.Resize((16, 16)), Mix(), pp.RandomFlip()])
+
+
+def test_an_op_of_no_known_kind_is_refused():
+    with pytest.raises(TypeError, match="GeometryOp, ColorOp, PixelOp or BatchOp"):
+        Compose([pp.Op()])
 
 
 def test_conflicting_borders_give_two_stages():
@@ -95,12 +126,12 @@ def test_normalize_then_geometry_is_refused():
         Compose([pp.Resize(8), pp.Normalize([0.5] * 3, [0.2] * 3), pp.ColorJitter(0.1)])
     # a Lambda may follow Normalize
     c = Compose([pp.Resize(8), pp.Normalize([0.5] * 3, [0.2] * 3), pp.Lambda(lambda x: x)])
-    assert kinds(c) == ["warp", "tensor"]
+    assert kinds(c) == ["warp+pixel"]
 
 
 def test_only_lambda_still_converts():
     c = Compose([pp.Lambda(lambda x: x)])
-    assert kinds(c) == ["warp", "tensor"]
+    assert kinds(c) == ["warp+pixel"]
     assert "warp[none]" in c.plan()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import need_sample
 
 from pixelpipe.readers import (
     FileList,
@@ -26,8 +27,6 @@ from pixelpipe.readers import (
     open_reader,
 )
 
-IMAGENET = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-
 
 class CudaLike:
     """An array stand-in exposing only __cuda_array_interface__ (like a CuPy array)."""
@@ -40,10 +39,21 @@ class CudaLike:
 # ------------------------------------------------------------------------------ Sample
 def test_sample_is_a_slotted_dataclass() -> None:
     s = Sample(b"x", 3, "a.jpg", 7)
-    assert dataclasses.astuple(s) == (b"x", 3, "a.jpg", 7)
+    assert dataclasses.astuple(s) == (b"x", 3, "a.jpg", 7, None)  # no targets
     with pytest.raises(AttributeError):
         s.extra = 1  # type: ignore[attr-defined]
     assert issubclass(ReaderError, ValueError)
+
+
+def test_dict_samples_carry_their_targets() -> None:
+    boxes = np.array([[1.0, 2.0, 3.0, 4.0]])
+    r = Memory([{"image": b"x", "label": 2, "boxes": boxes, "caption": "a cat"}, {"image": b"y", "label": 0}])
+    s = r.read(0)
+    assert (s.data, s.label) == (b"x", 2) and s.targets["caption"] == "a cat" and s.targets["boxes"] is boxes
+    assert r.read(1).targets is None and r.read(1).label == 0
+    assert r.labels.tolist() == [2, 0]
+    with pytest.raises(ValueError, match="'image'"):
+        Memory([{"label": 1}])
 
 
 # ---------------------------------------------------------------------------- Iterable
@@ -230,9 +240,7 @@ def test_readers_survive_pickling_for_worker_processes(tmp_path: Path) -> None:
 # ----------------------------------------------------------------- real sample images
 @pytest.fixture
 def imagenet() -> list[Path]:
-    if not IMAGENET.is_dir():
-        pytest.skip(f"{IMAGENET} is absent (see ../shared/data/README.md)")
-    return sorted(IMAGENET.glob("*.JPEG"))[:40]
+    return sorted(need_sample().glob("*.JPEG"))[:40]
 
 
 def test_real_images_through_folder_filelist_and_tar(tmp_path: Path, imagenet: list[Path]) -> None:

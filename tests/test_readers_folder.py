@@ -1,4 +1,5 @@
-"""Folder reader: class order, labels, extensions, nesting, construction errors."""
+"""Folder reader: class order, labels, extensions, nesting, flat (unlabeled) folders, images
+beside class folders, construction errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from pixelpipe.readers import Folder, ReaderError
+import pixelpipe as pp
+from pixelpipe.readers import Folder, ReaderError, open_reader
 
 
 def jpeg(value: int = 0) -> bytes:
@@ -101,9 +103,66 @@ def test_root_is_a_file(tmp_path: Path) -> None:
         Folder(tmp_path / "f.jpg")
 
 
-def test_no_class_folders(tmp_path: Path) -> None:
-    (tmp_path / "a.jpg").write_bytes(b"x")
-    with pytest.raises(ReaderError, match="no class subfolders"):
+def test_flat_folder_is_an_unlabeled_dataset(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "flat", {"b.jpg": jpeg(1), "a.PNG": b"png-ish", "c.jpeg": jpeg(3),
+                                        "notes.txt": b"x", ".hidden.jpg": b"x"})
+    (root / ".ipynb_checkpoints").mkdir()  # a hidden folder is not a class
+    r = Folder(root)
+    assert r.classes == [] and r.class_to_idx == {} and r.ignored == []
+    assert r.labels is None
+    assert [os.path.basename(r.sources(i)) for i in range(len(r))] == ["a.PNG", "b.jpg", "c.jpeg"]
+    for i in range(len(r)):
+        s = r.read(i)
+        assert s.label is None and s.index == i and s.data == Path(s.source).read_bytes()
+    assert repr(r) == f"Folder({str(root)!r}, samples=3, unlabeled)"
+    assert "unlabeled" not in repr(Folder(make_tree(tmp_path / "tree", {"a/1.jpg": b"x"})))
+
+
+def test_flat_folder_through_open_reader(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, {"1.jpg": jpeg(1), "2.jpg": jpeg(2)})
+    r = open_reader(root)
+    assert isinstance(r, Folder) and len(r) == 2 and r.labels is None
+
+
+def test_flat_folder_through_the_pipeline_gives_label_minus_one(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, {f"{i}.jpg": jpeg(20 * i) for i in range(6)})
+    pipe = pp.Pipeline(str(root), [pp.Resize((32, 32))], batch_size=4)
+    try:
+        batches = list(pipe)
+    finally:
+        pipe.close()
+    assert [tuple(b["image"].shape) for b in batches] == [(4, 3, 32, 32)] * 2
+    valid = torch.cat([b["valid"] for b in batches])
+    assert sorted(torch.cat([b["index"] for b in batches])[valid].tolist()) == list(range(6))
+    assert torch.cat([b["label"] for b in batches]).tolist() == [-1] * 8
+
+
+def test_images_beside_class_folders_are_ignored_and_listed(tree: Path) -> None:
+    (tree / "b_stray.PNG").write_bytes(b"png-ish")
+    (tree / "readme.txt").write_bytes(b"not an image")
+    r = Folder(tree)
+    assert r.classes == ["bird", "cat", "dog"] and len(r) == 5
+    assert r.ignored == [str(tree / "b_stray.PNG"), str(tree / "stray.jpg")]
+    assert all("stray" not in r.sources(i) for i in range(len(r)))
+    assert repr(r) == f"Folder({str(tree)!r}, samples=5, classes=3, ignored=2)"
+
+
+def test_class_folders_only_have_nothing_ignored(tmp_path: Path) -> None:
+    r = Folder(make_tree(tmp_path, {"a/1.jpg": b"x"}))
+    assert r.ignored == [] and "ignored" not in repr(r)
+
+
+def test_images_only_beside_empty_class_folders(tmp_path: Path) -> None:
+    # a flat folder that also holds a subfolder without images (say, annotations)
+    make_tree(tmp_path, {"1.jpg": b"x", "2.jpg": b"y", "annotations/1.json": b"{}"})
+    with pytest.raises(ReaderError, match=r"no images .* 1 class folders.*2 images directly "
+                                          r"under root \(such as '1.jpg'\)"):
+        Folder(tmp_path)
+
+
+def test_no_images_and_no_class_folders(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_bytes(b"x")
+    with pytest.raises(ReaderError, match="no images .* and no class subfolders"):
         Folder(tmp_path)
 
 

@@ -22,12 +22,11 @@ Tolerances (grey levels on uint8 unless said otherwise), measured on this machin
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from helpers import hwc, make_image, run, varied_images
+from helpers import SAMPLE_DIR, SAMPLE_MISSING, hwc, make_image, run, varied_images
 from PIL import Image
 
 import pixelpipe as pp
@@ -38,24 +37,23 @@ from pixelpipe.kernels.reference.pointwise import pointwise_reference
 from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec
 
-PHOTOS = Path("/work/shared/data/imagenet-sample")
 U8 = torch.uint8
 PIL_FILTER = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
 
 
 @functools.cache
 def _photos(n: int, reduce: int) -> tuple[np.ndarray, ...]:
-    files = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".jpeg", ".jpg", ".png"))[:n]
+    files = sorted(p for p in SAMPLE_DIR.iterdir() if p.suffix.lower() in (".jpeg", ".jpg", ".png"))[:n]
     return tuple(np.array(Image.open(f).convert("RGB").reduce(reduce)) for f in files)
 
 
 def photos(n: int = 3, reduce: int = 2) -> list[np.ndarray]:
     """n real photos, reduced (halved by default) so that the reference warp stays fast."""
-    if not PHOTOS.is_dir():
-        pytest.skip(f"{PHOTOS} is absent: no real photos to compare with")
+    if not SAMPLE_DIR.is_dir():
+        pytest.skip(f"no real photos to compare with: {SAMPLE_MISSING}")
     imgs = _photos(n, reduce)
     if len(imgs) < n:
-        pytest.skip(f"{PHOTOS} holds fewer than {n} images")
+        pytest.skip(f"{SAMPLE_DIR} holds fewer than {n} images")
     return [a.copy() for a in imgs]
 
 
@@ -104,7 +102,7 @@ def test_resize_matches_pillow(interp, source):
 def test_reference_resize_matches_pillow(interp):
     # the plain-torch twin on its own, on photos reduced 4x and synthetic images
     imgs = [make_image(60, 80, seed=4), make_image(47, 70, seed=5)]
-    if PHOTOS.is_dir():
+    if SAMPLE_DIR.is_dir():
         imgs += photos(3, reduce=4)
     for img in imgs:
         h, w = img.shape[:2]
@@ -167,7 +165,7 @@ def compare_truncating(ours_float: np.ndarray, ours_u8: np.ndarray, pil: np.ndar
 
 def rotation_images() -> list[np.ndarray]:
     imgs = [make_image(90, 120, seed=7), make_image(71, 103, seed=8)]
-    if PHOTOS.is_dir():
+    if SAMPLE_DIR.is_dir():
         imgs += [np.ascontiguousarray(a[:100, :130]) for a in photos(3, reduce=2)]
     return imgs
 
@@ -220,7 +218,7 @@ def blocks(h: int, w: int, seed: int) -> np.ndarray:
 
 def window_batches(interp: str) -> list[ImageBatch]:
     out = [fast_batch(16), ImageBatch.from_list([blocks(40 + 7 * i, 50 + 5 * i, i) for i in range(8)])]
-    if PHOTOS.is_dir():
+    if SAMPLE_DIR.is_dir():
         out.append(ImageBatch.from_list(photos(8, reduce=4)))
     return out
 

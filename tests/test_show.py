@@ -11,8 +11,7 @@ import torch
 from PIL import Image
 
 import pixelpipe
-from pixelpipe import presets
-from pixelpipe.compose import SampleError
+from pixelpipe import SampleError, presets
 from pixelpipe.tools.datasets import synthetic
 from pixelpipe.tools.show import BACKGROUND, CAPTION, GAP, HEADER, show, show_dataset
 

@@ -56,7 +56,7 @@ def test_a_pipeline_counts_what_it_delivered() -> None:
             n = sum(b["image"].shape[0] for b in pipe)
             assert n == 12
             assert (pipe.stats.cpu, pipe.stats.gpu, pipe.stats.cpu_fallback) == (12 * (epoch + 1), 0, 0)
-        assert pipe.transforms.decode_stats.cpu >= 24  # and the batches it made ahead into epoch 2
+        assert pipe.engine.decode_stats.cpu >= 24  # and the batches it made ahead into epoch 2
 
 
 def test_batches_made_ahead_and_dropped_are_not_counted() -> None:
@@ -66,9 +66,9 @@ def test_batches_made_ahead_and_dropped_are_not_counted() -> None:
         it = iter(pipe)
         next(it)
         deadline = time.monotonic() + 10
-        while pipe.transforms.decode_stats.cpu <= 4 and time.monotonic() < deadline:  # it works ahead
+        while pipe.engine.decode_stats.cpu <= 4 and time.monotonic() < deadline:  # it works ahead
             time.sleep(0.01)
-        ahead = pipe.transforms.decode_stats.cpu
+        ahead = pipe.engine.decode_stats.cpu
         del it  # the epoch is abandoned
         assert pipe.stats.cpu == 4 and pipe.stats.total == 4
     assert ahead > 4

@@ -15,7 +15,7 @@ import torch
 from corpus import samples
 
 from pixelpipe import Compose, Pipeline, RandomResizedCrop
-from pixelpipe.engine.threads import one_torch_thread
+from pixelpipe.data.threads import one_torch_thread
 
 OPENMP = "OpenMP" in torch.__config__.parallel_info()
 DEFAULT = 3  # larger than 1 on any machine, so that a change is visible
@@ -52,10 +52,10 @@ def test_the_calling_thread_gets_one_and_no_other_thread_changes() -> None:
 
 @pytest.mark.skipif(not OPENMP, reason="per-thread counts need torch's OpenMP build")
 def test_a_pipeline_leaves_the_users_threads_alone_and_its_pool_single_threaded() -> None:
-    compose = Compose([RandomResizedCrop(32)], num_threads=2)
-    with Pipeline([(it.data, it.label) for it in samples(6)], compose, 3, seed=1) as pipe:
+    compose = Compose([RandomResizedCrop(32)])
+    with Pipeline([(it.data, it.label) for it in samples(6)], compose, 3, seed=1, num_threads=2) as pipe:
         assert sum(len(b["image"]) for b in pipe) == 6
-        pool_counts = {pipe.transforms._executor().submit(torch.get_num_threads).result() for _ in range(4)}
+        pool_counts = {pipe.engine.executor().submit(torch.get_num_threads).result() for _ in range(4)}
     assert pool_counts == {1}
     assert torch.get_num_threads() == DEFAULT
     assert in_new_thread(torch.get_num_threads) == DEFAULT

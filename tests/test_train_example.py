@@ -1,5 +1,6 @@
 """examples/train.py (one process, two gloo processes under torchrun, the DataLoader baseline,
-tar shards, a file list, checkpoint and resume) and examples/lightning_datamodule.py, on tiny images."""
+tar shards, a file list, checkpoint and resume, progress lines, bad --data) and
+examples/lightning_datamodule.py, on tiny images."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 N, CLASSES = 40, 4
 EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)  loss (\S+)  accuracy (\S+)  images/s (\S+)$", re.MULTILINE)
+STEP_LINE = re.compile(r"^step (\d+)  epoch (\d+)/(\d+)  loss (\S+)  images/s (\S+)$", re.MULTILINE)
+STOP_LINE = re.compile(r"^stopped at step (\d+)(?:, in epoch (\d+))?  loss (\S+)  images/s (\S+)$", re.MULTILINE)
 
 
 def load(name: str) -> ModuleType:
@@ -75,6 +78,61 @@ def test_resume_continues_the_same_run(folder, tmp_path, capsys):
                    "--max-steps", "10")
     third = train(capsys, "--data", folder, "--epochs", "3", "--resume", ckpt)
     assert epochs(first) + epochs(second) + epochs(third) == full
+
+
+def test_max_steps_prints_loss_and_images_per_second(folder, capsys):
+    out = train(capsys, "--data", folder, "--epochs", "3", "--max-steps", "7", "--log-every", "2")
+    steps = [(int(s), int(e), float(loss), float(ips)) for s, e, _, loss, ips in STEP_LINE.findall(out)]
+    assert [(s, e) for s, e, _, _ in steps] == [(2, 1), (4, 1), (6, 2)]  # 5 steps per epoch
+    assert all(math.isfinite(loss) and ips > 0 for _, _, loss, ips in steps)
+    [(step, epoch, loss, ips)] = STOP_LINE.findall(out)
+    assert (step, epoch) == ("7", "2") and math.isfinite(float(loss)) and float(ips) > 0
+    assert len(epochs(out)) == 1
+
+
+def test_log_every_0_prints_epoch_lines_only(folder, capsys):
+    out = train(capsys, "--data", folder, "--epochs", "1", "--log-every", "0")
+    assert not STEP_LINE.search(out) and len(epochs(out)) == 1
+
+
+def test_workers_default_fits_the_cores(capsys):
+    example = load("train")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert example.parse_args([]).workers == min(4, cores)
+    with pytest.raises(SystemExit):
+        example.parse_args(["--help"])
+    assert f"cores / processes, {min(4, cores)} here" in " ".join(capsys.readouterr().out.split())
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLES / "train.py"), "--device", "cpu", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("what", ["missing", "empty", "no images"])
+def test_bad_data_is_a_one_line_usage_error(tmp_path, what):
+    data = tmp_path / "data"
+    if what != "missing":
+        data.mkdir()
+    if what == "no images":
+        (data / "cat").mkdir()
+        (data / "cat" / "notes.txt").write_text("not an image")
+    res = run_script("--data", str(data))
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stdout == "" and "Traceback" not in res.stderr
+    [line] = res.stderr.splitlines()
+    assert line.startswith(f"train.py: error: --data {data}: ") and "expected" in line
+    assert ("no such file or folder" if what == "missing" else "no images") in line
+
+
+def test_unlabeled_folder_is_a_usage_error(tmp_path, capsys):
+    for i in range(3):
+        (tmp_path / f"{i}.jpg").write_bytes(jpeg(i))
+    with pytest.raises(SystemExit) as info:
+        train(capsys, "--data", str(tmp_path))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"train.py: error: --data {tmp_path}: ") and "no labels" in err
 
 
 def test_baseline_dataloader(folder, capsys):

@@ -4,13 +4,20 @@ and one pointwise pass, on the CPU and the GPU."""
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
 from .data.batch import ImageBatch
+from .engine import Engine, GpuDecoding
 from .ops import (
+    BatchOp,
     CenterCrop,
+    CenterResizedCrop,
     ColorJitter,
+    ColorOp,
     Crop,
+    GeometryOp,
     Lambda,
     Normalize,
+    Op,
     Pad,
+    PixelOp,
     RandomAffine,
     RandomFlip,
     RandomGrayscale,
@@ -27,13 +34,21 @@ __version__ = "0.1.0"
 __all__ = [
     "ImageBatch",
     "Compose",
+    "Engine",
+    "GpuDecoding",
     "Pipeline",
     "SampleError",
     "decode",
+    "Op",
+    "GeometryOp",
+    "ColorOp",
+    "PixelOp",
+    "BatchOp",
     "Resize",
     "Crop",
     "CenterCrop",
     "RandomResizedCrop",
+    "CenterResizedCrop",
     "Pad",
     "RandomFlip",
     "RandomRotate",

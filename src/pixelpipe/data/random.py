@@ -9,13 +9,12 @@ or after a resume gets the same augmentation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-
-from .. import native
 
 __all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
 
@@ -23,6 +22,7 @@ _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
 _M2 = 0x846CA68B
 _GOLDEN = 0x9E3779B9
+SEED_STATE = 0x5EED1234  # the hash state before the first key
 
 
 def _mul32(x: Any, c: int) -> Any:
@@ -65,7 +65,7 @@ def _mix_u32(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _fold_numpy(h: Any, keys: tuple[int | torch.Tensor | np.ndarray, ...]) -> Any:
+def fold_numpy(h: Any, keys: tuple[int | torch.Tensor | np.ndarray, ...]) -> Any:
     """Fold keys into the state h (a Python int, or a uint32 numpy array once an array key
     came in); h itself is left as it was. Array keys: int64 tensors (on the CPU) or numpy
     integer arrays."""
@@ -93,13 +93,13 @@ def _finish_numpy(h: Any) -> torch.Tensor:
 
 
 def _hash32_numpy(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
-    return _finish_numpy(_fold_numpy(0x5EED1234, keys))
+    return _finish_numpy(fold_numpy(SEED_STATE, keys))
 
 
 def _hash32_torch(keys: tuple[int | torch.Tensor, ...]) -> torch.Tensor:
     tensors = [k for k in keys if isinstance(k, torch.Tensor)]
     device = tensors[0].device if tensors else torch.device("cpu")
-    h = torch.full((), 0x5EED1234, dtype=torch.int64, device=device)
+    h = torch.full((), SEED_STATE, dtype=torch.int64, device=device)
     for k in keys:
         k = torch.as_tensor(k, dtype=torch.int64, device=device)
         for word in (k & _MASK32, (k >> 32) & _MASK32):
@@ -126,23 +126,16 @@ def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
     """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
     once per batch instead of once per op. Computed on the host whatever the indices' device
     (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy); epoch: an
-    int, or int64 [N] per-sample epochs (see `epochs`)."""
+    int, or int64 [N] per-sample epochs (see `epochs`). The planner takes planner.c's twin
+    (pixelpipe.plan.fast.prefix)."""
+    return fold_numpy(SEED_STATE, (int(seed), epochs(epoch), as_indices(indices)))
+
+
+def as_indices(indices: Any) -> np.ndarray:
+    """int64 [N] C-contiguous numpy sample indices from a tensor (any device) or array-like."""
     if isinstance(indices, torch.Tensor):
         indices = indices.detach().to(torch.int64).cpu().numpy()
-    indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-    per = epochs(epoch)
-    lib = native.library()
-    if lib is None:
-        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
-    scalar = isinstance(per, int)
-    h = _fold_numpy(0x5EED1234, (int(seed), per) if scalar else (int(seed),))  # a Python int
-    per = None if scalar else np.ascontiguousarray(per)
-    if per is not None and per.shape != indices.shape:  # numpy broadcasts them: let it say how
-        return _fold_numpy(0x5EED1234, (int(seed), per, indices))
-    out = np.empty(indices.shape, dtype=np.uint32)
-    lib.pp_prefix(h, None if per is None else native.address(per), native.address(indices), len(indices),
-                  native.address(out))
-    return out
+    return np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
 
 
 def epochs(epoch: Any) -> int | np.ndarray:
@@ -168,19 +161,10 @@ def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> l
     ops, draws = list(ops), [int(d) for d in draws]
     if not ops:
         return []
-    lib = native.library()
-    if lib is not None:  # the same bits from planner.c, in one call
-        pre = np.ascontiguousarray(prefix.reshape(-1), dtype=np.uint32)
-        op_arr, draw_arr = np.array(ops, dtype=np.int64), np.array(draws, dtype=np.int64)
-        out = np.empty((len(pre), sum(draws)), dtype=np.uint32)
-        lib.pp_op_blocks(native.address(pre), len(pre), native.address(op_arr), native.address(draw_arr), len(ops),
-                         native.address(out))
-        ends = np.cumsum([0, *draws]).tolist()
-        return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
-    state = _fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
+    state = fold_numpy(prefix.reshape(-1, 1), (np.array(ops, dtype=np.int64).reshape(1, -1),))  # [N, K]
     column_op = np.repeat(np.arange(len(ops)), draws)
     column_draw = np.concatenate([np.arange(d, dtype=np.int64) for d in draws])
-    hashes = _mix_u32(_fold_numpy(state[:, column_op], (column_draw.reshape(1, -1),)))  # [N, sum(draws)]
+    hashes = _mix_u32(fold_numpy(state[:, column_op], (column_draw.reshape(1, -1),)))  # [N, sum(draws)]
     return np.split(hashes, np.cumsum(draws)[:-1], axis=1)
 
 
@@ -236,9 +220,9 @@ class Draws:
                 return given[:, draw]
         if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
             pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
-            self._state = _fold_numpy(pre, (self.op,))
+            self._state = fold_numpy(pre, (self.op,))
         if isinstance(draw, np.ndarray):
-            return _mix_u32(_fold_numpy(self._state.reshape(-1, 1), (draw.reshape(1, -1),)))
+            return _mix_u32(fold_numpy(self._state.reshape(-1, 1), (draw.reshape(1, -1),)))
         if draw >= 0:
             block = self._blocks.get(draw // _BLOCK)
             if block is None:
@@ -246,7 +230,7 @@ class Draws:
                 block = self._hash_np(np.arange(first, first + _BLOCK))
                 self._blocks[draw // _BLOCK] = block
             return block[:, draw % _BLOCK]
-        return _mix_u32(_fold_numpy(self._state, (draw,)))
+        return _mix_u32(fold_numpy(self._state, (draw,)))
 
     def __len__(self) -> int:
         return int(self._indices.shape[0])
@@ -298,3 +282,48 @@ class Draws:
         u1 = self.uniform(draw).to(torch.float64).clamp_min(1.0 / (1 << 24))
         u2 = self.uniform(draw + 1000003).to(torch.float64)
         return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2 * torch.pi * u2)).to(torch.float32)
+
+    # ------------------------------------------------------------------------- per pixel
+    def field(self, draw: int, shape: Sequence[int], device: Any = None) -> torch.Tensor:
+        """float32 [N, *shape] uniform in [0, 1): one number per element of every sample (noise,
+        per-pixel masks), computed on `device`. Element e of sample n (row-major within
+        `shape`) is a hash of draw `draw` of sample n and of e, so a sample gets the same field
+        in any batch and on any device (`field_np` is the numpy twin)."""
+        device = torch.device("cpu") if device is None else torch.device(device)
+        state = torch.from_numpy(self._hash_np(draw).view(np.int32).copy()).to(device)  # uint32 bits
+        size = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+        key = _mix_i32(torch.arange(size, dtype=torch.int32, device=device) + _GOLDEN_I32)
+        h = _mix_i32(state.view(-1, 1) ^ key.view(1, -1))
+        return (((h >> 8) & 0xFFFFFF).to(torch.float32) * (1.0 / (1 << 24))).view(len(self), *shape)
+
+    def field_np(self, draw: int, shape: Sequence[int]) -> np.ndarray:
+        """field() as a float32 numpy array, in uint32 arithmetic (the reference)."""
+        size = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+        key = _mix_u32(np.arange(size, dtype=np.uint32) + np.uint32(_GOLDEN))
+        h = _mix_u32(self._hash_np(draw).reshape(-1, 1) ^ key.reshape(1, -1))
+        return _unit_numpy(h).reshape(len(self), *shape)
+
+    def normal_field(self, draw: int, shape: Sequence[int], device: Any = None) -> torch.Tensor:
+        """float32 [N, *shape] standard normal per element (Box-Muller on the fields of draws
+        `draw` and `draw + 1000003`); the same on every device up to float32 rounding of the
+        logarithm and cosine."""
+        u1 = self.field(draw, shape, device).clamp_min_(1.0 / (1 << 24))
+        u2 = self.field(draw + 1000003, shape, device)
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2 * math.pi) * u2)
+
+
+_M1_I32 = _M1  # the multipliers as int32 values with the same bits
+_M2_I32 = _M2 - (1 << 32)
+_GOLDEN_I32 = _GOLDEN - (1 << 32)
+
+
+def _mix_i32(x: torch.Tensor) -> torch.Tensor:
+    """_mix_u32 on an int32 tensor holding uint32 bits: int32 products wrap modulo 2**32 on
+    every device torch runs on (the same bits as uint32's), and the right shifts are masked to
+    be logical. Per element it costs 9 integer operations on 4 bytes, against about 40 on 8
+    for the int64 form (`_mix`): the cost that matters for a per-pixel field."""
+    x = x ^ ((x >> 16) & 0xFFFF)
+    x = x * _M1_I32
+    x = x ^ ((x >> 15) & 0x1FFFF)
+    x = x * _M2_I32
+    return x ^ ((x >> 16) & 0xFFFF)

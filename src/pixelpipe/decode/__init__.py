@@ -8,7 +8,8 @@ import inspect
 import sys
 import types
 
-from .cpu import dct_scale, decode, decode_region
+from .cpu import dct_scale, decode_region
+from .files import decode
 from .headers import DecodeError, ImageInfo, read_header
 from .on_device import release_gpu_decoders
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import torch
 from PIL import Image, ImageFile
 
 from ..data.batch import ImageBatch
@@ -25,7 +24,7 @@ from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
 from .turbo import decode_jpeg_region
 from .webp import decode_webp_region
 
-__all__ = ["decode", "decode_region", "dct_scale"]
+__all__ = ["dct_scale", "decode_cpu", "decode_region", "pil_to_array"]
 
 # EXIF orientation -> the transpose that displays the stored image (PIL.ImageOps.exif_transpose).
 _TRANSPOSE = {
@@ -132,7 +131,7 @@ def decode_region(
         out = full if (sx0, sy0, sx1, sy1) == (0, 0, w, h) else full.crop((sx0, sy0, sx1, sy1))
         if orientation != 1:
             out = out.transpose(_TRANSPOSE[orientation])
-        pixels = _to_array(out, rgb)
+        pixels = pil_to_array(out, rgb)
     except (DecodeError, MemoryError):
         raise
     except Exception as e:  # Pillow's plugins raise OSError, SyntaxError, struct.error, ...
@@ -149,53 +148,13 @@ def dct_scale(info: ImageInfo, region: tuple[int, int, int, int], min_size: tupl
     return 1.0 / _choose_denominator(info, orientation, y1 - y0, x1 - x0, min_size)
 
 
-def decode(
-    images: Sequence[bytes | bytearray | memoryview],
-    device: str | torch.device = "cpu",
-    rgb: bool = False,
-    num_threads: int | None = None,
-    exif: bool = True,
-    fancy_upsampling: bool = False,
-) -> ImageBatch:
-    """Decode whole images into one ImageBatch, on a pool of threads or on a GPU.
-
-    Args:
-        images: encoded JPEG, PNG, WebP or BMP files.
-        device: "cpu" (Pillow, libjpeg-turbo), or "cuda" / "cuda:N": JPEGs decoded by
-            nvImageCodec (the pixelpipe[gpu] extra) straight into device memory, the other
-            formats on the CPU and uploaded; without nvImageCodec, everything on the CPU and
-            uploaded, after a one-line notice. The GPU decoder is kept for the next call
-            (making one takes about a second); `pixelpipe.decode.release_gpu_decoders()`
-            closes it and gives its GPU memory back.
-        rgb: convert grey images to 3 channels; False keeps them at 1 channel.
-        num_threads: decoding threads (Pillow releases the GIL while decoding); default
-            os.cpu_count(). On CUDA: nvImageCodec's threads (default 8).
-        exif: apply each JPEG's EXIF orientation.
-        fancy_upsampling: on CUDA, libjpeg's chroma filter so that pixels match the CPU
-            decoder's; the default replicates chroma (about 1.7x faster, 0.14 grey levels
-            off on average; see pixelpipe.decode.gpu). No effect on the CPU.
+def decode_cpu(images: Sequence[bytes | bytearray | memoryview], rgb: bool = False, num_threads: int | None = None,
+               exif: bool = True) -> ImageBatch:
+    """Whole images decoded on a pool of threads (pixelpipe.decode's CPU path; see decode.files).
 
     Raises:
         DecodeError: "sample i: ..." for the first sample (lowest index) that fails.
-
-    Example:
-        >>> batch = decode([open(p, "rb").read() for p in paths])  # doctest: +SKIP
-        >>> batch[0].shape  # doctest: +SKIP
-        torch.Size([375, 500, 3])
     """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}") from e
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
-    if num_threads is not None and num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1 or None, got {num_threads}")
-    if dev.type == "cuda":
-        from .on_device import decode_on_device
-
-        return decode_on_device(images, dev, rgb, num_threads, exif, fancy_upsampling)
-
     def one(i: int) -> np.ndarray:
         try:
             return decode_region(images[i], rgb=rgb, exif=exif)[0]
@@ -361,7 +320,7 @@ def _check_complete(info: ImageInfo, layout: JpegLayout | None, data: bytes) -> 
         raise DecodeError("truncated PNG: no IEND chunk at the end")
 
 
-def _to_array(im: Image.Image, rgb: bool) -> np.ndarray:
+def pil_to_array(im: Image.Image, rgb: bool) -> np.ndarray:
     """HWC uint8 with 1 or 3 channels (3 when rgb), in a fresh writable array."""
     mode = im.mode
     if mode in ("RGB", "L"):

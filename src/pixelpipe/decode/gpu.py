@@ -69,8 +69,8 @@ from typing import Any
 import torch
 
 from ..data.batch import ImageBatch
+from ..data.threads import one_torch_thread
 from ..data.views import DeviceViews
-from ..engine.threads import one_torch_thread
 from . import nvimgcodec_alloc, nvimgcodec_c
 from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath

@@ -34,6 +34,7 @@ import torch
 
 from . import nvimgcodec_open, nvimgcodec_queue
 from . import nvimgcodec_structs as S
+from .nvimgcodec_open import Slot
 from .steady import HighWater
 
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
@@ -123,17 +124,6 @@ def _load() -> _Api | None:
     if held.nvimgcodecGetProperties(C.byref(props)) != 0 or not 900 <= props.version < 1000:
         return None
     return _Api(free, held, os.path.join(base, "extensions"), _batch_call(free))
-
-
-class Slot:
-    """One decoded sample in the batch buffer, shaped like an nvImageCodec image for the code
-    that reads those (`__cuda_array_interface__`, byte `strides`); holds the buffer."""
-
-    def __init__(self, buffer: torch.Tensor, address: int, height: int, width: int) -> None:
-        self.buffer = buffer
-        self.strides = (width * 3, 3, 1)
-        self.__cuda_array_interface__ = {"shape": (height, width, 3), "typestr": "|u1",
-                                         "data": (address, False), "version": 3, "strides": self.strides}
 
 
 class Opened:

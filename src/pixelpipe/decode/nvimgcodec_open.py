@@ -33,6 +33,17 @@ _REASONS = {1: "nvImageCodec cannot parse it", 3: "nvImageCodec could not descri
             4: "out of memory while making its nvImageCodec image"}
 
 
+
+class Slot:
+    """One decoded sample in the batch buffer, shaped like an nvImageCodec image for the code
+    that reads those (`__cuda_array_interface__`, byte `strides`); holds the buffer."""
+
+    def __init__(self, buffer: torch.Tensor, address: int, height: int, width: int) -> None:
+        self.buffer = buffer
+        self.strides = (width * 3, 3, 1)
+        self.__cuda_array_interface__ = {"shape": (height, width, 3), "typestr": "|u1",
+                                         "data": (address, False), "version": 3, "strides": self.strides}
+
 def _layout() -> np.ndarray:
     """The byte offsets open.c writes at (see its pp_open_batch), from the ctypes mirrors."""
     region = S.CodeStreamView.region.offset
@@ -86,7 +97,6 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
                sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
     """What `CDecoder._code_streams` and `_images` do for `opened` (an nvimgcodec_c.Opened of
     `decoder`), in one call: its buffer, slots, decodable samples and (code streams, images)."""
-    from .nvimgcodec_c import Slot
 
     blobs = opened.blobs
     n = len(blobs)

@@ -42,7 +42,7 @@ def cpu_decoding_notice() -> None:
 def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: torch.device, rgb: bool,
                      num_threads: int | None, exif: bool, fancy_upsampling: bool) -> ImageBatch:
     """The body of decode(..., device="cuda[:N]") (see pixelpipe.decode)."""
-    from .cpu import decode
+    from .cpu import decode_cpu
     from .gpu import GpuDecoder, gpu_decoder_available
 
     if not torch.cuda.is_available():
@@ -53,7 +53,7 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
         raise ValueError(f"device {device} does not exist ({torch.cuda.device_count()} CUDA device(s))")
     if not gpu_decoder_available():
         cpu_decoding_notice()
-        return decode(images, rgb=rgb, num_threads=num_threads, exif=exif).to(device)
+        return decode_cpu(images, rgb=rgb, num_threads=num_threads, exif=exif).to(device)
     blobs = [bytes(b) for b in images]
     if not blobs:
         return ImageBatch.from_list([], device=device)

@@ -1,7 +1,7 @@
-"""A Pipeline's GPU decodes, on threads of their own: one thread and one CUDA stream per
-decoder lane (Compose(gpu_decode_lanes=N)), consecutive batches on alternate lanes.
+"""An Engine's GPU decodes for a Pipeline, on threads of their own: one thread and one CUDA stream
+per decoder lane (GpuDecoding(lanes=N)), consecutive batches on alternate lanes.
 
-A batch planned on the producer thread (Compose.prepare(defer_decode=True)) is decoded here
+A batch planned on the producer thread (Engine.prepare(defer_decode=True)) is decoded here
 while the producer plans the next one and the finisher thread launches the kernels of the one
 before; the finisher waits for the decode's event on its side stream, never the other way
 round.
@@ -14,31 +14,30 @@ from typing import Any
 
 import torch
 
-from ..compose import Compose
-from .threads import one_torch_thread
+from ..data.threads import one_torch_thread
 
 __all__ = ["DecodeLanes"]
 
 
 class DecodeLanes:
-    """The decode threads and streams of one Pipeline (made on first use, shut by close)."""
+    """The decode threads and streams of one Engine (made on first use, shut by close)."""
 
-    def __init__(self, transforms: Compose, device: torch.device) -> None:
-        self.transforms, self.device = transforms, device
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
         self._pool: ThreadPoolExecutor | None = None
         self._streams: dict[int, Any] = {}  # lane -> its CUDA stream
         self._next = 0  # the lane of the next batch
 
     def next_lane(self) -> int:
-        """The lane the next batch plans for (the decoder may have fewer: Compose wraps it)."""
+        """The lane the next batch plans for (the decoder may have fewer: PendingDecode wraps it)."""
         return self._next
 
     def submit(self, prepared: Any, lane: int) -> Future:
         """Decode `prepared` on `lane`'s thread and stream; the future gives the event its
         kernels wait for. The next batch goes to the next lane."""
-        self._next = (lane + 1) % self.transforms.gpu_decode_lanes
+        self._next = (lane + 1) % self.engine.gpu.lanes
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.transforms.gpu_decode_lanes, thread_name_prefix="pixelpipe-decode-gpu",
+            self._pool = ThreadPoolExecutor(self.engine.gpu.lanes, thread_name_prefix="pixelpipe-decode-gpu",
                                             initializer=one_torch_thread)
         return self._pool.submit(self._decode_on, prepared, lane)
 
@@ -50,18 +49,18 @@ class DecodeLanes:
         for. A SampleError surfaces in the finish, which then makes the batch again in one piece."""
         stream = self._streams.get(lane)
         if stream is None:
-            stream = self._streams[lane] = torch.cuda.Stream(self.device)
+            stream = self._streams[lane] = torch.cuda.Stream(self.engine.device)
         with torch.cuda.stream(stream):
-            self.transforms.decode(prepared)
+            self.engine.decode(prepared)
             done = torch.cuda.Event()
             done.record(stream)
         return done
 
-    def finish(self, decoded: Future, prepared: Any) -> torch.Tensor:
+    def finish(self, decoded: Future, prepared: Any) -> dict[str, Any]:
         """On the finisher thread (side stream current): wait for the decode, then the kernels.
         The decoder's buffers outlive the kernels (DeviceViews.retire on the side stream)."""
-        torch.cuda.current_stream(self.device).wait_event(decoded.result())
-        return self.transforms.finish(prepared)
+        torch.cuda.current_stream(self.engine.device).wait_event(decoded.result())
+        return self.engine.finish(prepared)
 
     def close(self) -> None:
         if self._pool is not None:

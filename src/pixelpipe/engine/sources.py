@@ -12,18 +12,9 @@ import numpy as np
 import torch
 
 from ..data.batch import ImageBatch
+from ..data.errors import SampleError
 
 __all__ = ["EncodedSource", "SampleError", "as_source", "sample_indices", "tensor_source"]
-
-
-class SampleError(ValueError):
-    """One sample of a batch could not be read or decoded. `position` is its place in the
-    batch; the message names it and the reason."""
-
-    def __init__(self, position: int, reason: str) -> None:
-        super().__init__(f"sample {position}: {reason}")
-        self.position = position
-        self.reason = reason
 
 
 class EncodedSource:

@@ -179,9 +179,9 @@ class DeviceCache:
         one by one by decode_region through map_fn (e.g. a thread pool's map). Grey images
         (and grey + alpha) are stored with one channel either way. A sample that cannot be
         decoded raises SampleError naming its place in the batch."""
-        from ..compose import SampleError
         from ..data.batch import to_storable
         from ..decode import decode_region
+        from ..engine import SampleError
 
         def load(pair: tuple[int, Any]) -> tuple[Any, torch.Tensor]:
             k, it = pair
@@ -213,9 +213,9 @@ class DeviceCache:
     @staticmethod
     def _decode_many(encoded: list[tuple[int, Any]], decode_many: Callable[..., Any],
                      record: BatchDecode) -> list[tuple[Any, torch.Tensor]]:
-        from ..compose import SampleError
         from ..decode.gpu_fallback import SampleDecodeError
         from ..decode.on_device import one_channel_if_grey
+        from ..engine import SampleError
 
         blobs = [bytes(it.data) for _, it in encoded]
         try:

@@ -3,7 +3,7 @@
 A background thread prepares batches ahead of the consumer (up to `prefetch`), and goes on into
 the next epoch when one ends, so the next epoch's first batches are ready when the consumer
 starts it. It reads and plans batch k+1 while a finisher thread runs batch k's second half (on
-the CPU decoding and warping, on the Compose's thread pool; on CUDA the kernels, on a side
+the CPU decoding and warping, on its Engine's thread pool; on CUDA the kernels, on a side
 stream, each batch handed over with an event); optionally a third thread decodes between. Errors
 raised in the background are re-raised in the consumer, never a hang.
 """
@@ -21,24 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..compose import Compose, SampleError
-from ..engine.lanes import DecodeLanes
-from ..engine.stats import BatchDecode, DecodeStats
-from ..engine.threads import one_torch_thread
-from ..ops._base import Op
+from ..compose import Compose
+from ..data.targets import TARGET_KEYS, Targets, sample_values
+from ..data.threads import one_torch_thread
+from ..engine import Engine, GpuDecoding, SampleError
+from ..engine.stats import DecodeStats
+from ..ops.kinds import Op
 from ..readers import open_reader
-from .cached import cached_batch, planned_epoch
-from .collate import collate, labels_tensor
+from .cached import CachedBatches, planned_epoch
+from .collate import as_batch, collate, labels_tensor
 from .collate import shard_of as _shard
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
-from .reading import Item, fail, fill, pad
-from .sampler import (
-    EpochOrder,
-    batches_per_epoch,
-    indexable_epoch,
-    stream_epoch,
-    stream_rank_totals,
-)
+from .reading import Item, Reading
+from .sampler import EpochOrder, batches_per_epoch, indexable_epoch, stream_epoch, stream_rank_totals
 
 __all__ = ["Pipeline"]
 
@@ -66,13 +61,16 @@ class Pipeline:
         reader: a pixelpipe reader, or anything `pixelpipe.readers.open_reader` accepts (a
             folder, a file list, tar shards, a list or iterable of samples).
         transforms: a Compose, or a list of ops (made into a float32 NCHW Compose).
+        gpu: how JPEGs are decoded on CUDA (pixelpipe.GpuDecoding; its defaults when None).
         batch_size: samples per batch.
         device: "cpu", "cuda" or "cuda:N": where batches are made and returned.
         seed: fixes shuffling and every augmentation.
         shuffle: a fresh global order every epoch.
         drop_last: drop the tail that does not fill a batch on every rank; otherwise the last
             batch is filled by repeating samples, marked False in "valid".
-        num_threads: reading/decoding threads (default: the cores available).
+        num_threads: reading/decoding threads (default: the cores available). The Pipeline
+            runs its transforms on an Engine of its own (`pipe.engine`) with these threads,
+            `device`, `max_pixels` and `gpu`.
         prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
             next epoch's first batches are ready when the consumer starts it.
         shard: (rank, world_size); default from torch.distributed when it is initialised.
@@ -104,7 +102,9 @@ class Pipeline:
             (otherwise every rank would, over the epochs, cache nearly every sample).
 
     Each batch is a dict: "image" (the transforms' tensor), "label" (int64 [B] or [B, K], -1
-    where a sample has none), "index" (global sample indices) and "valid" (bool [B]).
+    where a sample has none), "index" (global sample indices) and "valid" (bool [B]); with a
+    reader whose samples carry targets (dict samples with "boxes", "keypoints", "masks"), those
+    moved with the images as a Compose returns them, and any other per-sample value as a list.
     `len(pipe)` is the number of batches per epoch; each new `iter(pipe)` starts the next
     epoch (`pipe.epoch`), except right after `load_state_dict`, which continues the saved one.
     """
@@ -114,7 +114,8 @@ class Pipeline:
                  prefetch: int = 2, shard: tuple[int, int] | None = None, on_error: str = "raise",
                  shuffle_buffer: int = 2048, max_pixels: int = 100_000_000, cache: str | None = None,
                  cache_max_side: int | None = None, cache_budget: int | None = None,
-                 decode_thread: bool = True, fixed_shards: bool | None = None) -> None:
+                 decode_thread: bool = True, fixed_shards: bool | None = None,
+                 gpu: GpuDecoding | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if prefetch < 1:
@@ -125,14 +126,8 @@ class Pipeline:
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
-        ops = transforms.ops if isinstance(transforms, Compose) else list(transforms)
-        base = transforms if isinstance(transforms, Compose) else Compose(ops)
-        self.transforms = Compose(ops, dtype=base.dtype, layout=base.layout, channels=base.channels,
-                                  antialias=base.antialias, num_threads=num_threads, device=self.device,
-                                  max_pixels=max_pixels, hw_fraction=base.hw_fraction,
-                                  gpu_roi_decode=base.gpu_roi_decode,
-                                  gpu_fancy_upsampling=base.gpu_fancy_upsampling,
-                                  gpu_decode_lanes=base.gpu_decode_lanes)
+        self.transforms = transforms if isinstance(transforms, Compose) else Compose(list(transforms))
+        self.engine = Engine(self.device, num_threads, max_pixels, gpu)
         self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, drop_last
         self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
         self.rank, self.world = _shard(shard)
@@ -147,7 +142,6 @@ class Pipeline:
         self._token: object | None = None  # the consumer iterator of the current epoch
         self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
         self.decode_thread = decode_thread
-        self._lanes = DecodeLanes(self.transforms, self.device)  # CUDA: each batch's GPU decode
         if self.reader.indexable and len(self.reader) == 0:
             raise ValueError("the dataset is empty")
         counts = self._stream_counts()
@@ -159,23 +153,23 @@ class Pipeline:
                              "or use tar shards with counts")
         self._done = False  # the consumer has received the end of the current epoch
         _LIVE.add(self)
-        self._labels = self.reader.labels if self.reader.indexable else None
+        labels = self.reader.labels if self.reader.indexable else None
+        self._reading = Reading(self.reader, on_error, seed, batch_size, self.rank, labels)
         if cache not in (None, "gpu", "device"):
             raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
         if cache == "gpu" and self.device.type != "cuda":
             raise ValueError("cache='gpu' needs device='cuda'; use cache='device' to cache on the CPU")
         if cache is None and (cache_budget is not None or cache_max_side is not None):
             raise ValueError("cache_budget and cache_max_side need a cache: pass cache='gpu' (or 'device')")
-        self._cache = None
+        self._cache: CachedBatches | None = None
         if cache is not None:
             from .cache import DeviceCache
 
-            self._cache = DeviceCache(self.device, cache_budget, cache_max_side)
+            store = DeviceCache(self.device, cache_budget, cache_max_side)
             if self.reader.indexable:  # what this rank will cache, for CacheFullError's estimate
-                self._cache.expected = -(-len(self.reader) // self.world)
-        # per cached sample, its (label, source): later epochs take the pixels from the cache
-        # and these from here, without reading the sample again (no file read, no copy)
-        self._cached: dict[int, tuple[Any, str]] = {}
+                store.expected = -(-len(self.reader) // self.world)
+            self._cache = CachedBatches(store, self.engine, self.transforms.program, seed, batch_size, self.device,
+                                        labels, self._reading.records, self._slots, self.reader.indexable)
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -311,16 +305,16 @@ class Pipeline:
         made again, in one piece, first."""
         b = self.batch_size
         while not run.stop.is_set() and (run.total is None or run.made < run.total):
-            if not redo and (run.ahead or self._cache is not None):  # later epochs: all cached
-                made = cached_batch(self, run, side, self._cached_items)
+            if not redo and self._cache is not None:  # later epochs: all cached
+                made = self._cache.next_batch(run, side, self._wrap_cached)
                 if made is not None:
                     return made
             if not redo:
-                exhausted = fill(self, run)
+                exhausted = self._reading.fill(run)
                 if exhausted and len(run.pending) < b:
                     if run.total is None and (self.drop_last or not run.pending):
                         return None
-                    pad(self, run)
+                    self._reading.pad(run)
             saved = run.save()
             items = run.pending[:b]
             with torch.cuda.stream(side) if side is not None else nullcontext():
@@ -367,23 +361,24 @@ class Pipeline:
         refilled."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
+        engine, epoch = self.engine, run.epoch
         try:
             cached = None
             if self._cache is None:
                 source = [it.data for it in items]
             else:
-                source, cached = self._from_cache(items)
+                source, cached = self._cache.batch_for(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
-            lane = self._lanes.next_lane()
+            lane = engine.lanes.next_lane() if deferred else None
             index = np.fromiter((it.index for it in items), np.int64, len(items))  # also the batch's "index"
-            prepared = self.transforms.prepare(source, seed=self.seed, epoch=run.epoch, indices=index,
-                                               defer_decode=deferred, decode_lane=lane if deferred else None)
+            prepared = engine.prepare(self.transforms.program, source, self.seed, epoch, index, _targets(items),
+                                      defer_decode=deferred, decode_lane=lane)
             record = (lambda: cached) if cached is not None else (lambda: prepared.first.decoded)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
-                decoded = self._lanes.submit(prepared, lane)
-                return (lambda: self._wrap(self._lanes.finish(decoded, prepared), items, index)), record, rest
+                decoded = engine.lanes.submit(prepared, lane)
+                return (lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch)), record, rest
             if not split:
-                batch = self._wrap(self.transforms.finish(prepared), items, index)
+                batch = self._wrap(engine.finish(prepared), items, index, epoch)
                 return (lambda: batch), record, rest
         except SampleError as e:
             bad = items[e.position]
@@ -391,47 +386,39 @@ class Pipeline:
                 run.errors.append((bad.index, bad.source, e.reason))
                 raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
             keep = [it for it in items + rest if it.index != bad.index]
-            sub = fail(self, run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
+            sub = self._reading.fail(run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
             if sub is not None:
                 keep.append(sub)
             return None, None, keep
-        return (lambda: self._wrap(self.transforms.finish(prepared), items, index)), record, rest
+        return (lambda: self._wrap(engine.finish(prepared), items, index, epoch)), record, rest
 
-    def _wrap(self, images: torch.Tensor, items: list[Item], index: np.ndarray) -> dict[str, Any]:
-        """The batch dict; index: the items' sample indices (int64, made once by _make)."""
+    def _wrap(self, out: dict[str, Any], items: list[Item], index: np.ndarray, epoch: int) -> dict[str, Any]:
+        """The batch dict from the engine's output; index: the items' sample indices (int64,
+        made once by _make)."""
         valid = np.fromiter((it.valid for it in items), np.bool_, len(items))
-        if self._labels is not None:  # an indexable reader's table: one gather, not N rows stacked
-            labels = self._labels[torch.from_numpy(index)]
+        table = self._reading.labels
+        if table is not None:  # an indexable reader's table: one gather, not N rows stacked
+            labels = table[torch.from_numpy(index)]
         else:
             labels = labels_tensor([it.label for it in items])
-        return collate(images, index, valid, labels, self.device)
+        batch = collate(out.pop("image"), index, valid, labels, self.device)
+        return self._complete(batch, out, [it.targets for it in items], index, epoch)
 
-    def _cached_items(self, index: Any, valid: Any) -> list[Item]:
-        """A batch of cached samples as items (to pad a short tail from)."""
-        items = []
-        for i, v in zip(index.tolist(), valid.tolist()):
-            label, source = self._cached[i]
-            items.append(Item(None, label, i, source, v))
-        return items
+    def _wrap_cached(self, out: dict[str, Any], tensors: tuple[torch.Tensor, ...], index: np.ndarray,
+                     epoch: Any) -> dict[str, Any]:
+        """The batch dict of a batch of cached samples (its label, index and valid tensors made ahead)."""
+        batch = as_batch(out.pop("image"), *tensors)
+        records = self._reading.records
+        return self._complete(batch, out, [records[i].targets for i in index.tolist()], index, epoch)
 
-    def _from_cache(self, items: list[Item]) -> tuple[Any, BatchDecode]:
-        """The batch as a view of the device cache, decoding (whole images) what is missing,
-        with nvImageCodec on CUDA, and how its samples were decoded (samples given decoded
-        count as neither decoded nor cached)."""
-        assert self._cache is not None
-        decoder = self.transforms._gpu_decoder(self.device) if self.device.type == "cuda" else None
-
-        def decode_many(blobs: list[bytes]) -> tuple[list[torch.Tensor], list[int], list[str]]:
-            batch, fallback, reasons = decoder.decode_regions(blobs)
-            return batch.tolist(), fallback, reasons
-
-        batch, record = self._cache.batch_for(items, self.transforms._executor().map, self.transforms.max_pixels,
-                                              decode_many if decoder is not None else None)
-        if self.reader.indexable:  # an index names the same sample every epoch (not so for streams)
-            for it in items:
-                if it.data is not None:
-                    self._cached[it.index] = (it.label, it.source)
-        return batch, record
+    def _complete(self, batch: dict[str, Any], moved: dict[str, Any], targets: list[Any], index: np.ndarray,
+                  epoch: Any) -> dict[str, Any]:
+        """The moved targets, the samples' other values (a list per name), then the batch ops."""
+        batch.update(moved)
+        names = {k for t in targets if t for k in t if k not in TARGET_KEYS}
+        for k in sorted(names):
+            batch[k] = sample_values(targets, k)
+        return self.transforms.program.mix(batch, self.seed, epoch, index)
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -471,11 +458,9 @@ class Pipeline:
         if self._finisher is not None:
             self._finisher.shutdown(wait=True)
             self._finisher = None
-        self._lanes.close()
-        self.transforms.close()
+        self.engine.close()
         if self._cache is not None:
             self._cache.clear()
-            self._cached.clear()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -488,3 +473,12 @@ class Pipeline:
             self._shutdown()
         except Exception:
             pass
+
+
+def _targets(items: list[Item]) -> Targets | None:
+    """The batch's targets from its items' target dicts (None: no item has any)."""
+    dicts = [it.targets for it in items]
+    if not any(dicts):
+        return None
+    given = {k: v for k in TARGET_KEYS if (v := sample_values(dicts, k)) is not None}
+    return Targets.from_args(len(items), **given) if given else None

@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compose import SampleError
+from ..engine import SampleError
 
 __all__ = ["STOPPED", "ArraySlots", "EpochEnd", "Failure", "Made", "Producer", "Replay", "Run", "offer", "produce", "read_ahead"]
 

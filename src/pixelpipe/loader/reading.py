@@ -1,18 +1,17 @@
-"""A Pipeline's reading of samples for a batch: slots to items, the on_error policy (a failed
-sample is recorded once per epoch, then raised, skipped or replaced by a deterministic other
-sample), and the padding of an epoch's short last batch. pipe: the Pipeline (its reader,
-cache records, labels, policy and sizes)."""
+"""How a Pipeline reads the samples of its batches (`Reading`): slots to items, the on_error
+policy (a failed sample is recorded once per epoch, then raised, skipped or replaced by a
+deterministic other sample), and the padding of an epoch's short last batch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..compose import SampleError
+from ..engine import SampleError
 from .producer import Run
 from .sampler import Entry, replacement
 
-__all__ = ["Item", "fail", "fill", "pad", "read"]
+__all__ = ["Item", "Reading", "Record"]
 
 
 @dataclass
@@ -25,68 +24,91 @@ class Item:
     source: str
     valid: bool
     attempt: int = 0  # how many replacements led here (on_error="replace")
+    targets: dict[str, Any] | None = None  # boxes, masks, ... as the reader gave them
 
 
-def fill(pipe: Any, run: Run) -> bool:
-    """Read slots until a batch is pending (reading errors go through the policy here);
-    whether the slots ran out."""
-    while len(run.pending) < pipe.batch_size:
-        slot = next(run.slots, None)
-        if slot is None:
-            return True
-        run.cursor += 1
-        if isinstance(slot, Entry) and slot.index in run.failed:
-            continue  # a padding repeat of a sample that already failed this epoch
-        item = read(pipe, run, slot)
-        if item is not None:
-            run.pending.append(item)
-    return False
+@dataclass
+class Record:
+    """What a cached sample keeps besides its pixels, so that later epochs need not read it."""
+
+    label: Any
+    source: str
+    targets: dict[str, Any] | None = None
 
 
-def read(pipe: Any, run: Run, slot: Any, attempt: int = 0) -> Item | None:
-    """One slot as an item: from the cache's records, the reader, or (a failure) the policy."""
-    if isinstance(slot, Entry):
-        if slot.index in run.failed:
-            return substitute(pipe, run, slot.index, slot.valid, attempt)
-        known = pipe._cached.get(slot.index)
-        if known is not None:  # in the cache: nothing to read
-            return Item(None, known[0], slot.index, known[1], slot.valid, attempt)
-        try:
-            s = pipe.reader.read(slot.index)
-        except (OSError, ValueError) as e:
-            return fail(pipe, run, slot.index, pipe.reader.sources(slot.index), str(e), slot.valid, attempt)
-        label = pipe._labels[slot.index] if pipe._labels is not None else s.label
-        return Item(s.data, label, slot.index, s.source, slot.valid, attempt)
-    return Item(slot.data, slot.label, slot.index, slot.source, True)
+class Reading:
+    """A Pipeline's reading: its reader, policy and batch size, and the records of the samples
+    its cache holds (`records`, index -> Record: those are not read again).
 
+    Args:
+        reader: an indexable or streaming reader (pixelpipe.readers).
+        on_error: "raise", "skip" or "replace".
+        seed: the seed replacements are drawn from.
+        batch_size: samples per batch.
+        rank: this process's rank (named in errors).
+        labels: an indexable reader's label table (int64 [N] or [N, K]), or None.
+    """
 
-def fail(pipe: Any, run: Run, index: int, source: str, reason: str, valid: bool, attempt: int) -> Item | None:
-    """Record a failed sample once per epoch and apply the policy."""
-    if index not in run.failed:
-        run.failed.add(index)
-        run.errors.append((index, source, reason))
-    if pipe.on_error == "raise":
-        raise SampleError(index, f"{source}: {reason}")
-    return substitute(pipe, run, index, valid, attempt)
+    def __init__(self, reader: Any, on_error: str, seed: int, batch_size: int, rank: int, labels: Any) -> None:
+        self.reader, self.on_error, self.seed = reader, on_error, seed
+        self.batch_size, self.rank, self.labels = batch_size, rank, labels
+        self.records: dict[int, Record] = {}
 
+    def fill(self, run: Run) -> bool:
+        """Read slots until a batch is pending (reading errors go through the policy here);
+        whether the slots ran out."""
+        while len(run.pending) < self.batch_size:
+            slot = next(run.slots, None)
+            if slot is None:
+                return True
+            run.cursor += 1
+            if isinstance(slot, Entry) and slot.index in run.failed:
+                continue  # a padding repeat of a sample that already failed this epoch
+            item = self.read(run, slot)
+            if item is not None:
+                run.pending.append(item)
+        return False
 
-def substitute(pipe: Any, run: Run, index: int, valid: bool, attempt: int) -> Item | None:
-    """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
-    if pipe.on_error != "replace" or not pipe.reader.indexable or attempt >= 8:
-        return None
-    other = replacement(index, len(pipe.reader), pipe.seed, run.epoch, attempt)
-    return read(pipe, run, Entry(other, valid), attempt + 1)
+    def read(self, run: Run, slot: Any, attempt: int = 0) -> Item | None:
+        """One slot as an item: from the cache's records, the reader, or (a failure) the policy."""
+        if isinstance(slot, Entry):
+            if slot.index in run.failed:
+                return self.substitute(run, slot.index, slot.valid, attempt)
+            known = self.records.get(slot.index)
+            if known is not None:  # in the cache: nothing to read
+                return Item(None, known.label, slot.index, known.source, slot.valid, attempt, known.targets)
+            try:
+                s = self.reader.read(slot.index)
+            except (OSError, ValueError) as e:
+                return self.fail(run, slot.index, self.reader.sources(slot.index), str(e), slot.valid, attempt)
+            label = self.labels[slot.index] if self.labels is not None else s.label
+            return Item(s.data, label, slot.index, s.source, slot.valid, attempt, s.targets)
+        return Item(slot.data, slot.label, slot.index, slot.source, True, targets=slot.targets)
 
+    def fail(self, run: Run, index: int, source: str, reason: str, valid: bool, attempt: int) -> Item | None:
+        """Record a failed sample once per epoch and apply the policy."""
+        if index not in run.failed:
+            run.failed.add(index)
+            run.errors.append((index, source, reason))
+        if self.on_error == "raise":
+            raise SampleError(index, f"{source}: {reason}")
+        return self.substitute(run, index, valid, attempt)
 
-def pad(pipe: Any, run: Run) -> None:
-    """Fill the epoch's last batch by repeating samples (marked invalid)."""
-    last = run.last() if callable(run.last) else run.last
-    pool = [it for it in run.pending + last if it.index not in run.failed]
-    if not pool:
-        raise RuntimeError(f"rank {pipe.rank} has no readable samples left to fill its batches "
-                           f"({len(run.failed)} failed this epoch; see pipe.errors)")
-    k = 0
-    while len(run.pending) < pipe.batch_size:
-        it = pool[k % len(pool)]
-        run.pending.append(Item(it.data, it.label, it.index, it.source, False))
-        k += 1
+    def substitute(self, run: Run, index: int, valid: bool, attempt: int) -> Item | None:
+        """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
+        if self.on_error != "replace" or not self.reader.indexable or attempt >= 8:
+            return None
+        other = replacement(index, len(self.reader), self.seed, run.epoch, attempt)
+        return self.read(run, Entry(other, valid), attempt + 1)
+
+    def pad(self, run: Run) -> None:
+        """Fill the epoch's last batch by repeating samples (marked invalid)."""
+        last = run.last() if callable(run.last) else run.last
+        pool = [it for it in run.pending + last if it.index not in run.failed]
+        if not pool:
+            raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
+                               f"({len(run.failed)} failed this epoch; see pipe.errors)")
+        k = 0
+        while len(run.pending) < self.batch_size:
+            run.pending.append(replace(pool[k % len(pool)], valid=False, attempt=0))
+            k += 1

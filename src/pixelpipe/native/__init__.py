@@ -1,7 +1,7 @@
-"""The planner's hot spots in C (planner.c), compiled on first use and loaded with ctypes; and
-`build()`, which compiles this package's other C files the same way: alloc.c (nvImageCodec's
-allocators, see decode/nvimgcodec_alloc.py), decode.c (a batch's nvImageCodec decode calls in
-one, see decode/nvimgcodec_c.py), open.c (a batch's code streams and images in one, see
+"""The planner's hot spots in C (planner.c), loaded with ctypes; and `load()` / `shared()`, which
+load this package's other C files the same way: alloc.c (nvImageCodec's allocators, see
+decode/nvimgcodec_alloc.py), decode.c (a batch's nvImageCodec decode calls in one, see
+decode/nvimgcodec_c.py), open.c (a batch's code streams and images in one, see
 decode/nvimgcodec_open.py), queue.c (a decoder's decode queue and its thread, see
 decode/nvimgcodec_queue.py) and jpeg_headers.c (a batch's JPEG headers, see
 decode/headers_batch.py).
@@ -14,28 +14,30 @@ cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's win
 and RandomAffine's matrices, ColorJitter's parameters and colour maps, the affine inverse and
 source regions, and the warp kernel's rows in one call each.
 
-The numpy code stays the reference and runs wherever this module gives None: without a C
-compiler (`cc`, or $CC), with PIXELPIPE_NATIVE=0, or inside `disabled()`. Both give the same
-bits, with one documented exception: exp() in RandomResizedCrop's aspect ratio is the C
-library's here, and numpy may use its own SIMD exp, which can differ in the last bit; a crop
-side changes only if sqrt(area * ratio) falls within that bit of a half-integer (the tests
-compare 360,000 windows and find them equal). The other sines, cosines and tangents are
-numpy's, handed to the C code.
+`pip install` compiles each C file of this folder (setup.py, at the repository root) into a
+shared library beside this file, `_<name>.<platform tag>.so` (e.g.
+`_planner.cpython-311-x86_64-linux-gnu.so`), with `-O3 -ffp-contract=off -fno-fast-math` (no
+fused multiply-adds, no fast-math, so each float64 operation rounds as numpy's does). Nothing is
+compiled at import or at first use. In a checkout, `python setup.py build_ext --inplace` builds
+them in place (an editable install, `pip install -e .`, does too).
 
-The library is built with `-O3 -ffp-contract=off` (no fused multiply-adds, no fast-math, so
-each float64 operation rounds as numpy's does) into $PIXELPIPE_CACHE, or ~/.cache/pixelpipe
-(XDG_CACHE_HOME honoured), named by a hash of the source and the command: a new version
-builds its own file, and concurrent first uses each write a temporary file and rename it.
+The numpy code stays the reference and runs wherever this module gives None: where a library
+was not built (no C compiler when pixelpipe was installed; a one-line notice on stderr, once
+per library and process, says what runs instead), with PIXELPIPE_NATIVE=0, or inside
+`disabled()`. Both give the same bits, with one documented exception: exp() in
+RandomResizedCrop's aspect ratio is the C library's here, and numpy may use its own SIMD exp,
+which can differ in the last bit; a crop side changes only if sqrt(area * ratio) falls within
+that bit of a half-integer (the tests compare 360,000 windows and find them equal). The other
+sines, cosines and tangents are numpy's, handed to the C code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes as C
-import hashlib
+import importlib.machinery
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,12 +47,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["address", "build", "disabled", "library", "load", "shared", "signed", "wire"]
+__all__ = ["address", "disabled", "find", "library", "load", "shared", "signed", "wire"]
 
-_SOURCE = Path(__file__).with_name("planner.c")
-_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-std=c99", "-pthread"]
+_DIR = Path(__file__).parent  # where setup.py's build_ext puts the libraries
+_SOURCE = _DIR / "planner.c"
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {"tried": False, "lib": None, "off": os.environ.get("PIXELPIPE_NATIVE", "1") == "0"}
+_TOLD: set[str] = set()  # the C files whose notice has been printed
 _P, _I64, _F64, _U32, _INT = C.c_void_p, C.c_int64, C.c_double, C.c_uint32, C.c_int
 _SIGNATURES = {
     "pp_prefix": (None, [_U32, _P, _P, _I64, _P]),
@@ -67,8 +70,8 @@ _SIGNATURES = {
 
 
 def library() -> C.PyDLL | None:
-    """The compiled planner, or None where the numpy code runs instead (see the module
-    docstring). Built on the first call of the process."""
+    """The C planner, or None where the numpy code runs instead (see the module docstring).
+    Loaded on the first call of the process."""
     if _STATE["off"]:
         return None
     if not _STATE["tried"]:
@@ -104,59 +107,39 @@ def address(a: np.ndarray) -> int:
         return a.__array_interface__["data"][0]
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("PIXELPIPE_CACHE")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pixelpipe"
-
-
-def build(source: Path, what: str) -> Path | None:
-    """`source` (a C file of this package) compiled into the cache (see the module docstring):
-    the shared library's path, or None after a one-line notice on stderr: `what` (what pixelpipe
-    does instead) and why."""
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if cc is None:
-        _notice("no C compiler (cc) found", what)
-        return None
-    text = source.read_bytes()
-    key = hashlib.sha256(text + " ".join([cc, *_FLAGS, sys.platform]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"{source.stem}-{key}.so"
-    try:
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-            os.close(fd)
-            try:
-                done = subprocess.run([cc, *_FLAGS, "-o", tmp, str(source), "-lm"], capture_output=True, text=True)
-                if done.returncode != 0:
-                    _notice(f"{cc} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}", what)
-                    return None
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-    except OSError as e:
-        _notice(f"could not build {target}: {e}", what)
-        return None
-    return target
+def find(source: Path, what: str) -> Path | None:
+    """The shared library `pip install` built from `source` (a C file of this package), found
+    beside this module as _<stem>.<platform tag>.so (this interpreter's tag first; any other
+    works too, the libraries do not use Python's C API); or None after a one-line notice on
+    stderr, once per C file and process: `what` (what pixelpipe does instead) and why."""
+    found = [_DIR / f"_{source.stem}{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    found += sorted(_DIR.glob(f"_{source.stem}.*.so"))
+    for path in found:
+        if path.is_file():
+            return path
+    _notice(source.name, f"the C helpers were not built when pixelpipe was installed: no _{source.stem}.*.so in {_DIR}; "
+            "reinstall with a C compiler, or in a checkout run `python setup.py build_ext --inplace`", what)
+    return None
 
 
 Signatures = dict[str, tuple[Any, list[Any]]]  # function name -> (restype, argtypes)
 
 
-def load(name: str, what: str, dll: type = C.CDLL, signatures: Signatures | None = None) -> C.CDLL | None:
-    """This package's C file `name` built (`build`) and loaded as `dll` (CDLL: calls release
-    the GIL; PyDLL: they keep it), with `signatures` set (`signed`), or None after the
-    one-line notice: `what` pixelpipe does instead, and why. A new load each call (tests load
-    private copies); `shared` loads once per process."""
-    target = build(Path(__file__).with_name(name), what)
+def load(name: str, what: str, dll: type = C.CDLL, signatures: Signatures | None = None,
+         private: bool = False) -> C.CDLL | None:
+    """This package's C file `name` (e.g. "planner.c"), its built library (`build`) loaded as
+    `dll` (CDLL: calls release the GIL; PyDLL: they keep it), with `signatures` set (`signed`),
+    or None after the one-line notice: `what` pixelpipe does instead, and why. The loader maps
+    a path once per process, so each load of the same library shares its globals (the
+    function pointers `wire` sets); `private=True` loads a copy of its own instead (tests wire
+    stand-ins into one). `shared` loads once per process."""
+    target = find(Path(name), what)
     if target is None:
         return None
     try:
-        lib = dll(str(target))
+        lib = _private(dll, target) if private else dll(str(target))
     except OSError as e:
-        _notice(f"could not load {target}: {e}", what)
+        _notice(name, f"could not load {target}: {e}", what)
         return None
     return signed(lib, signatures or {})
 
@@ -173,7 +156,7 @@ _SHARED: dict[str, C.CDLL | None] = {}
 
 
 def shared(name: str, what: str, dll: type = C.CDLL, signatures: Signatures | None = None) -> C.CDLL | None:
-    """`load(name, ...)` once per process (None, after one notice, where it cannot be built)."""
+    """`load(name, ...)` once per process (None, after one notice, where it was not built)."""
     with _LOCK:
         if name not in _SHARED:
             _SHARED[name] = load(name, what, dll, signatures)
@@ -188,6 +171,15 @@ def wire(lib: C.CDLL, setter: str, functions: Any, names: Sequence[str]) -> C.CD
     return lib
 
 
+def _private(dll: type, target: Path) -> C.CDLL:
+    # a copy under a new name is a new mapping with its own globals; once mapped, the file
+    # is not needed any more
+    with tempfile.TemporaryDirectory(prefix="pixelpipe-", ignore_cleanup_errors=True) as tmp:
+        copy = Path(tmp) / target.name
+        shutil.copyfile(target, copy)
+        return dll(str(copy))
+
+
 def _load() -> C.PyDLL | None:
     # PyDLL: the calls keep the GIL. They take microseconds, and a call that let it go would
     # invite another of a Pipeline's threads to take it and hold it for up to the
@@ -195,5 +187,7 @@ def _load() -> C.PyDLL | None:
     return load(_SOURCE.name, "planning in numpy, not with the C planner", C.PyDLL, _SIGNATURES)
 
 
-def _notice(why: str, what: str) -> None:
-    print(f"pixelpipe: {what} ({why}; this needs a C compiler)", file=sys.stderr)
+def _notice(name: str, why: str, what: str) -> None:
+    if name not in _TOLD:
+        _TOLD.add(name)
+        print(f"pixelpipe: {what} ({why})", file=sys.stderr)

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import native
 from ..data.random import Draws
-from ._base import ColorOp, Op, Params, check_prob, check_range
+from .checks import check_prob, check_range
+from .kinds import ColorOp, Op, Params
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]
 
@@ -60,7 +60,8 @@ _HUE = np.stack([(_YIQ_INV @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ 
                 + [(_YIQ_INV @ torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]],
                                             dtype=torch.float64) @ _YIQ).numpy()])
 _GREY_NP = GREY.numpy()
-_HUE_C, _GREY_C = np.ascontiguousarray(_HUE), np.ascontiguousarray(_GREY_NP)  # for planner.c
+# the hue basis and grey weights as C-contiguous arrays, for planner.c (pixelpipe.plan.fast)
+HUE_BASIS, GREY_WEIGHTS = np.ascontiguousarray(_HUE), np.ascontiguousarray(_GREY_NP)
 _EYE = np.eye(3)
 
 
@@ -114,23 +115,18 @@ class ColorJitter(ColorOp):
 
     stacked_means = True  # color() takes means [K, N, 3] too: the chain at K mean colours at once
     draws = 5
-    native_draws = True
+    PARAMS = ("brightness", "contrast", "saturation", "hue")
 
-    def _ranges(self) -> tuple[np.ndarray, np.ndarray]:
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """float64 [4, 2] factor ranges and int64 [4] whether each is drawn (planner.c's form)."""
-        names = ("brightness", "contrast", "saturation", "hue")
-        ranges = np.array([getattr(self, k) or (0.0, 0.0) for k in names], dtype=np.float64)
-        return ranges, np.array([getattr(self, k) is not None for k in names], dtype=np.int64)
+        ranges = np.array([getattr(self, k) or (0.0, 0.0) for k in self.PARAMS], dtype=np.float64)
+        return ranges, np.array([getattr(self, k) is not None for k in self.PARAMS], dtype=np.int64)
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         n = len(draws)
-        lib = native.library()
-        if lib is not None:  # the same numbers from planner.c
-            ranges, given = self._ranges()
-            out = np.empty((n, 4))
-            lib.pp_color_jitter(native.address(draws.prefix_np()), draws.op, n, self.p, native.address(ranges),
-                                native.address(given), native.address(out))
-            return dict(zip(("brightness", "contrast", "saturation", "hue"), out.T.copy()))
         on = draws.bernoulli_np(0, self.p)
         factors = {}
         for k, name in enumerate(("brightness", "contrast", "saturation", "hue")):
@@ -158,15 +154,6 @@ class ColorJitter(ColorOp):
         mu = np.zeros((1, n, 3)) if means is None else means
         mu = mu if stacked else mu.reshape(1, n, 3)
         a = 2 * math.pi * h
-        lib = native.library()
-        if lib is not None and n:  # planner.c, from numpy's cos and sin: the same numbers
-            q = np.ascontiguousarray(np.stack([b, c, s, h], 1), dtype=np.float64)
-            trig = np.stack([np.cos(a), np.sin(a)], 1)
-            mu = np.ascontiguousarray(mu, dtype=np.float64)
-            out = np.empty((mu.shape[0], n, 3, 4))
-            lib.pp_jitter_color(native.address(trig), native.address(q), native.address(mu), mu.shape[0], n,
-                                native.address(_HUE_C), native.address(_GREY_C), native.address(out))
-            return out if stacked else out[0]
         # S(s) H(h) = YIQ^-1 diag(1, s, s) R(a) YIQ, and b c scales it
         scale = (b * c)[:, None, None]
         linear = scale * (_HUE[0] + (s * np.cos(a))[:, None, None] * _HUE[1] + (s * np.sin(a))[:, None, None] * _HUE[2])
@@ -187,6 +174,10 @@ class RandomGrayscale(ColorOp):
 
     draws = 1
 
+    def eval_form(self, style: str) -> list[Op]:
+        """Greyed with probability 1 is no random choice: kept."""
+        return [self] if self.p == 1.0 else []
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         return {"grey": draws.bernoulli_np(0, self.p)}
 
@@ -202,6 +193,7 @@ class Normalize(Op):
     the pointwise pass. Needs a float output dtype."""
 
     kind = "normalize"
+    deterministic = True
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
         mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)

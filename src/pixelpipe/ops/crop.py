@@ -1,4 +1,5 @@
-"""Ops that choose a window and a size: Resize, Crop, CenterCrop, RandomResizedCrop, Pad."""
+"""Ops that choose a window and a size: Resize, Crop, CenterCrop, RandomResizedCrop, its
+deterministic counterpart CenterResizedCrop, and Pad."""
 
 from __future__ import annotations
 
@@ -7,21 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import native
 from ..data.random import Draws
-from ._base import (
-    BORDERS,
-    INTERPOLATIONS,
-    GeometryOp,
-    Params,
-    affine,
-    check_choice,
-    check_fill,
-    check_range,
-    check_size,
-)
+from .checks import BORDERS, INTERPOLATIONS, check_choice, check_fill, check_range, check_size
+from .kinds import GeometryOp, Op, Params
+from .matrices import affine
 
-__all__ = ["Resize", "Crop", "CenterCrop", "RandomResizedCrop", "Pad"]
+__all__ = ["CenterCrop", "CenterResizedCrop", "Crop", "Pad", "RandomResizedCrop", "Resize"]
+
+IMAGENET_CROP = 224 / 256  # the usual validation crop keeps 224/256 of the resized shorter side
 
 
 class Resize(GeometryOp):
@@ -36,6 +30,8 @@ class Resize(GeometryOp):
 
     Example: ``Resize(256)`` turns a 500x375 (w x h) image into 341x256.
     """
+
+    deterministic = True
 
     def __init__(self, size: int | tuple[int, int], max_size: int | None = None,
                  interpolation: str | None = None, border: str | None = None) -> None:
@@ -111,6 +107,8 @@ class Crop(GeometryOp):
         border, fill: what fills a window that reaches past the image (default: constant 0).
     """
 
+    deterministic = True
+
     def __init__(self, size: Any, anchor: Any = (0.5, 0.5), border: str | None = None,
                  fill: Any = None) -> None:
         self.size = check_size("size", size, allow_fraction=True)
@@ -166,7 +164,6 @@ class RandomResizedCrop(GeometryOp):
 
     TRIES = 10
     draws = 2 * TRIES + 2
-    native_draws = True  # planner.c hashes only the tries a window takes (1.3 of 10 on ImageNet-like sizes)
 
     def __init__(self, size: int | tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
                  ratio: tuple[float, float] = (3 / 4, 4 / 3), interpolation: str | None = None) -> None:
@@ -180,10 +177,16 @@ class RandomResizedCrop(GeometryOp):
             raise ValueError(f"ratio must be positive, got {ratio}")
         self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
 
+    def eval_form(self, style: str) -> list[Op]:
+        """"center": CenterResizedCrop, the framing of this op's own fallback window;
+        "imagenet": Resize of the shorter side to round(max(size) * 256 / 224), then
+        CenterCrop(size)."""
+        if style == "imagenet":
+            short = round(max(self.size) / IMAGENET_CROP)
+            return [Resize(short, interpolation=self.interpolation), CenterCrop(self.size)]
+        return [CenterResizedCrop(self.size, self.ratio, self.interpolation)]
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        lib = native.library()
-        if lib is not None:  # the same windows from planner.c (see pixelpipe.native)
-            return self._sample_native(lib, draws, sizes)
         H, W = sizes[:, 0], sizes[:, 1]
         area = (H * W)[:, None]
         u = draws.uniforms_np(2 * self.TRIES + 2).astype(np.float64)
@@ -211,21 +214,53 @@ class RandomResizedCrop(GeometryOp):
         left = np.where(fallback, np.floor((W - w) / 2), left)
         return {"top": top, "left": left, "height": h, "width": w}
 
-    def _sample_native(self, lib: Any, draws: Draws, sizes: np.ndarray) -> Params:
-        pre = draws.prefix_np()
-        hw = np.ascontiguousarray(sizes, dtype=np.float64)
-        out = np.empty((len(hw), 4))
-        lo, hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        lib.pp_random_resized_crop(native.address(pre), draws.op, native.address(hw), len(hw), self.TRIES,
-                                   self.scale[0], self.scale[1] - self.scale[0], self.ratio[0], self.ratio[1],
-                                   lo, hi - lo, native.address(out))
-        return {"top": out[:, 0], "left": out[:, 1], "height": out[:, 2], "width": out[:, 3]}
-
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = sizes.shape[0]
         sy, sx = self.size[0] / params["height"], self.size[1] / params["width"]
         m = affine(n, a=sx, tx=sx * -params["left"], d=sy, ty=sy * -params["top"])
         return m, np.broadcast_to(np.array(self.size, dtype=np.float64), (n, 2))
+
+
+class CenterResizedCrop(GeometryOp):
+    """The deterministic counterpart of RandomResizedCrop: the centred window of the whole
+    image whose aspect ratio (width / height) is clamped into `ratio`, resized to `size`.
+
+    An image whose ratio already lies in `ratio` is resized whole; a wider one loses its left
+    and right edges, a taller one its top and bottom. This is exactly the window
+    RandomResizedCrop falls back to when none of its tries fits, so a model sees the same
+    framing it saw in training when the random crop covered the whole image.
+
+    Args:
+        size: output (height, width), or one int for a square.
+        ratio: (low, high) aspect ratios (width / height) kept as they are.
+        interpolation: "nearest", "bilinear" (default) or "bicubic"; shrinking is antialiased.
+    """
+
+    deterministic = True
+
+    def __init__(self, size: int | tuple[int, int], ratio: tuple[float, float] = (3 / 4, 4 / 3),
+                 interpolation: str | None = None) -> None:
+        h, w = check_size("size", size)
+        self.size = (int(h), int(w))
+        self.ratio = check_range("ratio", ratio, 0.0)
+        if self.ratio[0] <= 0:
+            raise ValueError(f"ratio must be positive, got {ratio}")
+        self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
+
+    def window(self, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(top, left, height, width) float64 [N] each, whole pixels."""
+        H, W = sizes[:, 0], sizes[:, 1]
+        lo, hi = self.ratio
+        aspect = W / H
+        w = np.maximum(np.where(aspect > hi, np.round(H * hi), W), 1.0)
+        h = np.maximum(np.where(aspect < lo, np.round(W / lo), H), 1.0)
+        return np.floor((H - h) / 2), np.floor((W - w) / 2), h, w
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        top, left, h, w = self.window(sizes)
+        sx, sy = self.size[1] / w, self.size[0] / h
+        out = np.broadcast_to(np.array(self.size, dtype=np.float64), (sizes.shape[0], 2))
+        return affine(len(sx), a=sx, tx=sx * -left, d=sy, ty=sy * -top), out
 
 
 class Pad(GeometryOp):
@@ -235,6 +270,8 @@ class Pad(GeometryOp):
         padding: one int (all sides), (left/right, top/bottom) or (left, top, right, bottom).
         mode: "constant" (with `fill`), "reflect", "replicate" or "wrap".
     """
+
+    deterministic = True
 
     def __init__(self, padding: int | tuple[int, ...], mode: str = "constant", fill: Any = 0) -> None:
         if isinstance(padding, int):

@@ -9,21 +9,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import native
 from ..data.random import Draws
-from ._base import (
-    BORDERS,
-    INTERPOLATIONS,
-    GeometryOp,
-    Params,
-    affine,
-    check_choice,
-    check_fill,
-    check_prob,
-    check_range,
-    check_size,
-    host,
-)
+from .checks import BORDERS, INTERPOLATIONS, check_choice, check_fill, check_prob, check_range, check_size
+from .kinds import GeometryOp, Op, Params
+from .matrices import affine, host
 
 __all__ = ["RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp"]
 
@@ -61,7 +50,6 @@ class RandomFlip(GeometryOp):
     """Mirror each image left-right with probability `horizontal`, top-bottom with `vertical`."""
 
     draws = 2
-    native_draws = True
 
     def __init__(self, horizontal: float = 0.5, vertical: float = 0.0) -> None:
         self.horizontal = check_prob("horizontal", horizontal)
@@ -70,15 +58,10 @@ class RandomFlip(GeometryOp):
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         return {"horizontal": draws.bernoulli_np(0, self.horizontal), "vertical": draws.bernoulli_np(1, self.vertical)}
 
-    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lib = native.library()
-        if lib is None:
-            return super().plan(draws, sizes)
-        hw = np.ascontiguousarray(sizes, dtype=np.float64)
-        m = np.empty((len(hw), 3, 3))
-        lib.pp_random_flip(native.address(draws.prefix_np()), draws.op, native.address(hw), len(hw),
-                           self.horizontal, self.vertical, native.address(m))
-        return m, sizes
+    def eval_form(self, style: str) -> list[Op]:
+        """An axis flipped with probability 1 is no random choice: it is kept."""
+        h, v = self.horizontal == 1.0, self.vertical == 1.0
+        return [RandomFlip(float(h), float(v))] if h or v else []
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h, v = params["horizontal"], params["vertical"]
@@ -104,6 +87,9 @@ class RandomRotate(_Warping):
         self._common(interpolation, border, fill)
 
     draws = 2
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         angle = draws.uniform_np(0, *self.degrees).astype(np.float64)
@@ -166,13 +152,12 @@ class RandomAffine(_Warping):
         raise ValueError(f"shear must be a number, 2 or 4 numbers (degrees), got {shear!r}")
 
     draws = 7
-    native_draws = True
+    PARAMS = ("angle", "tx", "ty", "scale", "shear_x", "shear_y")
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        lib = native.library()
-        if lib is not None:  # the same numbers from planner.c
-            columns = self._sample_native(lib, draws, sizes).T.copy()  # contiguous, as numpy's are
-            return dict(zip(("angle", "tx", "ty", "scale", "shear_x", "shear_y"), columns))
         f64 = np.float64
         on = draws.bernoulli_np(0, self.p)
         angle = draws.uniform_np(1, *self.degrees).astype(f64)
@@ -189,33 +174,6 @@ class RandomAffine(_Warping):
         keep = lambda v, base: np.where(on, v, base)
         return {"angle": keep(angle, zero), "tx": keep(tx, zero), "ty": keep(ty, zero),
                 "scale": keep(zoom, 1.0), "shear_x": keep(shx, zero), "shear_y": keep(shy, zero)}
-
-    def _sample_native(self, lib: Any, draws: Draws, sizes: np.ndarray) -> np.ndarray:
-        """[N, 6]: angle, tx, ty, scale, shear x, shear y."""
-        hw = np.ascontiguousarray(sizes, dtype=np.float64)
-        ranges = np.array([*self.degrees, *(self.translate or (0.0, 0.0)), *(self.scale or (1.0, 1.0)),
-                           *(self.shear or (0.0,) * 4)], dtype=np.float64)
-        has = (self.translate is not None) | (self.scale is not None) << 1 | (self.shear is not None) << 2
-        out = np.empty((len(hw), 6))
-        lib.pp_random_affine(native.address(draws.prefix_np()), draws.op, native.address(hw), len(hw), self.p,
-                             native.address(ranges), has, native.address(out))
-        return out
-
-    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lib = native.library()
-        if lib is None:
-            return super().plan(draws, sizes)
-        params = self._sample_native(lib, draws, sizes)
-        # numpy's trigonometry on contiguous columns, as transform() calls it: the same numbers
-        # (numpy may take a SIMD path for contiguous arrays only)
-        columns = params.T.copy()
-        a = np.deg2rad(columns[0])
-        trig = np.stack([np.cos(a), np.sin(a), np.tan(np.deg2rad(columns[4])), np.tan(np.deg2rad(columns[5]))], 1)
-        hw = np.ascontiguousarray(sizes, dtype=np.float64)
-        m = np.empty((len(params), 3, 3))
-        lib.pp_affine_matrix(native.address(trig), native.address(params), native.address(hw), len(hw),
-                             native.address(m))
-        return m, sizes
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a = np.deg2rad(params["angle"])
@@ -262,6 +220,9 @@ class RandomPerspective(_Warping):
 
     draws = 9
 
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         on = draws.bernoulli_np(0, self.p)
         moves = draws.uniforms_np(range(1, 9)).astype(np.float64) * on[:, None] * self.distortion
@@ -295,7 +256,12 @@ class Warp(_Warping):
             m[:, 0, 1] = draws.uniform(0, -0.2, 0.2)
             return m
         Warp(shear)
+
+    In an evaluation Compose a Warp is kept as it is: pixelpipe cannot tell whether its
+    function is random (one that uses its `draws` stays random there).
     """
+
+    deterministic = True
 
     def __init__(self, matrix_fn: Callable[[torch.Tensor, Draws], torch.Tensor],
                  size: int | tuple[int, int] | None = None, interpolation: str | None = None,

@@ -1,12 +1,14 @@
-"""The planner: folds a list of ops into stages and, per batch, into per-sample numbers.
+"""The planner: folds a list of ops into stages, by the ops' kinds (pixelpipe.ops.kinds).
 
-A *stage* is a run of geometric and colour ops (and at most one Normalize) executed as one
-resampling pass and one pointwise pass. Stages are split where fusion is impossible: at a
-Lambda, and where two geometric ops ask for different interpolation, border or fill.
+A *stage* is a run of geometric and colour ops executed as one resampling pass and one
+pointwise pass (colour, clamp and, when it comes before them, Normalize), followed by the pixel
+ops that stand after them in the list, run on the warped image. A stage ends where fusion is
+impossible: where a geometric or colour op follows a pixel op (its input is the pixel op's
+result), and where two geometric ops ask for different interpolation, border or fill. Batch ops
+run last, on the whole output batch. `build` makes the `Program` a Compose runs; new ops join a
+kind and need no change here.
 
-Per batch, `Stage.sample` turns the stage into a `StagePlan`: the product of the geometric
-matrices, the output size, the colour ops' parameters, and the source region each sample
-needs, so that decoders can decode only that region, at a reduced DCT scale when it shrinks.
+Per batch, `Stage.sample` turns a stage into a `StagePlan` (pixelpipe.plan.stage_plan).
 """
 
 from __future__ import annotations
@@ -15,27 +17,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
-from .. import native
-from ..data.random import Draws, op_blocks, prefix
-from ..kernels.spec import WarpSpec, is_affine, stretch_at
-from ..ops._base import ColorOp, GeometryOp, Op, Params, host
-from ..ops.color import Normalize, apply_to_mean, compose, identity
-from ..ops.tensor import Lambda
+from ..data.random import Draws, epochs
+from ..ops.color import Normalize
+from ..ops.kinds import BatchOp, ColorOp, GeometryOp, Op, Params, PixelOp
+from ..ops.matrices import host
+from . import fast
+from .output import INTERMEDIATE, Form, Output
+from .stage_plan import StagePlan
 
-_EPS = 1e-6
+__all__ = ["Program", "Stage", "build"]
 
 
 @dataclass
 class Stage:
-    """Ops fused into one warp + one pointwise pass. `ops` holds (position, op) pairs."""
+    """Ops fused into one warp + one pointwise pass, then the pixel ops after them. `ops` and
+    `pixels` hold (position, op) pairs; `normalize_at` is where Normalize applies among the
+    pixel ops (0: in the pointwise pass, before them)."""
 
     ops: list[tuple[int, Op]] = field(default_factory=list)
+    pixels: list[tuple[int, PixelOp]] = field(default_factory=list)
     interpolation: str = "bilinear"
     border: str = "constant"
     fill: tuple[float, float, float] = (0.0, 0.0, 0.0)
     normalize: Normalize | None = None
+    normalize_at: int = 0
+    _explicit: dict[str, Any] = field(default_factory=dict, repr=False)  # filter settings an op set
 
     @property
     def geometry(self) -> list[tuple[int, GeometryOp]]:
@@ -48,9 +55,15 @@ class Stage:
     def describe(self) -> str:
         geo = ", ".join(type(op).__name__ for _, op in self.geometry) or "none"
         col = ", ".join(type(op).__name__ for _, op in self.colors) or "none"
-        norm = "normalize" if self.normalize else "no normalize"
-        return (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
-                f"pointwise[{col}; clamp; {norm}]")
+        fused = self.normalize is not None and self.normalize_at == 0
+        text = (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
+                f"pointwise[{col}; clamp; {'normalize' if fused else 'no normalize'}]")
+        if self.pixels:
+            names = [_name(op) for _, op in self.pixels]
+            if self.normalize is not None and not fused:
+                names.insert(self.normalize_at, "normalize")
+            text += f" -> pixel[{', '.join(names)}]"
+        return text
 
     def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any) -> StagePlan:
         """Draw every op's parameters and fold them. indices: int64 [N] global sample indices
@@ -58,9 +71,9 @@ class Stage:
         or int64 [N] per-sample epochs (random.epochs)."""
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
-        shared = prefix(seed, epoch, indices)
+        shared = fast.prefix(seed, epoch, indices)
         # the leading draws of every op hashed in one evaluation (see random.op_blocks)
-        blocks = (op_blocks(shared, [pos for pos, _ in self.ops], [op.block_draws() for _, op in self.ops])
+        blocks = (fast.op_blocks(shared, [pos for pos, _ in self.ops], [fast.block_draws(op) for _, op in self.ops])
                   if n else None)
         matrix: np.ndarray | None = None
         cur = sizes
@@ -68,296 +81,129 @@ class Stage:
         for k, (pos, op) in enumerate(self.ops):
             draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[k])
             if isinstance(op, GeometryOp):
-                m, cur = op.plan(draws, cur)
+                m, cur = fast.plan_geometry(op, draws, cur)
                 matrix = m if matrix is None else m @ matrix
-            elif isinstance(op, ColorOp):
-                color_params.append((op, op.sample(draws, cur)))
+            else:
+                color_params.append((op, fast.sample(op, draws, cur)))  # type: ignore[arg-type]
         if matrix is None:
             matrix = np.zeros((n, 3, 3))
             matrix[:, 0, 0] = matrix[:, 1, 1] = matrix[:, 2, 2] = 1.0
         return StagePlan(self, matrix, sizes, np.asarray(cur, dtype=np.float64), color_params)
 
-
-@dataclass
-class StagePlan:
-    """One stage's numbers for one batch, as numpy arrays (planning runs on the host)."""
-
-    stage: Stage
-    matrix: np.ndarray  # float64 [N, 3, 3] input -> output
-    in_sizes: np.ndarray  # float64 [N, 2]
-    out_sizes: np.ndarray  # float64 [N, 2]
-    color_params: list[tuple[ColorOp, Params]]
-
-    @property
-    def needs_means(self) -> bool:
-        return any(op.needs_mean for op, _ in self.color_params)
-
-    def __getitem__(self, rows: slice) -> StagePlan:
-        """The plan of a run of its samples (what was computed once, the inverse, is sliced too):
-        batches planned together are split with it."""
-        n = self.matrix.shape[0]
-        cut = lambda v: v[rows] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v
-        part = StagePlan(self.stage, self.matrix[rows], self.in_sizes[rows], self.out_sizes[rows],
-                         [(op, {k: cut(v) for k, v in params.items()}) for op, params in self.color_params])
-        if "_inverse" in self.__dict__:
-            part.__dict__["_inverse"] = self.__dict__["_inverse"][rows]
-        return part
-
-    def uniform_size(self) -> tuple[int, int] | None:
-        """The common output (h, w), or None when samples differ."""
-        if self.out_sizes.shape[0] == 0:
-            return None
-        s = np.round(self.out_sizes)
-        if (s == s[0]).all():
-            return (int(s[0, 0]), int(s[0, 1]))
-        return None
-
-    def inverse(self) -> np.ndarray:
-        """float64 [N, 3, 3] output -> input; computed once (regions and warp_spec both need it)."""
-        cached = self.__dict__.get("_inverse")
-        if cached is None:
-            m = self.matrix
-            if is_affine(m):  # in closed form: a quarter of LAPACK's time for [N, 3, 3]
-                a, b, tx, c, d, ty = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2], m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
-                det = a * d - b * c
-                inv = np.zeros_like(m)
-                with np.errstate(divide="ignore", invalid="ignore"):  # singular ones are named below
-                    inv[:, 0, 0], inv[:, 0, 1], inv[:, 0, 2] = d / det, -b / det, (b * ty - d * tx) / det
-                    inv[:, 1, 0], inv[:, 1, 1], inv[:, 1, 2] = -c / det, a / det, (c * tx - a * ty) / det
-                inv[:, 2, 2] = 1.0
-            elif len(m):
-                try:
-                    inv = np.linalg.inv(m)
-                except np.linalg.LinAlgError:  # a singular matrix: name the one nearest to it
-                    inv = np.zeros_like(m)
-                    inv[int(np.argmin(np.abs(np.linalg.det(m))))] = np.nan
-            else:
-                inv = m.copy()
-            bad = ~np.isfinite(inv.reshape(len(m), 9)).all(1)
-            if bad.any():
-                raise ValueError(f"the geometric ops map sample {int(bad.argmax())} (its place in the batch) onto "
-                                 "a line or a point: its matrix has no inverse (a zero scale, or a Warp's "
-                                 "singular matrix)")
-            cached = inv
-            self.__dict__["_inverse"] = cached
-        return cached
-
-    def regions(self) -> np.ndarray:
-        """int64 [N, 4] (y0, x0, y1, x1): the source pixels each output needs.
-
-        The bounding box of the output rectangle mapped back into the source, rounded outwards,
-        clipped to the image, and at least one pixel. With border "reflect" or "wrap" an axis
-        whose footprint leaves the image takes the whole axis (mirrored and wrapped reads come
-        from elsewhere in the image).
-        """
-        n = self.matrix.shape[0]
-        if n == 0:
-            return np.zeros((0, 4), dtype=np.int64)
-        lib = native.library()
-        if lib is not None and "_inverse" not in self.__dict__:
-            found = self._regions_native(lib)
-            if found is not None:
-                return found
-        inv = self.inverse()
-        h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
-        # the two source axes side by side, [N, 2] in (x, y) order
-        if is_affine(inv):
-            # the extremes of a x + b y + c over the corners: each term at its own extreme
-            # (the same sums as at the extreme corner, so the same bits)
-            ax, by = inv[:, :2, 0] * w, inv[:, :2, 1] * h
-            lo = np.minimum(ax, 0.0) + np.minimum(by, 0.0) + inv[:, :2, 2]
-            hi = np.maximum(ax, 0.0) + np.maximum(by, 0.0) + inv[:, :2, 2]
-        else:
-            zero = np.zeros_like(h)
-            xs = np.concatenate([zero, w, zero, w, w / 2, w / 2, zero, w], 1)  # [N, 8] edge points
-            ys = np.concatenate([zero, zero, h, h, zero, h, h / 2, h / 2], 1)
-            pz = inv[:, 2, 0:1] * xs + inv[:, 2, 1:2] * ys + inv[:, 2, 2:3]
-            uv = (inv[:, :2, 0:1] * xs[:, None] + inv[:, :2, 1:2] * ys[:, None] + inv[:, :2, 2:3]) / pz[:, None]
-            lo, hi = uv.min(2), uv.max(2)
-        size = self.in_sizes[:, ::-1]  # (w, h)
-        a0 = np.floor(lo + _EPS)
-        a1 = np.ceil(hi - _EPS)
-        if self.stage.border in ("reflect", "wrap"):
-            out = (a0 < 0) | (a1 > size)
-            a0, a1 = np.where(out, 0.0, a0), np.where(out, size, a1)
-        a0 = np.minimum(np.maximum(a0, 0), size - 1)
-        a1 = np.maximum(np.minimum(a1, size), a0 + 1)
-        return np.concatenate([a0[:, ::-1], a1[:, ::-1]], 1).astype(np.int64)
-
-    def _regions_native(self, lib: Any) -> np.ndarray | None:
-        """regions() and the inverse it needs from planner.c for affine plans (the same numbers),
-        or None for numpy to take a perspective batch."""
-        n = self.matrix.shape[0]
-        m = np.ascontiguousarray(self.matrix, dtype=np.float64)
-        outs = np.ascontiguousarray(self.out_sizes, dtype=np.float64)
-        ins = np.ascontiguousarray(self.in_sizes, dtype=np.float64)
-        inv, regions = np.empty((n, 3, 3)), np.empty((n, 4), dtype=np.int64)
-        wide = int(self.stage.border in ("reflect", "wrap"))
-        status = lib.pp_affine_regions(native.address(m), native.address(outs), native.address(ins), n, wide, _EPS,
-                                       native.address(inv), native.address(regions))
-        if 0 <= status < n:
-            return None
-        if status >= n:
-            self.inverse()  # numpy's path names the sample whose matrix has no inverse
-            raise AssertionError("planner.c found a singular matrix that numpy inverts")  # pragma: no cover
-        self.__dict__["_inverse"] = inv
-        return regions
-
-    def shrink(self) -> np.ndarray:
-        """float64 [N, 2] (y, x): the smallest shrink factor over the output (>= 0); a decoder
-        may reduce the source by up to this factor without losing output detail."""
-        h, w = self.out_sizes[:, 0:1], self.out_sizes[:, 1:2]
-        x = np.concatenate([0.0 * w, w, 0.0 * w, w], 1)  # the four corners, [N, 4]
-        y = np.concatenate([0.0 * h, 0.0 * h, h, h], 1)
-        sy, sx = stretch_at(self.inverse(), x, y)
-        return np.stack([sy.min(1), sx.min(1)], 1)
-
-    def min_decode_size(self, regions: np.ndarray) -> np.ndarray:
-        """int64 [N, 2]: how small a decoder may make each region (DCT scaling) without going
-        below the output's resolution: the region divided by the shrink factor."""
-        s = np.maximum(self.shrink(), 1.0)
-        hw = (regions[:, 2:] - regions[:, :2]).astype(np.float64)
-        return np.ceil(hw / s - _EPS).astype(np.int64)
-
-    def warp_spec(self, out_size: tuple[int, int], regions: np.ndarray, origin: np.ndarray | None = None,
-                  scale: np.ndarray | None = None, antialias: bool = True) -> WarpSpec:
-        """The warp for sources stored from `origin` (default 0) at DCT `scale` (default 1).
-
-        scale: float64 [N] factors (1, 1/2, 1/4, 1/8) by which each image was reduced.
-        regions, origin: in full-resolution pixels; origin is rescaled here as the decoder did
-        (floor), clip = the stored pixels for decoded regions.
-        """
-        n = self.matrix.shape[0]
-        inv = self.inverse()
-        img = np.round(self.in_sizes).astype(np.int64)
-        clip = np.asarray(regions, dtype=np.int64)
-        org = np.zeros((n, 2), dtype=np.int64) if origin is None else np.asarray(origin, dtype=np.int64)
-        if scale is not None:
-            sc = np.asarray(scale, dtype=np.float64).reshape(n, 1)
-            inv = inv * np.concatenate([sc, sc, np.ones_like(sc)], 1)[:, :, None]  # diag(s, s, 1) @ inv
-            img = np.ceil(img * sc - _EPS).astype(np.int64)
-            clip = np.concatenate([np.floor(clip[:, :2] * sc + _EPS), np.ceil(clip[:, 2:] * sc - _EPS)], 1).astype(np.int64)
-            clip = np.minimum(clip, np.tile(img, 2))
-            org = np.floor(org * sc + _EPS).astype(np.int64)
-        return WarpSpec(inv, img, org, clip, out_size, self.stage.interpolation, self.stage.border,
-                        self.stage.fill, antialias)
-
-    def color_matrix(self, means: Any) -> torch.Tensor | None:
-        """Fold the colour ops into float64 [N, 3, 4] (None when there are none).
-
-        means: the warped images' mean colours [N, 3] (a tensor or numpy), or None; or
-        [K, N, 3], K candidate mean colours per sample folded in one evaluation, giving
-        [K, N, 3, 4]: the GPU path needs the chain at four mean colours per batch (see
-        ColorOp.stacked_means). A tensor, for the pointwise pass."""
-        if not self.color_params:
-            return None
-        n = self.matrix.shape[0]
-        return torch.from_numpy(_fold_colors(self.color_params, None if means is None else host(means), n))
+    def resolve(self, op: GeometryOp) -> bool:
+        """Fold op's explicit filter settings into the stage; False if they conflict."""
+        given = {a: getattr(op, a, None) for a in ("interpolation", "border", "fill")}
+        given = {a: v for a, v in given.items() if v is not None}
+        if any(a in self._explicit and self._explicit[a] != v for a, v in given.items()):
+            return False
+        for a, v in given.items():
+            self._explicit[a] = v
+            setattr(self, a, v)
+        return True
 
 
-def _tile(value: object, k: int, n: int) -> object:
-    """A per-sample parameter (an array with N rows) repeated k times along its rows."""
-    if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n:
-        return np.tile(value, (k,) + (1,) * (value.ndim - 1))
-    return value
-
-
-def _color_of(op: ColorOp, params: Params, mean: np.ndarray | None, n: int) -> np.ndarray:
-    """op's colour maps: [N, 3, 4], or [K, N, 3, 4] for means [K, N, 3] (ops without
-    `stacked_means` see their parameters tiled K times)."""
-    if not op.needs_mean:
-        mean = None
-    if mean is not None and mean.ndim == 3 and not op.stacked_means:
-        k = mean.shape[0]
-        tiled = {name: _tile(v, k, n) for name, v in params.items()}
-        m = host(op.color(tiled, mean.reshape(k * n, 3))).reshape(k, n, 3, 4)
-    else:
-        m = host(op.color(params, mean))
-    return m
-
-
-def _fold_colors(color_params: list[tuple[ColorOp, Params]], means: np.ndarray | None, n: int) -> np.ndarray:
-    """The chain folded into [N, 3, 4] (or [K, N, 3, 4] for means [K, N, 3])."""
-    mean = np.zeros((n, 3)) if means is None else means
-    total = identity(n)
-    for k, (op, params) in enumerate(color_params):
-        m = _color_of(op, params, mean, n)
-        # the first map after the identity is itself; the last one's output mean is not needed
-        total = m.copy() if k == 0 else compose(m, total)
-        if k + 1 < len(color_params):
-            mean = apply_to_mean(m, mean)
-    if mean.ndim == 3 and total.ndim == 3:  # no op used the means
-        total = np.broadcast_to(total, (mean.shape[0], *total.shape))
-    return np.ascontiguousarray(total)
+def _name(op: Op) -> str:
+    return getattr(op, "name", None) or type(op).__name__
 
 
 @dataclass
-class TensorStage:
-    """A Lambda run on the whole batch tensor."""
+class Program:
+    """A list of ops planned: its stages, its batch ops and its output form."""
 
-    position: int
-    op: Lambda
+    ops: list[Op]
+    output: Output
+    stages: list[Stage]
+    batch_ops: list[tuple[int, BatchOp]]
+
+    def form(self, k: int) -> Form:
+        """What stage k's pointwise pass writes: the output form (with the normalisation) when
+        it is the last stage and no pixel op follows; otherwise float32 NCHW in [0, 1], in the
+        output's channels for the last stage (normalised when Normalize precedes its pixel ops)."""
+        stage = self.stages[k]
+        if k + 1 < len(self.stages):
+            return INTERMEDIATE
+        norm = stage.normalize if stage.normalize is not None and stage.normalize_at == 0 else None
+        mean, std = (norm.mean, norm.std) if norm is not None else (None, None)
+        if stage.pixels:
+            return Form(INTERMEDIATE.dtype, "NCHW", self.output.channels, mean, std)
+        out = self.output
+        return Form(out.dtype, out.layout, out.channels, mean, std)
 
     def describe(self) -> str:
-        return f"tensor[{self.op.name}]"
+        out = self.output
+        lines = [f"Plan: {len(self.ops)} ops -> {len(self.stages)} stage(s); output {out.layout} "
+                 f"{str(out.dtype).replace('torch.', '')}, {out.channels} channel(s)"]
+        for k, s in enumerate(self.stages):
+            lines.append(f"  stage {k}: {s.describe()}")
+        if self.batch_ops:
+            lines.append(f"  then on the batch: {', '.join(_name(op) for _, op in self.batch_ops)}")
+        return "\n".join(lines)
+
+    def mix(self, batch: dict[str, Any], seed: int, epoch: Any, indices: np.ndarray) -> dict[str, Any]:
+        """The batch ops, in order, on the output batch (image and targets)."""
+        if not self.batch_ops:
+            return batch
+        per = epochs(epoch)
+        shared = fast.prefix(seed, per, indices)
+        sizes = np.tile(np.asarray(batch["image"].shape[-2:] if self.output.layout == "NCHW"
+                                   else batch["image"].shape[1:3], dtype=np.float64), (len(indices), 1))
+        for pos, op in self.batch_ops:
+            draws = Draws(seed, per, indices, pos, shared)
+            batch = op.apply(batch, op.sample(draws, sizes), draws)
+            if not isinstance(batch, dict) or "image" not in batch:
+                raise TypeError(f"{_name(op)}.apply must return the batch dict (with 'image'), got {type(batch).__name__}")
+        return batch
 
 
-def _resolve(stage: Stage, op: GeometryOp) -> bool:
-    """Fold op's explicit filter settings into the stage; False if they conflict."""
-    for attr in ("interpolation", "border", "fill"):
-        val = getattr(op, attr, None)
-        if val is None:
-            continue
-        if attr in stage._explicit and stage._explicit[attr] != val:  # type: ignore[attr-defined]
-            return False
-    for attr in ("interpolation", "border", "fill"):
-        val = getattr(op, attr, None)
-        if val is not None:
-            stage._explicit[attr] = val  # type: ignore[attr-defined]
-            setattr(stage, attr, val)
-    return True
-
-
-def build_stages(ops: list[Op]) -> list[Stage | TensorStage]:
-    """Split the op list into fused stages (see the module docstring)."""
-    stages: list[Stage | TensorStage] = []
+def build(ops: list[Op], output: Output) -> Program:
+    """Plan the op list into stages (see the module docstring); errors name the op's place."""
+    stages: list[Stage] = []
+    batch_ops: list[tuple[int, BatchOp]] = []
     current: Stage | None = None
     normalized = False
-
-    def fresh() -> Stage:
-        s = Stage()
-        s._explicit = {}  # type: ignore[attr-defined]
-        return s
-
     for pos, op in enumerate(ops):
-        if isinstance(op, Lambda):
+        if batch_ops and not isinstance(op, BatchOp):
+            raise ValueError(f"op {pos} ({type(op).__name__}) comes after the batch op {_name(batch_ops[-1][1])}: "
+                             "batch ops work on the finished batch and come last")
+        if isinstance(op, BatchOp):
+            batch_ops.append((pos, op))
+            continue
+        if isinstance(op, (GeometryOp, ColorOp)) and normalized:
+            raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
+                             "and batch ops may follow Normalize (colour and geometric ops work on pixel values)")
+        if current is None or (isinstance(op, (GeometryOp, ColorOp)) and current.pixels):
             if current is not None:
                 stages.append(current)
-                current = None
-            if not any(isinstance(s, Stage) for s in stages):
-                stages.append(fresh())  # a Lambda gets a tensor: convert the images first
-            stages.append(TensorStage(pos, op))
-            continue
-        if normalized:
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only Lambda may follow "
-                             "Normalize (colour and geometric ops work on pixel values)")
-        if current is None:
-            current = fresh()
+            current = Stage()
         if isinstance(op, GeometryOp):
-            if not _resolve(current, op):
+            if not current.resolve(op):
                 stages.append(current)
-                current = fresh()
-                _resolve(current, op)
+                current = Stage()
+                current.resolve(op)
             current.ops.append((pos, op))
         elif isinstance(op, ColorOp):
             current.ops.append((pos, op))
         elif isinstance(op, Normalize):
-            current.normalize = op
+            if normalized:
+                raise ValueError(f"op {pos}: a second Normalize")
+            current.normalize, current.normalize_at = op, len(current.pixels)
             normalized = True
+        elif isinstance(op, PixelOp):
+            current.pixels.append((pos, op))
         else:
-            raise TypeError(f"op {pos}: {op!r} is not a pixelpipe op")
-    if current is not None:
-        stages.append(current)
-    if not any(isinstance(s, Stage) for s in stages):
-        stages.insert(0, fresh())  # a plain conversion to a tensor still needs one pass
-    return stages
+            raise TypeError(f"op {pos}: {op!r} is of no kind the planner knows: subclass one of pixelpipe.ops "
+                            "GeometryOp, ColorOp, PixelOp or BatchOp")
+    stages.append(current if current is not None else Stage())  # a plain conversion still needs one pass
+    program = Program(list(ops), output, stages, batch_ops)
+    _check_output(program)
+    return program
+
+
+def _check_output(program: Program) -> None:
+    out = program.output
+    norm = next((s.normalize for s in program.stages if s.normalize is not None), None)
+    if out.dtype.is_floating_point is False and norm is not None:
+        raise ValueError("Normalize produces values outside uint8; use a float dtype or drop Normalize")
+    if out.channels == 1 and norm is not None and (len(set(norm.mean)) > 1 or len(set(norm.std)) > 1):
+        raise ValueError(f"channels=1 gives one grey channel: Normalize needs one mean and std for it "
+                         f"(e.g. Normalize([m], [s])), got mean={list(norm.mean)}, std={list(norm.std)}")

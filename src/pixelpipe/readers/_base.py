@@ -66,12 +66,17 @@ class Sample:
         source: where the sample came from, for error messages: a file path,
             "shard.tar:member.jpg", "iterable[17]", "memory[3]".
         index: the global sample index (see each reader for how it is numbered).
+        targets: what else the sample carries, by name: "boxes" ([K, 4] xyxy pixels),
+            "keypoints" ([K, 2] or [K, 3]), "masks" (an integer label image the size of the
+            image), which move with the image; any other name is a per-sample value handed
+            through as it is. None: nothing.
     """
 
     data: Any
     label: Label
     source: str
     index: int
+    targets: dict[str, Any] | None = None
 
 
 @runtime_checkable
@@ -196,15 +201,23 @@ def check_image(data: Any, source: str) -> Any:
     )
 
 
-def split_item(item: Any, source: str) -> tuple[Any, Label]:
-    """Split one user item into (image, label).
+def split_item(item: Any, source: str) -> tuple[Any, Label, dict[str, Any] | None]:
+    """Split one user item into (image, label, targets).
 
-    An item is either an image, or a tuple/list (image, label, *extra) whose extra fields are
-    ignored. The image is checked with `check_image` and returned as given.
+    An item is an image; a tuple/list (image, label, *extra) whose extra fields are ignored;
+    or a dict with the image under "image", the label under "label" (optional) and anything
+    else (boxes, keypoints, masks, per-sample values) as the sample's targets. The image is
+    checked with `check_image` and returned as given.
     """
+    if isinstance(item, dict):
+        if "image" not in item:
+            raise ValueError(f"{source}: a dict sample needs its image under 'image'; got keys {sorted(item)}")
+        label = normalize_label(item.get("label"), source)
+        rest = {k: v for k, v in item.items() if k not in ("image", "label")}
+        return check_image(item["image"], source), label, rest or None
     if isinstance(item, (tuple, list)):
         if not item:
             raise ValueError(f"{source}: empty {type(item).__name__}; expected (image, label)")
         label = normalize_label(item[1], source) if len(item) > 1 else None
-        return check_image(item[0], source), label
-    return check_image(item, source), None
+        return check_image(item[0], source), label, None
+    return check_image(item, source), None, None

@@ -117,8 +117,8 @@ class Iterable:
         i = check_index(i, len(self), "Iterable")
         item = self._source[i] if self._sequence else self._source(i)
         source = f"iterable[{i}]"
-        data, label = split_item(item, source)
-        return Sample(data, label, source, i)
+        data, label, targets = split_item(item, source)
+        return Sample(data, label, source, i, targets)
 
     def sources(self, i: int) -> str:
         self._need(indexable=True, what="sources(i)")
@@ -162,12 +162,14 @@ class Iterable:
 def _samples(items: abc.Iterable[Any], start: int) -> Iterator[Sample]:
     for i, item in enumerate(items, start):
         source = f"iterable[{i}]"
-        data, label = split_item(item, source)
-        yield Sample(data, label, source, i)
+        data, label, targets = split_item(item, source)
+        yield Sample(data, label, source, i, targets)
 
 
 def _label_only(item: Any, i: int) -> Any:
     """The label of an item, without looking at the image."""
     if isinstance(item, (tuple, list)) and len(item) > 1:
         return normalize_label(item[1], f"iterable[{i}]")
+    if isinstance(item, dict):
+        return normalize_label(item.get("label"), f"iterable[{i}]")
     return None

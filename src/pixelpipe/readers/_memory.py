@@ -45,8 +45,9 @@ class Memory:
         pairs = [split_item(item, f"memory[{i}]") for i, item in enumerate(samples)]
         if not pairs:
             raise ReaderError("Memory: no samples")
-        self._data = [d for d, _ in pairs]
-        self._label_list = [lab for _, lab in pairs]
+        self._data = [d for d, _, _ in pairs]
+        self._label_list = [lab for _, lab, _ in pairs]
+        self._targets = [t for _, _, t in pairs]
         self._labels = labels_tensor(self._label_list, "Memory")
 
     def __len__(self) -> int:
@@ -54,7 +55,7 @@ class Memory:
 
     def read(self, i: int) -> Sample:
         i = check_index(i, len(self._data), "Memory")
-        return Sample(self._data[i], self._label_list[i], f"memory[{i}]", i)
+        return Sample(self._data[i], self._label_list[i], f"memory[{i}]", i, self._targets[i])
 
     def sources(self, i: int) -> str:
         return f"memory[{check_index(i, len(self._data), 'Memory')}]"

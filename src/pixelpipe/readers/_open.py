@@ -25,7 +25,8 @@ def open_reader(spec: Any) -> IndexableReader | StreamingReader:
     """Return a reader for spec.
 
     * a reader (anything with `indexable` and `read` or `iter_shard`): returned as is;
-    * a path (str or os.PathLike): a folder -> `Folder`; a .txt/.csv/.lst file -> `FileList`;
+    * a path (str or os.PathLike): a folder -> `Folder` (class subfolders, or a flat folder
+      of unlabeled images); a .txt/.csv/.lst file -> `FileList`;
       a tar file (.tar, .tar.gz, .tgz, ...), or a glob / brace pattern of them -> `TarShards`;
     * a list or tuple of tar paths -> `TarShards`; any other list or tuple -> `Memory`;
     * an object with `__getitem__` and `__len__` (a map-style Dataset) -> indexable

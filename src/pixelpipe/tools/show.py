@@ -160,7 +160,7 @@ def _split(images: Any) -> tuple[list[Any], list[Any] | None]:
         raise TypeError("pass a list of images (or an ImageBatch), not a single image")
     items, labels = [], []
     for i, item in enumerate(images):
-        image, label = split_item(item, f"images[{i}]")
+        image, label, _ = split_item(item, f"images[{i}]")
         items.append(image)
         labels.append(label)
     return items, (labels if any(lab is not None for lab in labels) else None)

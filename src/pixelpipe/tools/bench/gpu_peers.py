@@ -42,9 +42,10 @@ from datetime import datetime
 import torch
 
 from ...data.batch import ImageBatch
+from .batches import augment_spans, decode_head, drainer, head, spans
 from .engine_use import open_meter
 from .pipelines import pipeline_ops
-from .runner import Result, in_rounds, print_round_ratios, print_table, time_runs
+from .timing import Result, in_rounds, print_round_ratios, print_table, time_runs
 
 RunPass = Callable[[int], Iterator[int]]
 Factory = Callable[[], RunPass]
@@ -57,7 +58,6 @@ INSTALL = {"nvidia": "nvidia-dali-cuda130", "torchvision": "torchvision", "korni
 # Versions shown in the header: short name -> how its distribution's name starts.
 PACKAGES = {"torch": "torch", "triton": "triton", "dali": "nvidia-dali-cuda",
             "torchvision": "torchvision", "kornia": "kornia", "nvimgcodec": "nvidia-nvimgcodec"}
-CROP, VAL_RESIZE = 224, 256  # output side; val's shorter side before the centre crop
 NOTE_CHARS = 160  # longest reason kept in a failed row's note (the traceback goes to stderr)
 
 
@@ -102,36 +102,6 @@ def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: i
             f"threads={threads} passes={passes} data={what}\n"
             f"{date} | {gpu} | {cpus} CPUs | "
             + ", ".join(f"{k} {v}" for k, v in versions.items()))
-
-
-# ----------------------------------------------------------------------------- shared helpers
-def spans(total: int, batch: int) -> list[tuple[int, int]]:
-    """(start, size) of the batches of one pass over `total` images."""
-    return [(s, min(batch, total - s)) for s in range(0, total, batch)]
-
-
-def drainer(device: torch.device) -> Callable[[], None] | None:
-    """What time_runs calls to wait for the device's work: a synchronize on CUDA."""
-    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-
-
-def decode_head(blobs: Sequence[bytes], batch: int, device: torch.device) -> ImageBatch:
-    """The first min(batch, len(blobs)) images decoded whole by pixelpipe's CPU decoder, RGB
-    (3 channels, so every peer can take them), packed and moved to `device`."""
-    from ...decode import decode_region
-
-    images = [decode_region(b, rgb=True)[0] for b in blobs[:batch]]
-    return ImageBatch.from_list(images).to(device)
-
-
-def head(images: ImageBatch, k: int) -> ImageBatch:
-    """The first k images of a batch, sharing its buffer (no copy)."""
-    return images if k == len(images) else ImageBatch(images.data, images.table[:k])
-
-
-def augment_spans(total: int, images: ImageBatch) -> list[tuple[int, int]]:
-    """The batches of an augment-only pass: the decoded batch (or its head), again and again."""
-    return spans(total, len(images))
 
 
 def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
@@ -203,23 +173,26 @@ def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: i
 
     run.close = pipe.close  # type: ignore[attr-defined]
     run.stats = pipe.stats  # type: ignore[attr-defined]
-    run.decoder = lambda: pipe.transforms._decoder  # type: ignore[attr-defined]
+    run.decoder = lambda: pipe.engine.gpu_decoder(device) if device.type == "cuda" else None  # type: ignore[attr-defined]
     return run
 
 
 def pixelpipe_augment(images: ImageBatch, total: int, pipeline: str, threads: int,
                       device: torch.device) -> RunPass:
     from ...compose import Compose
+    from ...engine import Engine
 
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, device=device, num_threads=threads)
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    engine = Engine(device, num_threads=threads)
     plan = augment_spans(total, images)
     heads = {k: head(images, k) for _, k in plan}
 
     def run(epoch: int) -> Iterator[int]:
         for start, k in plan:  # distinct indices, so a repeated image gets new draws
-            out = t(heads[k], seed=0, epoch=epoch, indices=torch.arange(start, start + k))
+            out = t(heads[k], seed=0, epoch=epoch, indices=torch.arange(start, start + k), engine=engine)
             yield out.shape[0]
 
+    run.close = engine.close  # type: ignore[attr-defined]
     return run
 
 
@@ -229,9 +202,11 @@ def pixelpipe_cached(blobs: Sequence[bytes], pipeline: str, batch: int, threads:
     as a Pipeline's first epoch does), stored on the device, then augmented from there."""
     from ...compose import Compose
     from ...decode import decode_region
+    from ...engine import Engine
     from ...loader.cache import DeviceCache
 
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16, device=device, num_threads=threads)
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    engine = Engine(device, num_threads=threads)
     with ThreadPoolExecutor(threads) as pool:
         decoded = list(pool.map(lambda b: torch.from_numpy(decode_region(b, rgb=False)[0]), blobs))
     cache = DeviceCache(device, budget=max(1, sum(img.numel() for img in decoded)))
@@ -242,9 +217,10 @@ def pixelpipe_cached(blobs: Sequence[bytes], pipeline: str, batch: int, threads:
     def run(epoch: int) -> Iterator[int]:
         for start, k in spans(len(blobs), batch):
             idx = list(range(start, start + k))
-            out = t(cache.batch(idx), seed=0, epoch=epoch, indices=torch.tensor(idx))
+            out = t(cache.batch(idx), seed=0, epoch=epoch, indices=torch.tensor(idx), engine=engine)
             yield out.shape[0]
 
+    run.close = engine.close  # type: ignore[attr-defined]
     return run
 
 
@@ -317,7 +293,7 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
         cache: also time pixelpipe's later epochs from its device cache (pixelpipe.loader.cache).
         rounds: every contender built and timed once per round, the order reversed every
             other round; each one's median round is reported (runner.in_rounds).
-        seconds: passes go on until a contender ran this long (runner.time_runs).
+        seconds: passes go on until a contender ran this long (timing.time_runs).
     """
     names = parse_peers(peers)  # exit on a bad name before any work
     dev = torch.device(device)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ...data.batch import ImageBatch
-from .gpu_peers import CROP, VAL_RESIZE, augment_spans, spans
+from .batches import CROP, VAL_RESIZE, augment_spans, spans
 from .pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_FACTOR
 
 RunPass = Callable[[int], Iterator[int]]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ...data.batch import ImageBatch
-from .gpu_peers import CROP, augment_spans, spans
+from .batches import CROP, augment_spans, spans
 from .pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES
 
 RunPass = Callable[[int], Iterator[int]]

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ...data.batch import ImageBatch
-from .gpu_peers import CROP, VAL_RESIZE, augment_spans, spans
+from .batches import CROP, VAL_RESIZE, augment_spans, spans
 from .pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES
 
 RunPass = Callable[[int], Iterator[int]]

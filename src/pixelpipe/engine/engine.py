@@ -1,0 +1,362 @@
+"""The Engine: runs a planned Compose (a `plan.Program`) on a batch, with its threads, decoders
+and device.
+
+A Compose is only a spec; an Engine owns what running it needs: the decoding thread pool, the
+GPU decoder (nvImageCodec) and its lanes, the device, and the count of how samples were decoded.
+`Compose.__call__` runs on a process-wide default engine per device (engine.defaults), a
+Pipeline on its own. A run is two halves: `prepare` reads headers, plans the first stage and,
+on CUDA, decodes its regions (or leaves that to `decode`, on another thread); `finish` runs the
+passes of every stage, the pixel ops and the targets. A Pipeline runs these halves of
+consecutive batches on separate threads, so that planning, decoding and the kernels of three
+batches overlap.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.batch import ImageBatch
+from ..data.random import Draws, epochs
+from ..data.targets import Targets
+from ..data.threads import one_torch_thread
+from ..data.views import DeviceViews
+from ..kernels import pack_ahead, run_stage
+from ..kernels.reference.masks import warp_masks
+from ..plan import Program, Stage, fast
+from ..plan.output import finish_tensor
+from .options import GpuDecoding
+from .sources import EncodedSource, as_source, sample_indices, tensor_source
+from .stats import BatchDecode, DecodeStats
+from .work import PendingDecode, Prepared, StageWork
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Threads, decoders and a device to run Composes on.
+
+    Args:
+        device: where the work and the output go; None: the input batch's device (the CPU for
+            encoded images and lists of CPU arrays).
+        num_threads: decoding threads for encoded images (default: all cores).
+        max_pixels: encoded images whose header claims more pixels fail (SampleError) before
+            anything is decoded.
+        gpu: how JPEGs are decoded on a GPU (`GpuDecoding`; defaults when None).
+
+    `decode_stats` counts how every batch it ran was decoded. `close()` stops its threads and
+    releases its GPU decoder (both are made again when needed); an Engine is a context manager.
+
+    Example:
+        >>> import torch, pixelpipe as pp
+        >>> t = pp.Compose([pp.Resize((8, 8))])
+        >>> with pp.Engine(num_threads=2) as engine:
+        ...     t([torch.zeros(10, 12, 3, dtype=torch.uint8)], engine=engine).shape
+        torch.Size([1, 3, 8, 8])
+    """
+
+    def __init__(self, device: str | torch.device | None = None, num_threads: int | None = None,
+                 max_pixels: int = 100_000_000, gpu: GpuDecoding | None = None) -> None:
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                        or num_threads < 1):
+            raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
+        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+            raise ValueError(f"max_pixels must be an int >= 1, got {max_pixels!r}")
+        if gpu is not None and not isinstance(gpu, GpuDecoding):
+            raise TypeError(f"gpu must be a pixelpipe.GpuDecoding, got {type(gpu).__name__}")
+        self.device = None if device is None else torch.device(device)
+        self.num_threads = num_threads or os.cpu_count() or 1
+        self.max_pixels = max_pixels
+        self.gpu = gpu or GpuDecoding()
+        self.decode_stats = DecodeStats()
+        self._pool: ThreadPoolExecutor | None = None
+        self._decoder: Any = None
+        self._lanes: Any = None
+
+    def __repr__(self) -> str:
+        return (f"Engine(device={self.device}, num_threads={self.num_threads}, max_pixels={self.max_pixels}, "
+                f"gpu={self.gpu})")
+
+    # ----------------------------------------------------------------------------- running
+    def run(self, program: Program, images: Any, seed: int = 0, epoch: Any = 0, indices: Any = None,
+            targets: Targets | None = None) -> dict[str, Any]:
+        """Both halves: the batch dict ("image", and the targets moved, if given)."""
+        return self.finish(self.prepare(program, images, seed, epoch, indices, targets))
+
+    def prepare(self, program: Program, images: Any, seed: int = 0, epoch: Any = 0, indices: Any = None,
+                targets: Targets | None = None, defer_decode: bool = False,
+                decode_lane: int | None = None) -> Prepared:
+        """The first half: read headers, plan the first stage and, on CUDA, decode its regions
+        (with defer_decode, `decode` or `finish` does that later). decode_lane: the GPU decoder
+        lane for the whole batch (in [0, gpu.lanes); None: split)."""
+        source = as_source(images, self.max_pixels)
+        idx = sample_indices(indices, len(source))
+        if targets:
+            if targets.masks is not None:
+                targets.masks.check_sizes(source.sizes() if isinstance(source, EncodedSource)
+                                          else source.table.numpy()[:, 1:3].astype(np.float64))
+        work = self._prepare_stage(program, 0, source, seed, epoch, idx, defer_decode, decode_lane)
+        return Prepared(program, seed, epoch, idx, work, targets or None)
+
+    def prepare_split(self, program: Program, images: ImageBatch, seed: int, epoch: Any, indices: Any,
+                      parts: int, targets: Targets | None = None) -> list[Prepared]:
+        """prepare() of `parts` consecutive batches of equal size, given as one decoded batch:
+        the first stage is planned for all of them in one go and split. Planning costs numpy's
+        per-call overhead more than arithmetic, so a Pipeline's cached epochs plan several
+        batches at once; each part is what prepare() of its samples alone would give (every
+        draw is a function of the sample index and epoch, not of the batch). epoch: an int, or
+        int64 [N] per-sample epochs, one epoch per part. On CUDA the parts' kernel inputs are
+        made and uploaded here, once for all of them (kernels.pack_ahead)."""
+        if not isinstance(images, ImageBatch):
+            raise TypeError("prepare_split takes a decoded ImageBatch")
+        n = len(images)
+        if parts < 1 or n % parts:
+            raise ValueError(f"cannot split {n} samples into {parts} equal batches")
+        size = n // parts
+        per = epochs(epoch)
+        if isinstance(per, np.ndarray):
+            if per.shape != (n,):
+                raise ValueError(f"per-sample epochs must have one entry per image ({n}), got shape {per.shape}")
+            if n == 0:
+                raise ValueError("per-sample epochs need samples; give an int epoch for an empty batch")
+            firsts = per[::size]
+            if (per != np.repeat(firsts, size)).any():
+                raise ValueError("each part of prepare_split must belong to one epoch")
+            part_epochs: list[Any] = [int(e) for e in firsts]
+        else:
+            part_epochs = [per] * parts
+        whole = self.prepare(program, images, seed, per, indices, targets)
+        work = whole.first
+        work.spec.max_scale()  # computed once, sliced with the spec
+        packed = None
+        if work.source.data.is_cuda:
+            work.source.kernel_table()  # uploaded once (on the current stream), its rows shared
+            form = program.form(0)
+            packed = pack_ahead(work.source, work.spec, lambda means: work.plan.pointwise(means, form),
+                                work.plan.needs_means)
+        out = []
+        for j in range(parts):
+            rows = slice(j * size, (j + 1) * size)
+            part = StageWork(program, 0, work.plan[rows], work.source.rows(rows), work.spec[rows],
+                             None if packed is None else packed.rows(rows))
+            out.append(Prepared(program, seed, part_epochs[j], whole.idx[rows], part,
+                                None if whole.targets is None else whole.targets.rows(rows)))
+        return out
+
+    def decode(self, prepared: Prepared) -> None:
+        """The GPU decode a prepare(defer_decode=True) left to do (nothing otherwise).
+        Raises SampleError for a sample neither decoder can read."""
+        work = prepared.first
+        if isinstance(work.source, PendingDecode):
+            work.source, work.decoded = work.source.run()
+
+    def finish(self, prepared: Prepared) -> dict[str, Any]:
+        """The second half: every stage's passes and pixel ops, the targets moved with them.
+        Returns the batch dict: "image", and "boxes", "keypoints", "masks" where given."""
+        self.decode(prepared)
+        work = prepared.first
+        targets = prepared.targets
+        x: Any = None
+        for k in range(len(prepared.program.stages)):
+            if k:
+                work = self._prepare_stage(prepared.program, k, x, prepared.seed, prepared.epoch, prepared.idx)
+            x = self._finish_stage(work, prepared, targets is not None)
+            if targets is not None:
+                targets = self._move(targets, work, x.device)
+        batch: dict[str, Any] = {"image": x}
+        if targets is not None:
+            batch.update(_outputs(targets, prepared.program, x.device))
+        return batch
+
+    # ----------------------------------------------------------------------------- stages
+    def _prepare_stage(self, program: Program, k: int, x: Any, seed: int, epoch: Any, idx: np.ndarray,
+                       defer_decode: bool = False, decode_lane: int | None = None) -> StageWork:
+        stage = program.stages[k]
+        if isinstance(x, torch.Tensor):  # a stage after pixel ops: float NCHW in [0, 1]
+            x = tensor_source(x)
+        encoded = isinstance(x, EncodedSource)
+        sizes = x.sizes() if encoded else x.table.numpy()[:, 1:3].astype(np.float64)
+        plan = stage.sample(seed, epoch, idx, sizes)
+        out_size = plan.uniform_size() if len(idx) else _fixed_size(stage)
+        if out_size is None:
+            hint = f" before {type(stage.pixels[0][1]).__name__}" if stage.pixels and k + 1 < len(program.stages) else ""
+            raise ValueError("the ops give images of different sizes; add a Resize((h, w)), CenterCrop or "
+                             f"RandomResizedCrop so that every sample has the same size{hint}")
+        regions = plan.regions()
+        device = self.device or (torch.device("cpu") if encoded else x.device)
+        antialias = program.output.antialias
+        source: Any
+        decoded = None
+        if encoded and device.type == "cuda" and self.gpu_decoder(device) is not None:
+            spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], antialias=antialias)
+            source = PendingDecode(self._decoder, self.decode_stats, x, regions, idx, decode_lane)
+            if not defer_decode:
+                source, decoded = source.run()
+        elif encoded:  # the CPU decoder, at the DCT scale the headers allow
+            mins = plan.min_decode_size(regions)
+            scale = x.scales(regions, mins)
+            spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=antialias)
+            source = x.loader(regions, mins, scale)
+            if device.type != "cpu":
+                images = list(self.executor().map(source, range(len(x))))
+                source = ImageBatch.from_list(images).to(device, non_blocking=True)
+            decoded = BatchDecode(cpu=len(x))  # on the CPU device the warp decodes them, all or an error
+            self.decode_stats.add(decoded)
+        else:
+            source = x.to(device)
+            spec = plan.warp_spec(out_size, regions, antialias=antialias)
+        return StageWork(program, k, plan, source, spec, decoded=decoded)
+
+    def _finish_stage(self, work: StageWork, prepared: Prepared, targets: bool) -> torch.Tensor:
+        form = work.program.form(work.k)
+        plan = work.plan
+        out = run_stage(work.source, work.spec, lambda means: plan.pointwise(means, form), plan.needs_means,
+                        self.executor().map, work.packed)
+        if isinstance(work.source, DeviceViews):  # the decoder's images live until the kernels ran
+            work.source.retire(torch.cuda.current_stream(work.source.device))
+        if work.stage.pixels:
+            out = self._pixels(work, out, prepared, targets)
+        return out
+
+    def _pixels(self, work: StageWork, x: torch.Tensor, prepared: Prepared, targets: bool) -> torch.Tensor:
+        """The stage's pixel ops on its warped float image, Normalize where it stands among them,
+        then (last stage) the output form."""
+        stage, idx = work.stage, prepared.idx
+        shared = fast.prefix(prepared.seed, prepared.epoch, idx)
+        norm_at = stage.normalize_at if stage.normalize is not None else -1
+        for j, (pos, op) in enumerate(stage.pixels):
+            if j == norm_at and j > 0:
+                x = _normalize(x, stage)
+            draws = Draws(prepared.seed, prepared.epoch, idx, pos, shared)
+            sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
+            y = op.apply(x, op.sample(draws, sizes), draws)
+            if not isinstance(y, torch.Tensor):
+                raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
+            if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():
+                raise ValueError(f"op {pos} ({type(op).__name__}) must return a float [N, C, H, W] tensor of "
+                                 f"{x.shape[0]} samples and {x.shape[1]} channels, got {y.dtype} {tuple(y.shape)}")
+            if targets and y.shape[2:] != x.shape[2:]:
+                raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
+                                 "masks cannot follow it (resize or crop with a geometric op instead)")
+            x = y
+        if norm_at == len(stage.pixels) and norm_at > 0:
+            x = _normalize(x, stage)
+        if work.final:
+            x = finish_tensor(x, work.program.output)
+        return x
+
+    def _move(self, targets: Targets, work: StageWork, device: torch.device) -> Targets:
+        """The targets through stage work's matrices: boxes and keypoints on the host, masks by
+        the nearest warp on the image's device."""
+        plan = work.plan
+        moved = targets.moved(plan.matrix, plan.out_sizes)
+        if targets.masks is not None:
+            stage = work.stage
+            out_size = work.spec.out_size
+            warped = warp_masks(targets.masks.items, plan.inverse(), plan.in_sizes, out_size, stage.border,
+                                work.program.output.mask_fill, device)
+            moved.masks = type(targets.masks)(warped, targets.masks.planar)
+        return moved
+
+    # ----------------------------------------------------------------------------- resources
+    def gpu_decoder(self, device: torch.device) -> Any:
+        """The nvImageCodec decoder for `device`, or None (with a one-time notice) without it."""
+        if self._decoder is not None:
+            return self._decoder
+        from ..decode.gpu import GpuDecoder, gpu_decoder_available
+        from ..decode.on_device import cpu_decoding_notice
+
+        if not gpu_decoder_available():
+            cpu_decoding_notice()
+            return None
+        g = self.gpu
+        self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,
+                                   roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, lanes=g.lanes,
+                                   max_pixels=self.max_pixels, steady_buffers=True)
+        return self._decoder
+
+    def executor(self) -> ThreadPoolExecutor:
+        """The decoding thread pool (per-sample work: one torch thread each, see threads)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="pixelpipe-decode",
+                                            initializer=one_torch_thread)
+        return self._pool
+
+    @property
+    def lanes(self) -> Any:
+        """The GPU decode lanes (engine.lanes.DecodeLanes) a Pipeline decodes on."""
+        if self._lanes is None:
+            from .lanes import DecodeLanes
+
+            self._lanes = DecodeLanes(self)
+        return self._lanes
+
+    def close(self) -> None:
+        """Stop the threads and release the GPU decoder and the buffers it decoded into (all are
+        made again on the next call)."""
+        if self._lanes is not None:
+            self._lanes.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._decoder is not None:
+            from ..data.views import release_retired
+
+            release_retired()
+            self._decoder.close()
+            self._decoder = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
+    norm = stage.normalize
+    assert norm is not None
+    c = x.shape[1]
+    mean = torch.tensor(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c], dtype=x.dtype, device=x.device)
+    std = torch.tensor(norm.std * c if len(norm.std) == 1 else norm.std[:c], dtype=x.dtype, device=x.device)
+    return (x - mean.view(1, c, 1, 1)) / std.view(1, c, 1, 1)
+
+
+def _outputs(targets: Targets, program: Program, device: torch.device) -> dict[str, Any]:
+    """The batch's target entries: boxes and keypoints as lists of float32 tensors (one per
+    sample), masks as one tensor [N, H, W] (given without channels) or [N, C, H, W] / [N, H, W, C]
+    in the output's layout."""
+    out: dict[str, Any] = {}
+    if targets.boxes is not None:
+        out["boxes"] = targets.boxes.tensors(device)
+    if targets.keypoints is not None:
+        out["keypoints"] = targets.keypoints.tensors(device)
+    if targets.masks is not None:
+        items = targets.masks.items
+        m = items if isinstance(items, torch.Tensor) else torch.stack(items)  # warped: one tensor
+        if targets.masks.planar:
+            m = m[..., 0]
+        elif program.output.layout == "NCHW":
+            m = m.permute(0, 3, 1, 2).contiguous()
+        out["masks"] = m
+    return out
+
+
+def _fixed_size(stage: Stage) -> tuple[int, int]:
+    """The output size of a stage whatever its input (for an empty batch): planned on two
+    dummy images of different shapes; an input-dependent size has no answer."""
+    probe = stage.sample(0, 0, np.arange(2), np.array([[97.0, 131.0], [240.0, 180.0]]))
+    size = probe.uniform_size()
+    if size is None:
+        raise ValueError("an empty batch has no output size: these ops give sizes that depend on each image; "
+                         "end them with a fixed-size op such as Resize((h, w)) or CenterCrop(size)")
+    return size

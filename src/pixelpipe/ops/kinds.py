@@ -1,0 +1,136 @@
+"""The kinds of op the planner knows, and the flat protocol every op follows.
+
+An op never touches pixels where the planner can avoid it. It *samples* per-sample parameters
+from a `Draws` and states its contribution through one of four kinds:
+
+- `GeometryOp`: a forward 3x3 matrix per sample (input pixel coordinates -> output pixel
+  coordinates) and the output size. Consecutive ones multiply; the image is resampled once;
+  boxes, keypoints and masks follow the same matrices.
+- `ColorOp`: an affine colour map per sample (3x4, on RGB in 0..255 units). A chain folds into
+  one matrix, applied in the warp's pointwise epilogue.
+- `PixelOp`: a per-sample function of the image tensor and the op's own parameters (noise,
+  erasing, blur, a user's `Lambda`), run on the warped float image where the plan puts it.
+- `BatchOp`: a function of the whole output batch (image and targets), for ops that mix
+  samples (MixUp, CutMix); it runs last.
+
+A new op subclasses one kind and is found by the planner through that kind: nothing else
+changes. Parameters, sizes and matrices are numpy float64 arrays with one row per sample:
+planning runs on the host once per batch, on a few hundred numbers, where each torch call on
+the CPU costs more than the arithmetic; torch is for pixels. Coordinates are continuous: pixel
+(row i, column j) covers [j, j+1) x [i, i+1), its centre is (j + 0.5, i + 0.5); matrices act
+on column vectors (x, y, 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws
+
+__all__ = ["EVAL_STYLES", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp"]
+
+Params = dict[str, np.ndarray]
+# the styles of an evaluation form (Op.eval_form; pixelpipe.eval says what each means)
+EVAL_STYLES = ("center", "imagenet")
+
+
+class Op:
+    """Base of every op. `kind` names the planner's kind: "geometry", "color", "pixel",
+    "batch" or "normalize"."""
+
+    kind: str = "op"
+    # how many leading draws (0..draws-1) sample() uses: a stage hashes them for all its ops in
+    # one evaluation (`random.op_blocks`); draws beyond are hashed when asked for
+    draws: int = 0
+    # True: the op has no randomness, and its evaluation form is itself
+    deterministic: bool = False
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        """Draw this op's per-sample parameters. sizes: float64 [N, 2] (height, width)."""
+        return {}
+
+    def eval_form(self, style: str) -> list[Op]:
+        """The ops this op becomes in the deterministic evaluation form of its Compose
+        (`Compose.eval`): itself when it is deterministic, [] to drop it. `style` is
+        "center" or "imagenet" (see pixelpipe.eval). Random ops override this."""
+        if self.deterministic:
+            return [self]
+        raise TypeError(f"{type(self).__name__} does not say what it becomes in an evaluation Compose: give it a "
+                        "method eval_form(self, style) returning the ops it becomes (an empty list drops it), "
+                        "or build the evaluation Compose yourself")
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._fields().items())
+        return f"{type(self).__name__}({args})"
+
+
+class GeometryOp(Op):
+    """A geometric op: a per-sample forward matrix and output size.
+
+    `interpolation`, `border` and `fill` left as None take the stage's values (bilinear,
+    "constant", 0); ops with different explicit values are resampled in separate passes.
+    """
+
+    kind = "geometry"
+    interpolation: str | None = None
+    border: str | None = None
+    fill: tuple[float, ...] | None = None
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (matrix float64 [N, 3, 3], output sizes float64 [N, 2] of (height, width))."""
+        raise NotImplementedError
+
+    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """transform(sample(draws, sizes), sizes): what a stage asks of a geometric op per batch."""
+        return self.transform(self.sample(draws, sizes), sizes)
+
+
+class ColorOp(Op):
+    """A colour op: a per-sample affine colour transform on RGB in 0..255 units."""
+
+    kind = "color"
+
+    def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
+        """Return float64 [N, 3, 4]: out = A @ rgb + b. `means` ([N, 3], the per-sample mean
+        colour of the image entering this op) is given to ops with `needs_mean = True`."""
+        raise NotImplementedError
+
+    needs_mean: bool = False
+    # True: color() also takes means [K, N, 3] (K mean colours per sample) and returns
+    # [K, N, 3, 4]; otherwise the planner tiles the parameters K times and calls it on K * N rows
+    stacked_means: bool = False
+
+
+class PixelOp(Op):
+    """A per-sample function of the image tensor.
+
+    `apply(x, params, draws)` gets the batch as float32 [N, C, H, W] (C = the Compose's output
+    channels), values in [0, 1], or normalised when the op stands after Normalize, and returns
+    a tensor of the same kind. It computes with the parameters `sample` drew (numpy [N] arrays)
+    and, for per-pixel randomness, the `draws` it is handed (`Draws.field`): the same sample
+    gets the same result in any batch, on any device. Pixel ops keep pixels where they are, so
+    boxes, keypoints and masks are left as they are.
+    """
+
+    kind = "pixel"
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class BatchOp(Op):
+    """An op on the whole output batch: `apply(batch, params, draws)` gets the batch dict
+    ("image" and whatever targets and values came with it) and returns the new dict. It runs
+    after every other op; it may mix samples, so its result for a sample depends on the other
+    samples of its batch."""
+
+    kind = "batch"
+
+    def apply(self, batch: dict[str, Any], params: Params, draws: Draws) -> dict[str, Any]:
+        raise NotImplementedError
