@@ -18,7 +18,7 @@ PUBLIC = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "Normalize", "Lambda", "show",
+    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda", "show",
 ]
 
 

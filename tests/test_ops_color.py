@@ -164,6 +164,34 @@ class TestRandomGrayscale:
         assert abs(float(params["grey"].double().mean()) - 0.2) < 0.03
 
 
+# ============================================================================ RandomInvert
+class TestRandomInvert:
+    def test_contract(self):
+        check_op(pp.RandomInvert(0.5), tail=SIZE, p_zero=pp.RandomInvert(0.0))
+
+    def test_p1_is_pillows_invert(self):
+        """Against Pillow's ImageOps.invert of the same resized images: exact in uint8."""
+        from PIL import Image, ImageOps
+
+        imgs = varied_images(6)
+        resized = run(SIZE, imgs, dtype=torch.uint8, layout="NHWC")
+        out = run([*SIZE, pp.RandomInvert(1.0)], imgs, dtype=torch.uint8, layout="NHWC")
+        want = np.stack([np.asarray(ImageOps.invert(Image.fromarray(r.numpy()))) for r in resized])
+        assert np.array_equal(out.numpy(), want)
+
+    def test_folds_with_the_other_colour_ops(self):
+        """One pointwise pass: inverting after a brightness change is 255 - b x."""
+        imgs = varied_images(4)
+        jitter = pp.ColorJitter(brightness=(0.5, 0.5))
+        out = run([*SIZE, jitter, pp.RandomInvert(1.0)], imgs)
+        torch.testing.assert_close(out, 1.0 - 0.5 * plain(imgs), **TOL)
+        assert len(Compose([*SIZE, jitter, pp.RandomInvert(1.0)]).stages) == 1
+
+    def test_rate_is_p(self):
+        (_, params), = colour_params([pp.RandomInvert(0.3)], 4000)
+        assert abs(float(params["invert"].double().mean()) - 0.3) < 0.03
+
+
 # ============================================================================ Normalize
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

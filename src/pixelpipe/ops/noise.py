@@ -1,0 +1,66 @@
+"""Noise added to the pixels: GaussianNoise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws
+from .checks import check_prob, check_range
+from .kinds import Op, Params, PixelOp
+
+__all__ = ["GaussianNoise"]
+
+
+class GaussianNoise(PixelOp):
+    """Add Gaussian noise to each image: x + mean + sigma * z, z standard normal per pixel and
+    channel, then clamped to [0, 1] (torchvision's GaussianNoise, on images in [0, 1]), with
+    probability p.
+
+    Args:
+        mean: the noise's mean, in [0, 1] image units.
+        sigma: its standard deviation (>= 0); a (low, high) pair draws one sigma per image,
+            uniform in that range (albumentations' std_range).
+        clip: clamp the result to [0, 1]. Keep the op before Normalize: after it, values are
+            no longer in [0, 1].
+        p: probability that an image gets noise.
+
+    The noise of a sample is a function of (seed, epoch, sample index, op position), like
+    every draw, so a sample gets the same noise in any batch and on any device (up to float32
+    rounding of the normal transform).
+
+    Example: ``GaussianNoise(sigma=(0.01, 0.05), p=0.5)``.
+    """
+
+    draws = 2
+
+    def __init__(self, mean: float = 0.0, sigma: float | tuple[float, float] = 0.1, clip: bool = True,
+                 p: float = 1.0) -> None:
+        self.mean = float(mean)
+        if not np.isfinite(self.mean):
+            raise ValueError(f"mean must be a finite number, got {mean}")
+        self.sigma = check_range("sigma", (sigma, sigma) if isinstance(sigma, (int, float)) else sigma, 0.0)
+        self.clip = bool(clip)
+        self.p = check_prob("p", p)
+
+    def _fields(self) -> dict[str, Any]:
+        lo, hi = self.sigma
+        return {"mean": self.mean, "sigma": lo if lo == hi else self.sigma, "clip": self.clip, "p": self.p}
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        on = draws.bernoulli_np(0, self.p)
+        sigma = draws.uniform_np(1, *self.sigma).astype(np.float64)
+        return {"sigma": np.where(on, sigma, 0.0), "on": on}
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        n = x.shape[0]
+        sigma = torch.from_numpy(params["sigma"].astype(np.float32)).to(x.device).view(n, 1, 1, 1)
+        on = torch.from_numpy(params["on"]).to(x.device).view(n, 1, 1, 1)
+        noise = draws.normal_field(2, x.shape[1:], x.device)
+        out = torch.where(on, x + (self.mean + sigma * noise), x)
+        return out.clamp_(0.0, 1.0) if self.clip else out
