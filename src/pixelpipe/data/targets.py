@@ -184,7 +184,7 @@ class Masks:
             flat = t.dim() == 2
             if planar is None:
                 planar, dtype = flat, t.dtype
-            if flat != planar or (not flat and t.shape[2] != items[0].shape[2]):
+            if items and (flat != planar or t.shape[-1:] != items[0].shape[-1:] and not flat):
                 raise SampleError(i, f"masks: shape {tuple(t.shape)} differs in channels from sample 0's "
                                      f"{tuple(items[0].shape)}")
             if t.dtype != dtype:
