@@ -38,6 +38,7 @@ from .sampler import EpochOrder, batches_per_epoch, indexable_epoch, stream_epoc
 __all__ = ["Pipeline"]
 
 POLICIES = ("raise", "skip", "replace")
+READ_THREADS = 4  # threads reading a file reader's next files ahead (loader.reading)
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -154,7 +155,8 @@ class Pipeline:
         self._done = False  # the consumer has received the end of the current epoch
         _LIVE.add(self)
         labels = self.reader.labels if self.reader.indexable else None
-        self._reading = Reading(self.reader, on_error, seed, batch_size, self.rank, labels)
+        self._reading = Reading(self.reader, on_error, seed, batch_size, self.rank, labels,
+                                read_threads=min(READ_THREADS, self.engine.num_threads))
         if cache not in (None, "gpu", "device"):
             raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
         if cache == "gpu" and self.device.type != "cuda":
@@ -458,6 +460,7 @@ class Pipeline:
         if self._finisher is not None:
             self._finisher.shutdown(wait=True)
             self._finisher = None
+        self._reading.close()
         self.engine.close()
         if self._cache is not None:
             self._cache.clear()

@@ -1,15 +1,26 @@
 """How a Pipeline reads the samples of its batches (`Reading`): slots to items, the on_error
 policy (a failed sample is recorded once per epoch, then raised, skipped or replaced by a
-deterministic other sample), and the padding of an epoch's short last batch."""
+deterministic other sample), and the padding of an epoch's short last batch.
+
+Readers of files (`reads_files`: Folder, FileList) are read ahead: the files of the next
+slots of the epoch's order are read on reader threads while the producer plans the batch
+before. Read one after the other on the producer thread, 256 ImageNet files took 17.7 ms on
+a 2-core CPU (69 us each, page cache warm): most of what the producer may spend per batch
+when a GPU pipeline runs at 15k images/s. The threads read chunks of files (a task per file
+costs the producer a submit each); a file's error comes out where it is read, as before.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engine import SampleError
-from .producer import Run
+from .producer import ArraySlots, Run
 from .sampler import Entry, replacement
+
+READ_CHUNK = 16  # files a reader thread reads per task
 
 __all__ = ["Item", "Reading", "Record"]
 
@@ -49,14 +60,21 @@ class Reading:
         labels: an indexable reader's label table (int64 [N] or [N, K]), or None.
     """
 
-    def __init__(self, reader: Any, on_error: str, seed: int, batch_size: int, rank: int, labels: Any) -> None:
+    def __init__(self, reader: Any, on_error: str, seed: int, batch_size: int, rank: int, labels: Any,
+                 read_threads: int = 0) -> None:
         self.reader, self.on_error, self.seed = reader, on_error, seed
         self.batch_size, self.rank, self.labels = batch_size, rank, labels
         self.records: dict[int, Record] = {}
+        ahead = read_threads > 0 and getattr(reader, "reads_files", False) and reader.indexable
+        self._threads = read_threads if ahead else 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: dict[int, Future] = {}  # sample index -> the chunk reading it
 
     def fill(self, run: Run) -> bool:
         """Read slots until a batch is pending (reading errors go through the policy here);
         whether the slots ran out."""
+        if self._threads:
+            self._read_ahead(run)
         while len(run.pending) < self.batch_size:
             slot = next(run.slots, None)
             if slot is None:
@@ -78,7 +96,8 @@ class Reading:
             if known is not None:  # in the cache: nothing to read
                 return Item(None, known.label, slot.index, known.source, slot.valid, attempt, known.targets)
             try:
-                s = self.reader.read(slot.index)
+                chunk = self._ahead.pop(slot.index, None)
+                s = self.reader.read(slot.index) if chunk is None else _taken(chunk.result(), slot.index)
             except (OSError, ValueError) as e:
                 return self.fail(run, slot.index, self.reader.sources(slot.index), str(e), slot.valid, attempt)
             label = self.labels[slot.index] if self.labels is not None else s.label
@@ -101,6 +120,30 @@ class Reading:
         other = replacement(index, len(self.reader), self.seed, run.epoch, attempt)
         return self.read(run, Entry(other, valid), attempt + 1)
 
+    def _read_ahead(self, run: Run) -> None:
+        """Start reading the files of the next two batches' slots that are neither read nor
+        cached, in chunks, on the reader threads."""
+        if not isinstance(run.slots, ArraySlots):
+            return
+        index, _ = run.slots.peek(2 * self.batch_size)
+        todo = [i for i in dict.fromkeys(index.tolist()) if i not in self._ahead and i not in self.records]
+        if not todo:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="pixelpipe-read")
+        for k in range(0, len(todo), READ_CHUNK):
+            part = todo[k : k + READ_CHUNK]
+            chunk = self._pool.submit(_read_all, self.reader, part)
+            for i in part:
+                self._ahead[i] = chunk
+
+    def close(self) -> None:
+        """Stop the reader threads (reads in flight finish) and forget what they read."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._ahead.clear()
+
     def pad(self, run: Run) -> None:
         """Fill the epoch's last batch by repeating samples (marked invalid)."""
         last = run.last() if callable(run.last) else run.last
@@ -112,3 +155,22 @@ class Reading:
         while len(run.pending) < self.batch_size:
             run.pending.append(replace(pool[k % len(pool)], valid=False, attempt=0))
             k += 1
+
+
+def _read_all(reader: Any, indices: list[int]) -> dict[int, Any]:
+    """A reader thread's chunk: each sample read, or the error reading it raised."""
+    out: dict[int, Any] = {}
+    for i in indices:
+        try:
+            out[i] = reader.read(i)
+        except Exception as e:  # raised where the sample is taken (Reading.read)
+            out[i] = e
+    return out
+
+
+def _taken(chunk: dict[int, Any], index: int) -> Any:
+    """Sample `index` of a chunk read ahead, or the error reading it raised."""
+    got = chunk[index]
+    if isinstance(got, Exception):
+        raise got
+    return got

@@ -59,6 +59,7 @@ class FileList:
     """
 
     indexable = True
+    reads_files = True  # read() opens a file: a Pipeline reads ahead on threads
     classes: list[str] | None = None
 
     def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):

@@ -64,6 +64,7 @@ class Folder:
     """
 
     indexable = True
+    reads_files = True  # read() opens a file: a Pipeline reads ahead on threads
 
     def __init__(self, root: str | os.PathLike[str], extensions: Iterable[str] = IMAGE_EXTENSIONS):
         self.root = os.fspath(root)

@@ -145,6 +145,41 @@ def _short(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- pixelpipe
+def write_file_list(paths: Sequence[str]) -> str:
+    """A DALI-style file list ("path 0" per line) of `paths` in a temporary file, read by
+    pixelpipe's FileList and DALI's fn.readers.file alike (removed at exit)."""
+    import atexit
+    import tempfile
+
+    fd, name = tempfile.mkstemp(suffix=".txt", prefix="pixelpipe-bench-")
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{os.path.abspath(p)} 0\n" for p in paths)
+    atexit.register(lambda: os.path.exists(name) and os.unlink(name))
+    return name
+
+
+def pixelpipe_files(file_list: str, total: int, pipeline: str, batch: int, threads: int,
+                    device: torch.device) -> RunPass:
+    """The user's path: a Pipeline over a file list, its files read from disk (page cache
+    warm after the warm-up pass), one pass = one epoch, shuffled, the last batch padded."""
+    from ...compose import Compose
+    from ...loader.pipeline import Pipeline
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    pipe = Pipeline(file_list, t, batch, device=str(device), num_threads=threads, prefetch=2)
+
+    def run(epoch: int) -> Iterator[int]:
+        left = total
+        for _ in pipe:
+            k = min(batch, left)
+            left -= k
+            yield k
+
+    run.close = pipe.close  # type: ignore[attr-defined]
+    run.stats = pipe.stats  # type: ignore[attr-defined]
+    return run
+
+
 def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
                    device: torch.device, cache: bool = False) -> RunPass:
     """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled,
@@ -230,10 +265,12 @@ Row = tuple[str, Factory, str]  # (row name, factory, note)
 
 def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batch: int,
                threads: int, peers: Sequence[str], augment_only: bool,
-               images: ImageBatch | None = None, cache: bool = False) -> list[Row]:
+               images: ImageBatch | None = None, cache: bool = False,
+               files: Sequence[str] | None = None) -> list[Row]:
     """pixelpipe, its cached epochs (with `cache`, when pixelpipe.loader.cache exists) and each
     asked-for peer, in run order. Augment-only needs `images`, the decoded batch on the device
-    (decode_head)."""
+    (decode_head). With `files` (the paths of `blobs`), pixelpipe's and DALI's first rows read
+    those files from disk, the way users run them; the in-memory rows follow."""
     from . import peer_dali, peer_kornia, peer_torchvision
 
     total = len(blobs)
@@ -267,6 +304,15 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
             "dali": [("dali", lambda: peer_dali.dali_full(blobs, pipeline, batch, threads, device),
                       f"mixed decoder, {threads} threads")],
         }
+    if files and not augment_only:
+        listed = write_file_list(files)
+        rows.insert(0, ("pixelpipe (files)", lambda: pixelpipe_files(listed, total, pipeline, batch, threads, device),
+                        f"Pipeline over a file list, {threads} threads, files read from disk (page cache warm)"))
+        rows[1] = ("pixelpipe (memory)",) + rows[1][1:]
+        table["dali"].insert(0, ("dali (files)", lambda: peer_dali.dali_files(listed, total, pipeline, batch, threads,
+                                                                             device),
+                                 f"fn.readers.file over the same list, mixed decoder, {threads} threads"))
+        table["dali"][1] = ("dali (memory)",) + table["dali"][1][1:]
     if cache:
         rows.append(("pixelpipe (gpu cache)", lambda: pixelpipe_cached(
             blobs, pipeline, batch, threads, device), "epochs 2+: DeviceCache, whole images"))
@@ -280,7 +326,7 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
 def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str, batch: int,
                   threads: int, peers: Sequence[str], passes: int, as_json: bool, quiet: bool,
                   augment_only: bool = False, cache: bool = False, rounds: int = 1,
-                  seconds: float = 0.0) -> list[Result]:
+                  seconds: float = 0.0, files: Sequence[str] | None = None) -> list[Result]:
     """Time pixelpipe and the asked-for peers on `device`; print a table (or JSON).
 
     Args:
@@ -294,6 +340,7 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
         rounds: every contender built and timed once per round, the order reversed every
             other round; each one's median round is reported (runner.in_rounds).
         seconds: passes go on until a contender ran this long (timing.time_runs).
+        files: the paths `blobs` were read from: pixelpipe and DALI also read them from disk.
     """
     names = parse_peers(peers)  # exit on a bad name before any work
     dev = torch.device(device)
@@ -307,7 +354,7 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     if images is not None:
         header += (f"\naugment-only: the first {len(images)} images decoded once (RGB), "
                    f"repeated to {total} per pass")
-    rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache)
+    rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache, files)
     jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]
     results, per_round = in_rounds(jobs, rounds)
     if as_json:

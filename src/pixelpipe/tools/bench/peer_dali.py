@@ -1,6 +1,8 @@
 """NVIDIA DALI contenders for the GPU bench (nvidia.dali, 2.x).
 
-Full: fn.external_source feeds the encoded files (1-D uint8 numpy arrays); the "mixed" decoder
+Files: fn.readers.file reads the files of a DALI file list from disk, shuffled, as its users
+run it (the same list pixelpipe's file row reads). Full: fn.external_source feeds the encoded
+files from memory (1-D uint8 numpy arrays); the "mixed" decoder
 decodes on the GPU (with the ROI crop fused into the decoder for rn50 and rich). Augment-only:
 fn.external_source feeds the already decoded HWC uint8 GPU images and fn.random_resized_crop
 replaces the fused crop. Both read through DALIGenericIterator, so the timed output is a torch
@@ -44,10 +46,10 @@ def _device_id(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def build_pipeline(source: Batches, pipeline: str, batch: int, threads: int, device_id: int,
+def build_pipeline(source: Batches | str, pipeline: str, batch: int, threads: int, device_id: int,
                    decoded: bool) -> Any:
     """The DALI pipeline for `pipeline`; `decoded` says whether the source gives HWC GPU images
-    (augment-only) or encoded files."""
+    (augment-only) or encoded files; a str source is a file list fn.readers.file reads."""
     from nvidia.dali import fn, pipeline_def, types
 
     norm = {"dtype": types.FLOAT16, "output_layout": "CHW",
@@ -55,7 +57,9 @@ def build_pipeline(source: Batches, pipeline: str, batch: int, threads: int, dev
 
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=device_id)
     def pipe() -> Any:
-        if decoded:
+        if isinstance(source, str):
+            encoded, _ = fn.readers.file(file_list=source, random_shuffle=True, name="files")
+        elif decoded:
             images = fn.external_source(source=source, cycle="quiet", batch=True, device="gpu",
                                         layout="HWC", dtype=types.UINT8, ndim=3)
         else:
@@ -95,7 +99,7 @@ def _rich(fn: Any, images: Any) -> Any:
                           hue=fn.random.uniform(range=(-HUE_DEGREES, HUE_DEGREES)))
 
 
-def _reader(source: Batches, pipeline: str, batch: int, threads: int, device: torch.device,
+def _reader(source: Batches | str, pipeline: str, batch: int, threads: int, device: torch.device,
             decoded: bool, plan: list[tuple[int, int]]) -> RunPass:
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
@@ -117,6 +121,12 @@ def dali_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
     plan = spans(len(files), batch)
     return _reader(Batches(files, plan, repeat=False), pipeline, batch, threads, device,
                    decoded=False, plan=plan)
+
+
+def dali_files(file_list: str, total: int, pipeline: str, batch: int, threads: int,
+               device: torch.device) -> RunPass:
+    """fn.readers.file over a DALI file list ("path label" lines) of `total` files."""
+    return _reader(file_list, pipeline, batch, threads, device, decoded=False, plan=spans(total, batch))
 
 
 def dali_augment(images: ImageBatch, total: int, pipeline: str, threads: int,

@@ -29,6 +29,11 @@ class Result:
     # JPEG engines were busy, and that some kernel ran; None where NVML had nothing to say
     jpeg_busy: float | None = None
     gpu_busy: float | None = None
+    # with several rounds (in_rounds): the slowest round's images/s and the coefficient of
+    # variation of the rounds' rates (their standard deviation over their mean): a training
+    # job meets the slow rounds, not the median
+    rounds_min: float | None = None
+    rounds_cv: float | None = None
 
     @property
     def rate(self) -> float:
@@ -98,11 +103,18 @@ class _Watch:
 
 def print_table(results: list[Result], header: str) -> None:
     base = results[0].rate
+    spread = any(r.rounds_min is not None for r in results)
     print(header)
-    print(f"{'contender':<22}{'images/s':>12}{'ratio to pixelpipe':>22}  note")
+    extra = f"{'slowest round':>15}{'CV':>7}" if spread else ""
+    print(f"{'contender':<28}{'images/s':>12}{extra}{'ratio to pixelpipe':>22}  note")
     for r in results:
         ratio = r.rate / base if base else 0.0
-        print(f"{r.name:<22}{r.rate:>12,.1f}{ratio:>22.2f}  {r.note}")
+        cols = ""
+        if spread:
+            low = "-" if r.rounds_min is None else f"{r.rounds_min:,.1f}"
+            cv = "-" if r.rounds_cv is None else f"{100 * r.rounds_cv:.1f}%"
+            cols = f"{low:>15}{cv:>7}"
+        print(f"{r.name:<28}{r.rate:>12,.1f}{cols}{ratio:>22.2f}  {r.note}")
     print_engine_use(results)
     peers = [r for r in results[1:] if not r.name.startswith("pixelpipe")]  # not its own cached rows
     best = max(peers, key=lambda r: r.rate) if peers else None
@@ -182,8 +194,13 @@ def print_spread(ours: str, peer: str, ratios: list[float]) -> None:
 
 
 def _median_result(runs: list[Result]) -> Result:
-    """The run with the median rate (the lower middle one for an even count)."""
+    """The run with the median rate (the lower middle one for an even count); with several
+    rounds it carries their slowest rate and coefficient of variation."""
     ranked = sorted(runs, key=lambda r: r.rate)
     pick = ranked[(len(ranked) - 1) // 2]
-    note = pick.note + (f"; median of {len(runs)} rounds" if len(runs) > 1 else "")
-    return replace(pick, note=note)
+    if len(runs) < 2:
+        return pick
+    rates = [r.rate for r in runs]
+    mean = statistics.fmean(rates)
+    return replace(pick, note=pick.note + f"; median of {len(runs)} rounds", rounds_min=min(rates),
+                   rounds_cv=statistics.pstdev(rates) / mean if mean else None)

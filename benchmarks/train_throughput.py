@@ -1,0 +1,215 @@
+"""Training throughput with each data loader: what users of a loader actually get.
+
+A torchvision ResNet (channels_last, bf16 autocast, SGD with momentum, batch 256) trains on one
+GPU for --steps steps after --warmup steps, fed by:
+
+- synthetic: one batch already on the GPU, reused (the upper bound: no loader at all);
+- pixelpipe: `pp.Pipeline(file_list, pp.presets.imagenet_train(dtype=torch.float16), ...)` as
+  the README shows it (files read from disk, default threads unless --threads);
+- dali: fn.readers.file over the same list + fn.decoders.image_random_crop ("mixed") +
+  fn.resize + fn.crop_mirror_normalize (float16), --dali-threads threads;
+- torchvision: a DataLoader over the same files, PIL decode + v2 RandomResizedCrop, flip,
+  ToDtype, Normalize, --workers workers, pinned memory, copied to the GPU in the loop.
+
+For each it prints training images/s, its share of the synthetic bound, the share of the timed
+steps' wall time the loop spent waiting for its next batch (host time in next(), which is also
+where the GPU-side wait of a loader that is behind shows up once the CUDA queue drains), and
+the loader alone (images/s with no model, same loader settings).
+
+Usage (one GPU):
+    python benchmarks/train_throughput.py --data DIR [--models resnet50,resnet18]
+        [--loaders synthetic,pixelpipe,dali,torchvision] [--repeat 16] [--steps 300]
+DIR: a folder of JPEGs (flat or class folders); its files are listed `--repeat` times into one
+file list, so that an epoch is long enough not to restart every few batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+BATCH = 256
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def file_list(data: str, repeat: int) -> tuple[str, int]:
+    exts = {".jpg", ".jpeg", ".JPEG", ".JPG"}
+    files = sorted(str(p.resolve()) for p in Path(data).rglob("*") if p.suffix in exts)
+    if not files:
+        raise SystemExit(f"no JPEGs under {data}")
+    fd, name = tempfile.mkstemp(suffix=".txt", prefix="train-list-")
+    with os.fdopen(fd, "w") as f:
+        for _ in range(repeat):
+            f.writelines(f"{p} 0\n" for p in files)
+    return name, len(files) * repeat
+
+
+def endless(make_epoch: Callable[[], Iterator[torch.Tensor]]) -> Iterator[torch.Tensor]:
+    while True:
+        yield from make_epoch()
+
+
+# ----------------------------------------------------------------------------- loaders
+Loader = tuple[Iterator[torch.Tensor], Callable[[], None]]  # batches, and how to stop the loader
+
+
+def synthetic_loader(args: argparse.Namespace, listed: str) -> Loader:
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(torch.float16)
+    return endless(lambda: iter([x])), lambda: None
+
+
+def pixelpipe_loader(args: argparse.Namespace, listed: str) -> Loader:
+    import pixelpipe as pp
+
+    pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
+                       seed=0, drop_last=True, num_threads=args.threads)
+    return endless(lambda: (b["image"] for b in pipe)), pipe.close
+
+
+def dali_loader(args: argparse.Namespace, listed: str) -> Loader:
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    @pipeline_def(batch_size=BATCH, num_threads=args.dali_threads, device_id=torch.cuda.current_device())
+    def pipe():  # type: ignore[no-untyped-def]
+        jpegs, _ = fn.readers.file(file_list=listed, random_shuffle=True, name="files")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
+                                               random_area=(0.08, 1.0), random_aspect_ratio=(3 / 4, 4 / 3))
+        images = fn.resize(images, resize_x=224, resize_y=224)
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW",
+                                        mean=[255 * m for m in MEAN], std=[255 * s for s in STD],
+                                        mirror=fn.random.coin_flip(probability=0.5))
+
+    p = pipe()
+    p.build()
+    it = DALIGenericIterator([p], ["images"], reader_name="files", auto_reset=True)
+    refs = [p, it]
+    return endless(lambda: (b[0]["images"] for b in refs[1])), refs.clear
+
+
+def torchvision_loader(args: argparse.Namespace, listed: str) -> Loader:
+    from PIL import Image
+    from torchvision.transforms import v2
+
+    paths = [line.split()[0] for line in open(listed)]
+    t = v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                    v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+    class Files(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return len(paths)
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            return t(Image.open(paths[i]).convert("RGB"))
+
+    loader = torch.utils.data.DataLoader(Files(), batch_size=BATCH, shuffle=True, num_workers=args.workers,
+                                         pin_memory=True, drop_last=True, persistent_workers=True, prefetch_factor=4)
+    batches = endless(lambda: (x.to("cuda", non_blocking=True).to(torch.float16) for x in loader))
+    return batches, lambda: loader._iterator._shutdown_workers() if loader._iterator is not None else None
+
+
+LOADERS = {"synthetic": synthetic_loader, "pixelpipe": pixelpipe_loader, "dali": dali_loader,
+           "torchvision": torchvision_loader}
+
+
+# ----------------------------------------------------------------------------- timing
+def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int) -> tuple[float, float]:
+    """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
+    import torchvision
+
+    model = getattr(torchvision.models, model_name)(num_classes=1000).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    target = torch.randint(0, 1000, (BATCH,), device="cuda")
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x: torch.Tensor) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x.contiguous(memory_format=torch.channels_last)), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step(next(batches))
+    torch.cuda.synchronize()
+    waited = 0.0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        w = time.perf_counter()
+        x = next(batches)
+        waited += time.perf_counter() - w
+        step(x)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    return steps * BATCH / wall, waited / wall
+
+
+def loader_alone(batches: Iterator[torch.Tensor], warmup: int, steps: int) -> float:
+    for _ in range(warmup):
+        next(batches)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        next(batches)
+    torch.cuda.synchronize()
+    return steps * BATCH / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--models", default="resnet50,resnet18")
+    ap.add_argument("--loaders", default="synthetic,pixelpipe,dali,torchvision")
+    ap.add_argument("--repeat", type=int, default=16, help="times the folder's files are listed")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--alone-steps", type=int, default=100, help="steps of the loader alone")
+    ap.add_argument("--threads", type=int, default=None, help="pixelpipe's threads (default: its own)")
+    ap.add_argument("--dali-threads", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
+    args = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    listed, n = file_list(args.data, args.repeat)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {os.cpu_count()} CPUs; {n} samples "
+          f"({args.repeat}x {args.data}), batch {BATCH}, {args.steps} steps after {args.warmup}", flush=True)
+    rows = []
+    for model in args.models.split(","):
+        bound = None
+        for name in args.loaders.split(","):
+            try:
+                batches, stop = LOADERS[name](args, listed)
+                rate, wait = train(model, batches, args.warmup, args.steps)
+                stop()
+                alone = float("nan")
+                if name != "synthetic":
+                    batches, stop = LOADERS[name](args, listed)
+                    alone = loader_alone(batches, 10, args.alone_steps)
+                    stop()
+                del batches
+                gc.collect()
+                torch.cuda.empty_cache()
+            except Exception as e:  # a missing peer is a row, not the end of the run
+                print(f"{model} {name}: failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                continue
+            bound = rate if name == "synthetic" else bound
+            share = rate / bound if bound else float("nan")
+            rows.append((model, name, rate, share, wait, alone))
+            print(f"{model:9s} {name:12s} train {rate:9,.0f} img/s  {share:5.2f} of synthetic  "
+                  f"waiting {100 * wait:5.1f}%  loader alone {alone:9,.0f} img/s", flush=True)
+    print("\n| model | loader | training images/s | of synthetic | time waiting for data | loader alone, images/s |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for model, name, rate, share, wait, alone in rows:
+        alone_s = "" if alone != alone else f"{alone:,.0f}"
+        print(f"| {model} | {name} | {rate:,.0f} | {share:.2f} | {100 * wait:.1f}% | {alone_s} |")
+
+
+if __name__ == "__main__":
+    main()
