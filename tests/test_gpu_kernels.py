@@ -141,7 +141,7 @@ def test_device_pointwise_with_means_matches_host(dtype, layout, channels):
     compose = pp.Compose(ops, dtype=dtype, layout=layout, channels=channels)
     batch, plan, spec = _spec(ops, imgs)
     warped, means = warp_gpu(batch.data.to(DEVICE), batch.table, spec, sums=True)
-    make = lambda m: compose._pointwise_spec(compose.stages[0], plan, m, True)
+    make = lambda m: plan.pointwise(m, compose.program.form(0))
     ref = pointwise_reference(warped.cpu(), make(means.double().cpu()))
     zero, slopes = color_slopes(len(imgs), make)
     out = warp_pointwise_gpu(batch.data.to(DEVICE), batch.table, spec, zero, slopes=slopes).cpu()
@@ -164,7 +164,7 @@ def test_run_stage_with_means_matches_the_twin(dtype, layout, channels):
     compose = pp.Compose(ops, dtype=dtype, layout=layout, channels=channels)
     batch, plan, spec = _spec(ops, imgs)
     assert plan.needs_means
-    make = lambda m: compose._pointwise_spec(compose.stages[0], plan, m, True)
+    make = lambda m: plan.pointwise(m, compose.program.form(0))
     warped = warp_reference(batch.data, batch.table, spec)
     ref = pointwise_reference(warped, make(channel_means(warped)))
     out = run_stage(pp.ImageBatch(batch.data.to(DEVICE), batch.table), spec, make, True).cpu()
