@@ -189,7 +189,7 @@ def test_gpu_memory_stays_flat_across_epochs_and_close_returns_it() -> None:
         peaks.append(torch.cuda.max_memory_allocated())
         free, total = torch.cuda.mem_get_info()
         used.append(total - free)
-    decoder = pipe.transforms._decoder
+    decoder = pipe.engine.gpu_decoder(pipe.device)
     chunk = 32 << 20
     per_thread = -(-(decoder.num_cpu_threads + 1) * DEVICE_PADDING // chunk) * chunk if decoder.allocators_used else 0
     assert peaks[-1] <= peaks[0] + one_batch, (peaks, one_batch)
