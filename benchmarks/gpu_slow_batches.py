@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--files", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="list the folder's images this many times")
+    ap.add_argument("--read-threads", type=int, default=None, help="a file reader's read-ahead threads")
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.readers import Memory
@@ -70,7 +72,11 @@ def main() -> None:
     pp.Engine.prepare = timed("plan", pp.Engine.prepare, lambda a, out: id(out))
     pp.Engine.decode = timed("decode", pp.Engine.decode, lambda a, out: id(a[0]))
     pp.Engine.finish = finish
-    files = sorted(p for p in Path(args.data).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    if args.read_threads is not None:
+        import pixelpipe.loader.pipeline as pipeline_module
+
+        pipeline_module.READ_THREADS = args.read_threads
+    files = sorted(p for p in Path(args.data).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg")) * args.repeat
     source = write_file_list([str(p) for p in files]) if args.files else Memory([p.read_bytes() for p in files])
     t = pp.Compose(pipeline_ops(args.pipeline), dtype=torch.float16)
     rows = []
@@ -97,8 +103,11 @@ def main() -> None:
     tenth = max(1, len(per) // 10)
     slow, mid = per[-tenth:], per[len(per) // 2 - tenth // 2: len(per) // 2 + tenth // 2 + 1]
     total = sum(r["consumer wait"] for r in per)
-    print(f"{args.pipeline}, {'files' if args.files else 'memory'}, {len(files)} images, batch {args.batch}, "
-          f"{args.threads} threads, {len(per)} batches after the first epoch; consumer waited {total:.0f} ms in all")
+    elapsed = sum(r["consumer wait"] for r in per)
+    print(f"{args.pipeline}, {'files' if args.files else 'memory'} (read threads {args.read_threads}), "
+          f"{len(files)} images, batch {args.batch}, {args.threads} threads, {len(per)} batches after the first "
+          f"epoch; consumer waited {total:.0f} ms in all: {len(per) * args.batch / max(elapsed, 1e-9) * 1e3:,.0f} "
+          "images/s taken")
     print(f"{'ms per batch':<16}" + "".join(f"{s:>15}" for s in STEPS))
     for name, group in (("median batches", mid), ("slowest tenth", slow), ("all, mean", per)):
         print(f"{name:<16}" + "".join(f"{statistics.fmean(r[s] for r in group):>15.2f}" for s in STEPS))

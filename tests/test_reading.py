@@ -54,3 +54,39 @@ def test_a_file_gone_after_listing_is_an_error_where_it_is_read(tmp_path, monkey
         n = sum(int(b["valid"].sum()) for b in pipe)
     assert n == 22 and len(pipe.errors) == 1
     assert pipe.errors[0][1].endswith("007.jpg") and "No such file" in pipe.errors[0][2]
+
+
+# ----------------------------------------------------------------------------- readers._files
+def test_read_files_equals_reading_each_file_and_refuses_what_is_no_regular_file(tmp_path):
+    """The C reader (one call per chunk) gives each file's bytes or an OSError naming it, as
+    reading in Python does; a FIFO is refused without being opened (it would block)."""
+    import os
+
+    from pixelpipe.readers._files import _read_python, read_files
+
+    rng = np.random.default_rng(1)
+    paths = []
+    for i, size in enumerate([0, 1, 63, 64, 65, 4096, 300_000]):
+        p = tmp_path / f"{i}.jpg"
+        p.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+        paths.append(str(p))
+    os.mkfifo(tmp_path / "fifo.jpg")
+    (tmp_path / "dir.jpg").mkdir()
+    odd = [str(tmp_path / n) for n in ("fifo.jpg", "dir.jpg", "missing.jpg")]
+    got = read_files(paths + odd)
+    assert got[: len(paths)] == [open(p, "rb").read() for p in paths]
+    assert all(type(g) is bytes for g in got[: len(paths)])
+    for g, p in zip(got[len(paths):], odd):
+        assert isinstance(g, OSError) and g.filename == p, g
+    assert "not a regular file" in str(got[-3]) and "not a regular file" in str(got[-2])
+    assert isinstance(_read_python(odd[0]), OSError)  # the twin refuses the FIFO too
+
+
+def test_a_pipeline_over_a_folder_with_a_fifo_does_not_hang(tmp_path):
+    import os
+
+    root = _folder(tmp_path, n=8, broken=())
+    os.mkfifo(tmp_path / "c0" / "zz.jpg")
+    with pp.Pipeline(root, [pp.Resize((8, 8))], 4, shuffle=False, on_error="skip", num_threads=2) as pipe:
+        n = sum(int(b["valid"].sum()) for b in pipe)
+    assert n == 8 and len(pipe.errors) == 1 and "not a regular file" in pipe.errors[0][2]

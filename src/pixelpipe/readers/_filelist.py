@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ._base import ReaderError, Sample, check_index
+from ._files import read_files
 
 __all__ = ["FileList"]
 
@@ -154,11 +155,23 @@ class FileList:
 
     def read(self, i: int) -> Sample:
         """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
-        path = self.sources(i)
-        with open(path, "rb") as f:
-            data = f.read()
-        label = self._labels_np[i]
-        return Sample(data, int(label) if label.ndim == 0 else tuple(label.tolist()), path, i)
+        (got,) = self.read_many([i])
+        if isinstance(got, OSError):
+            raise got
+        return got
+
+    def read_many(self, indices: list[int]) -> list[Sample | OSError]:
+        """read(i) of each index, the files read in one call (readers._files): each sample,
+        or the OSError reading its file raised."""
+        paths = [self.sources(i) for i in indices]
+        out: list[Sample | OSError] = []
+        for i, p, d in zip(indices, paths, read_files(paths)):
+            if isinstance(d, OSError):
+                out.append(d)
+                continue
+            label = self._labels_np[i]
+            out.append(Sample(d, int(label) if label.ndim == 0 else tuple(label.tolist()), p, i))
+        return out
 
     @property
     def labels(self) -> torch.Tensor:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ._base import IMAGE_EXTENSIONS, ReaderError, Sample, check_index
+from ._files import read_files
 
 __all__ = ["Folder"]
 
@@ -157,11 +158,17 @@ class Folder:
 
     def read(self, i: int) -> Sample:
         """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
-        i = check_index(i, len(self._paths), "Folder")
-        path = self._paths[i]
-        with open(path, "rb") as f:
-            data = f.read()
-        return Sample(data, self._label_list[i], path, i)
+        (got,) = self.read_many([i])
+        if isinstance(got, OSError):
+            raise got
+        return got
+
+    def read_many(self, indices: list[int]) -> list[Sample | OSError]:
+        """read(i) of each index, the files read in one call (readers._files): each sample,
+        or the OSError reading its file raised."""
+        paths = [self._paths[check_index(i, len(self._paths), "Folder")] for i in indices]
+        return [d if isinstance(d, OSError) else Sample(d, self._label_list[i], p, i)
+                for i, p, d in zip(indices, paths, read_files(paths))]
 
     def sources(self, i: int) -> str:
         """The path of sample i."""
