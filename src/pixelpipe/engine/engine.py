@@ -274,6 +274,10 @@ class Engine:
             cpu_decoding_notice()
             return None
         g = self.gpu
+        if g.keep_host_memory:
+            from .host_memory import keep_host_memory
+
+            keep_host_memory()
         self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,
                                    roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, lanes=g.lanes,
                                    max_pixels=self.max_pixels, steady_buffers=True)

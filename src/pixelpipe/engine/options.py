@@ -27,12 +27,17 @@ class GpuDecoding:
             to alternate lanes and decodes them on as many threads, so that one batch decodes
             while the thread of the one before collects its results; a direct call splits its
             batch over the lanes. Default 1.
+        keep_host_memory: fix glibc's malloc thresholds when the decoder is made, so that the
+            process keeps its host memory between batches instead of mapping and unmapping it
+            each batch (pixelpipe.engine.host_memory: 14.7k -> 17.1k images/s for rn50 on an
+            H100). Process-wide; False leaves malloc as it is.
     """
 
     hw_fraction: float | None = 0.75
     roi: bool | str = "auto"
     fancy_upsampling: bool = False
     lanes: int = 1
+    keep_host_memory: bool = True
 
     def __post_init__(self) -> None:
         if self.hw_fraction is not None and not 0.0 <= self.hw_fraction <= 1.0:
