@@ -1,15 +1,18 @@
-"""Draw the pictures of docs/ops.md and docs/getting-started.md into docs/img/.
+"""Draw the pictures of docs/ops.md, docs/getting-started.md and docs/design.md into docs/img/.
 
     python docs/make_pictures.py               # a synthetic image (what docs/img holds)
     python docs/make_pictures.py --photo       # the goldfish photo from ../shared/data, for a
                                                # local look (ImageNet photos stay out of the repo)
     python docs/make_pictures.py --photo some.jpg --out /tmp/img
 
-Every picture is computed by pixelpipe itself: one strip per op (the input, then the op's
+Every op picture is computed by pixelpipe itself: one strip per op (the input, then the op's
 output for a few arguments or epochs, each captioned with the code that made it) and one grid
-per preset (`pixelpipe.tools.show`). The output is deterministic: running the script again on the
-same photo writes the same bytes. Tiles are 160 px and the PNGs are reduced to 256 colours,
-which keeps the whole folder well under 1.5 MB.
+per preset (`pixelpipe.tools.show`). design-flow.png, the layers and the way a batch flows
+through them, is drawn with Pillow from the boxes listed in `flow()`. The output is
+deterministic: running the script again on the same photo, with the same pixelpipe, torch and
+Pillow, writes the same bytes. Tiles are
+160 px and the PNGs are reduced to 256 colours, which keeps the whole folder under 1.5 MB (the
+script exits with status 1 when it is not).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 import pixelpipe as pp
 from pixelpipe import presets
@@ -54,9 +57,9 @@ def shear(sizes: torch.Tensor, draws: pp.random.Draws) -> torch.Tensor:
     return m
 
 
-def noise(x: torch.Tensor) -> torch.Tensor:
-    g = torch.Generator().manual_seed(0)  # fixed, so the picture does not change between runs
-    return (x + 0.08 * torch.randn(x.shape, generator=g)).clamp(0, 1)
+def blur(x: torch.Tensor) -> torch.Tensor:
+    """Lambda's example: a 5x5 box blur of the batch (float32 NCHW in [0, 1])."""
+    return torch.nn.functional.avg_pool2d(x, 5, stride=1, padding=2, count_include_pad=False)
 
 
 def strips() -> dict[str, list[Column]]:
@@ -73,6 +76,9 @@ def strips() -> dict[str, list[Column]]:
                         Column("CenterCrop(160)", [pp.CenterCrop(160)]),
                         Column("CenterCrop((120, 340))", [pp.CenterCrop((120, 340))])],
         "random_resized_crop": epochs("RandomResizedCrop(160)", pp.RandomResizedCrop(160)),
+        "center_resized_crop": [Column("CenterResizedCrop(160)", [pp.CenterResizedCrop(160)]),
+                                Column("CenterResizedCrop((120, 240))", [pp.CenterResizedCrop((120, 240))]),
+                                Column("... ratio=(2, 2)", [pp.CenterResizedCrop((120, 240), ratio=(2, 2))])],
         "pad": [Column("Pad(40)", [pp.Pad(40)]),
                 Column("Pad(40, mode='reflect')", [pp.Pad(40, mode="reflect")]),
                 Column("Pad(40, mode='wrap')", [pp.Pad(40, mode="wrap")])],
@@ -94,12 +100,95 @@ def strips() -> dict[str, list[Column]]:
         "random_grayscale": [Column("RandomGrayscale(1.0)", [pp.RandomGrayscale(1.0)]),
                              *[Column(f"RandomGrayscale(0.5), epoch {k}", [pp.RandomGrayscale(0.5)], k)
                                for k in range(2)]],
+        "random_invert": [Column("RandomInvert(1.0)", [pp.RandomInvert(1.0)]),
+                          *[Column(f"RandomInvert(0.5), epoch {k}", [pp.RandomInvert(0.5)], k) for k in (1, 2)]],
         "normalize": [Column("Normalize(ImageNet)", [pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)]),
                       Column("Normalize([0.5]*3, [0.5]*3)", [pp.Normalize([0.5] * 3, [0.5] * 3)])],
-        "lambda": [Column("Lambda(noise)", [pp.Lambda(noise)]),
-                   Column("crop, Lambda(noise), rotate",
-                          [pp.CenterCrop(0.7), pp.Lambda(noise), pp.RandomRotate((20, 20), border="reflect")])],
+        "gaussian_noise": [Column("GaussianNoise(sigma=0.08)", [pp.GaussianNoise(sigma=0.08)]),
+                           Column("GaussianNoise(sigma=0.2)", [pp.GaussianNoise(sigma=0.2)]),
+                           Column("GaussianNoise(0.1, sigma=0.1)", [pp.GaussianNoise(0.1, sigma=0.1)])],
+        "lambda": [Column("Lambda(blur)", [pp.Lambda(blur)]),
+                   Column("crop, Lambda(blur), rotate",
+                          [pp.CenterCrop(0.7), pp.Lambda(blur), pp.RandomRotate((20, 20), border="reflect")])],
     }
+
+
+# ----------------------------------------------------------------------------- design-flow.png
+@dataclass
+class Step:
+    title: str
+    where: str  # the modules that do it
+    what: str  # one or two short lines
+
+
+def flow() -> tuple[list[Step], list[Step]]:
+    """The steps one batch goes through: planning on the host, then the pixels."""
+    host = [Step("reader", "readers/, loader/", "bytes or arrays,\nlabel, targets"),
+            Step("header", "decode/headers", "size, orientation;\nnothing decoded"),
+            Step("sampled parameters", "ops/, data/random", "per-sample draws of\n(seed, epoch, index, op)"),
+            Step("plan", "plan/", "one matrix, one colour\nmatrix, source regions")]
+    pixels = [Step("decode", "decode/", "only the region;\nreduced DCT scale"),
+              Step("one warp", "kernels/", "every geometric op\nat once, antialiased"),
+              Step("one pointwise pass", "kernels/", "colour, clamp, normalise,\ncast, layout"),
+              Step("pixel ops", "ops/ (PixelOp)", "noise, Lambda, ...\non float NCHW"),
+              Step("output + targets", "plan/output, data/targets", "tensor; boxes, keypoints,\nmasks moved; batch ops")]
+    return host, pixels
+
+
+def draw_flow() -> Image.Image:
+    """The layers (Pipeline > Engine > Compose) and the way one batch flows through them."""
+    w, h = 1240, 470
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    font = ImageFont.load_default(size=15)
+    small = ImageFont.load_default(size=13)
+    big = ImageFont.load_default(size=17)
+    ink, grey, accent = (30, 30, 30), (110, 110, 110), (40, 90, 160)
+
+    def box(x0: int, y0: int, x1: int, y1: int, step: Step, fill: tuple[int, int, int]) -> None:
+        d.rounded_rectangle((x0, y0, x1, y1), 8, fill=fill, outline=ink, width=2)
+        cx = (x0 + x1) // 2
+        d.text((cx, y0 + 12), step.title, font=big, fill=ink, anchor="mt")
+        d.text((cx, y0 + 36), step.where, font=small, fill=accent, anchor="mt")
+        d.multiline_text((cx, y0 + 58), step.what, font=small, fill=grey, anchor="ma", align="center", spacing=3)
+
+    def arrow(x0: int, y0: int, x1: int, y1: int) -> None:
+        d.line((x0, y0, x1, y1), fill=ink, width=2)
+        dx, dy = np.sign(x1 - x0), np.sign(y1 - y0)
+        tip = [(x1, y1), (x1 - 9 * dx - 5 * dy, y1 - 9 * dy - 5 * dx), (x1 - 9 * dx + 5 * dy, y1 - 9 * dy + 5 * dx)]
+        d.polygon(tip, fill=ink)
+
+    # the layers: a Pipeline holds the reader and an Engine; the Engine runs a Compose's plan
+    d.rounded_rectangle((10, 10, w - 10, h - 10), 14, outline=grey, width=2)
+    d.text((26, 20), "Pipeline (loader/): epoch order, shards, prefetch threads, cache, errors, stats",
+           font=font, fill=ink)
+    d.rounded_rectangle((250, 52, w - 24, h - 24), 12, outline=accent, width=2)
+    d.text((266, 62), "Engine (engine/): decoding threads, GPU decoder, device. It runs a Compose "
+           "(compose.py: ops + output form), planned into stages by plan/", font=font, fill=accent)
+    host, pixels = flow()
+    bw, bh, gap = 214, 112, 24
+    y_host, y_pix = 100, 300
+    xs = [30] + [270 + k * (bw + gap) for k in range(3)]
+    for k, step in enumerate(host):
+        box(xs[k], y_host, xs[k] + bw, y_host + bh, step, (250, 250, 244) if k == 0 else (244, 248, 255))
+        if k:
+            arrow(xs[k - 1] + bw, y_host + bh // 2, xs[k] - 2, y_host + bh // 2)
+    d.text((xs[1], y_host + bh + 10), "on the host: a few hundred numbers per batch (numpy, or C)",
+           font=small, fill=grey)
+    bw2, gap2 = 172, 17
+    xs2 = [270 + k * (bw2 + gap2) for k in range(len(pixels))]
+    for k, step in enumerate(pixels):
+        box(xs2[k], y_pix, xs2[k] + bw2, y_pix + bh, step, (255, 247, 240))
+        if k:
+            arrow(xs2[k - 1] + bw2, y_pix + bh // 2, xs2[k] - 2, y_pix + bh // 2)
+    d.text((xs2[0], y_pix + bh + 10), "the pixels: on the CPU's threads or the GPU (nvImageCodec, one Triton "
+           "kernel for the warp and the pointwise pass)", font=small, fill=grey)
+    # plan -> decode: down from the plan's box, left, down into decode's box
+    px, mid = xs[3] + bw // 2, (y_host + bh + y_pix) // 2 + 8
+    d.line((px, y_host + bh, px, mid), fill=ink, width=2)
+    d.line((px, mid, xs2[0] + bw2 // 2, mid), fill=ink, width=2)
+    arrow(xs2[0] + bw2 // 2, mid, xs2[0] + bw2 // 2, y_pix - 2)
+    return img
 
 
 def run(column: Column, image: np.ndarray) -> np.ndarray:
@@ -172,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         captions = [f"input ({image.shape[1]}x{image.shape[0]})"] + [c.caption for c in columns]
         save(f"op-{stem.replace('_', '-')}",
              lambda tiles=tiles, captions=captions: show(tiles, captions=captions, columns=len(tiles) - 1, tile=TILE))
+    save("design-flow", draw_flow)
     for preset in presets.PRESETS:
         save(f"preset-{preset.replace('_', '-')}",
              lambda preset=preset: show([photo], preset, captions=[f"presets.{preset}()"], columns=4, tile=TILE))
