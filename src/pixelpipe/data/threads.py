@@ -6,7 +6,7 @@ small planning ops (a few hundred numbers per batch) while other threads keep th
 already use every core. A team on top of that waits at its barriers for cores someone else holds:
 measured on an H200 host with 16 cores, planning a batch of 256 for the rn50 pipeline took 4 to
 45 ms while nvImageCodec decoded, against under 1 ms with one thread, and the pipeline ran at
-4.1k instead of 5.9k images/s (session 3 notes in docs/benchmarks-history-1-3.md).
+4.1k instead of 5.9k images/s.
 
 `torch.set_num_threads` both sets the calling thread's count and the default that threads
 started later take. `one_torch_thread` keeps the first and puts the second back, so the user's

@@ -8,8 +8,7 @@ and per-batch tables go through pinned memory.
 The copy into pinned memory is numpy's, not torch's: torch's CPU copy (and every other CPU op
 big enough) runs on an OpenMP team as large as the machine, and on the caller's thread (the
 user's, for a direct Compose call) waking that team costs more than the copy. On a 16-core H100
-host, one `torch.exp` over a batch's 2,560 draws took about 1 ms that way (the OpenMP notes in
-docs/benchmarks-history-1-3.md). The pinned block comes from torch's caching host allocator,
+host, one `torch.exp` over a batch's 2,560 draws took about 1 ms that way. The pinned block comes from torch's caching host allocator,
 which keeps it from reuse until the asynchronous copy out of it has finished.
 """
 

@@ -125,7 +125,7 @@ class GpuDecoder(BindingPath):
             after batch in the order `plan` made them, starting each as soon as it is planned
             and the previous one is done (`nvimgcodec_queue`); `decode_views` waits for it.
             Without it, a batch starts when a Python thread asks, after waiting for the GIL.
-            With it, a Pipeline's decoder ran 98-104% of the epoch (H100, session 12); in A/B
+            With it, a Pipeline's decoder ran 98-104% of the epoch (H100); in A/B
             rounds (taken before the planning thread's GIL time was cut) it was no faster.
             True (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes
             when asked. `decode_ahead_used` says which. A planned batch never decoded costs

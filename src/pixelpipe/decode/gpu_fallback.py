@@ -6,7 +6,7 @@ as soon as the last of them is decoded, from the thread that decoded it: one pin
 by numpy, one copy on a side stream, one event. The thread that decodes batches then only makes
 its stream wait for that event. It used to make the copy itself, and each torch call released
 the GIL and waited to take it back while the CPU threads and the planning thread used it: about
-8 ms per batch of 256 with 16 such samples on an H100 (docs/benchmarks-history-13.md).
+8 ms per batch of 256 with 16 such samples on an H100.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ them; parse_jpeg (decode/headers.py) stays the reference and handles what the C 
 Why: a GPU Pipeline's planning thread parsed every JPEG header of every batch in Python, about
 8 us per image, 2-2.5 ms per batch of 256, while the Pipeline's threads were bound by the GIL:
 with those parses cached instead (an experiment), the rn50 Pipeline ran 1.4x faster on an H100
-(session 12, docs/benchmarks.md). The C walk is the same as parse_jpeg's; where parse_jpeg
+(measured). The C walk is the same as parse_jpeg's; where parse_jpeg
 would raise, or a blob is not a JPEG (or not a `bytes`), the C code says "not parsed" and the
 caller runs parse_jpeg, so every error keeps its message. Equal ImageInfo and JpegLayout values
 are shared (both are frozen), which keeps the cost of making them small.

@@ -7,21 +7,21 @@ largest image seen so far, each growth is a cudaFree and cudaMalloc (cudaFree wa
 device), and the padding options are ignored: nvjpeg_cuda_decoder sets its device padding to 0
 unless it is given allocators. Given a device and a pinned allocator and a padding, every buffer
 is rounded up to a multiple of the padding and almost never grows again. DALI passes its own.
-Measured on H100s (session 11, docs/benchmarks.md), nvImageCodec's decode call alone, images/s
+Measured on H100s, nvImageCodec's decode call alone, images/s
 in alternating rounds without / with these allocators (8 MiB device, 4 MiB pinned padding):
 19.2k / 17.2k / 17.7k against 22.6k / 22.1k / 22.7k on one machine, 16.7k / 17.3k / 18.3k
 against 18.8k / 20.1k / 20.5k on another (1.1-1.3x). With allocators but no padding: no gain.
 
-Why 32 MiB of device padding (8 MiB until session 15): each executor thread's buffer grows to the
+Why 32 MiB of device padding : each executor thread's buffer grows to the
 largest image that thread has met, so with 8 MiB steps nvImageCodec's memory kept growing for
 epochs (8 threads, the ImageNet sample listed 10 times, rn50: 80 -> 136 MiB over 4 epochs, in
 growths to 16 and 24 MiB, and the pool kept the blocks they left). With 32 MiB every buffer of
 these images is made once, on the thread's first image: 256 MiB from the first batch on, flat
-(H100, session 15, docs/benchmarks-history-15.md). DALI's own default is 16 MiB.
+(H100). DALI's own default is 16 MiB.
 
 Why both allocators, always: nvidia-nvimgcodec 0.9's nvjpeg_cuda_decoder reads the pinned
 allocator's padding whenever a device allocator is given, without checking that a pinned one
-is; a device allocator alone crashes `nvimgcodecDecoderCreate` (SIGSEGV, seen in session 10).
+is; a device allocator alone crashes `nvimgcodecDecoderCreate` (SIGSEGV, seen).
 
 How: `native/alloc.c` (compiled on first use, like the C planner) holds the four functions
 nvImageCodec calls from its threads. They forward to the CUDA runtime the process already

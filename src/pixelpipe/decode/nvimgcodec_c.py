@@ -418,9 +418,9 @@ class CDecoder:
         (issued, waited, back) in time.perf_counter seconds: when the decode was issued, when
         the wait ended, and when this thread held the GIL again (benchmarks/
         gpu_pipeline_threads.py reports them). One call instead of four takes the GIL back
-        once per batch instead of twice; a Pipeline measured no faster for it (H100, session
-        11: the wait that matters, after the decode, remains), nor with a shorter switch
-        interval, which cut that wait from 9-20% to 2-3% of an epoch (docs/benchmarks.md)."""
+        once per batch instead of twice; a Pipeline measured no faster for it (H100:
+        the wait that matters, after the decode, remains), nor with a shorter switch
+        interval, which cut that wait from 9-20% to 2-3% of an epoch."""
         status = (C.c_uint32 * n)()
         size = C.c_size_t(n)
         batch = self._api.batch

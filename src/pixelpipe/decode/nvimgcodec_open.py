@@ -2,8 +2,7 @@
 (native/open.c), and released in one.
 
 Why: `CDecoder.open` made them with three library calls per image from Python, on a GPU
-Pipeline's planning thread, holding the GIL: about 4.7 ms per batch of 256 on an H100 (session
-12, docs/benchmarks.md), while the Pipeline's threads were bound by the GIL (caching the JPEG
+Pipeline's planning thread, holding the GIL: about 4.7 ms per batch of 256 on an H100, while the Pipeline's threads were bound by the GIL (caching the JPEG
 header parses, 2.4 ms of Python per batch, made the rn50 Pipeline 1.4x faster). open.c makes
 the same calls in one ctypes call that releases the GIL.
 

@@ -4,7 +4,7 @@ of their own, in the order they were planned, back to back, without waiting for 
 Why: a Pipeline's decode thread called nvImageCodec once per batch without the GIL, but had to
 take the GIL back after each batch before it could start the next, while the planning thread
 (busy 70% of an epoch) held it for up to the interpreter's switch interval (5 ms). On an H100
-(session 12, docs/benchmarks.md), nvImageCodec's call took 10.8-11.0 ms per batch of 256 alone
+(measured), nvImageCodec's call took 10.8-11.0 ms per batch of 256 alone
 and 11.9-12.2 ms inside the rn50 Pipeline, yet the Pipeline ran at 15.7-15.9k images/s against
 22.4-22.9k for the calls alone: between two batches the decoder stood idle for about 4 ms.
 Beside a pure-Python busy loop the calls alone fell to 15.4-15.9k, with the calls themselves

@@ -4,7 +4,7 @@ stops growing after its first batches.
 Why: the regions of a GPU batch are decoded into one buffer whose size is the sum of the
 regions that batch drew at random (and the samples decoded on the CPU into another). Allocated
 at their exact sizes, torch's caching allocator meets a new size with every batch: its peak is
-a running maximum over random sizes, which kept rising for epochs (session 14, H100, 500
+a running maximum over random sizes, which kept rising for epochs ( H100, 500
 images, batch 256: +1.6% between epochs 1 and 5 for rn50, +15% for rich), and blocks of ever
 new sizes fragment its reserved memory (554 -> 796 MiB over 25 epochs).
 

@@ -5,9 +5,9 @@ pipeline (pipelines.py), runs one warm-up pass, then is timed over `passes` pass
 `time_runs` (which draws the progress bar). The GPU is drained (torch.cuda.synchronize())
 after the warm-up and once more at the end of the timed passes, inside the clock: no warm-up
 work leaks into the timed passes, a clock stops only once the GPU has finished, and the passes
-follow each other as a training loop's epochs do. (Until session 8 every pass ended with a
-drain, which for the fast contenders cost the overlap of one pass's last launch with the next
-pass's host work: with 500 images a pass is two batches.)
+follow each other as a training loop's epochs do (a drain after every pass would cost the fast
+contenders the overlap of one pass's last launch with the next pass's host work: with 500
+images a pass is two batches).
 
 Two modes:
   full          encoded bytes in, a normalised float16 NCHW batch on the GPU out.
