@@ -6,7 +6,7 @@ it shrinks. Planning runs on the host, in numpy (planner.c where it is built, pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -19,19 +19,24 @@ from ..ops.matrices import host
 from . import fast
 from .output import Form
 
-if TYPE_CHECKING:
-    from .stages import Stage
-
 __all__ = ["StagePlan"]
 
 EPS = 1e-6
+
+
+class Filter(Protocol):
+    """What a plan reads of its stage (plan.stages.Stage): the resampling filter's settings."""
+
+    interpolation: str
+    border: str
+    fill: tuple[float, float, float]
 
 
 @dataclass
 class StagePlan:
     """One stage's numbers for one batch, as numpy arrays (planning runs on the host)."""
 
-    stage: Stage
+    stage: Filter  # its Stage
     matrix: np.ndarray  # float64 [N, 3, 3] input -> output
     in_sizes: np.ndarray  # float64 [N, 2]
     out_sizes: np.ndarray  # float64 [N, 2]
