@@ -280,7 +280,7 @@ class CDecoder:
             if sizes is not None and stream is not None:
                 native = nvimgcodec_open.library(self._api) if self.native_open else None
                 if native is not None:  # every per-image call in one, without the GIL
-                    nvimgcodec_open.open_batch(native, self, opened, boxes, sizes, stream)
+                    nvimgcodec_open.open_batch(native, self, self._instance, opened, boxes, sizes, stream)
                 else:
                     self._code_streams(opened, boxes)
                     self._images(opened, sizes, stream)

@@ -92,7 +92,7 @@ def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
     return offsets, buffer
 
 
-def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, int, int, int] | None],
+def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: list[tuple[int, int, int, int] | None],
                sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
     """What `CDecoder._code_streams` and `_images` do for `opened` (an nvimgcodec_c.Opened of
     `decoder`), in one call: its buffer, slots, decodable samples and (code streams, images)."""
@@ -111,7 +111,7 @@ def open_batch(lib: C.CDLL, decoder: Any, opened: Any, boxes: list[tuple[int, in
     parents, subs, image_of = (_P * n)(), (_P * n)(), (_P * n)()
     codes = np.empty(n, dtype=np.int32)
     streams, images = (_P * n)(), (_P * n)()
-    lib.pp_open_batch(decoder._instance, n, data, lengths.ctypes.data, box.ctypes.data, shape.ctypes.data, base,
+    lib.pp_open_batch(instance, n, data, lengths.ctypes.data, box.ctypes.data, shape.ctypes.data, base,
                       at.ctypes.data, LAYOUT.ctypes.data, C.byref(view), C.byref(info), parents, subs, image_of,
                       codes.ctypes.data, streams, images)
     opened.native = (lib, n, parents, subs, image_of)
