@@ -131,7 +131,7 @@ def opened_both_ways(stand_ins):
         dec = decoder(library)
         opened = capi.Opened(dec, BLOBS)
         if in_c:
-            nvimgcodec_open.open_batch(lib, dec, opened, BOXES, SIZES, stream)
+            nvimgcodec_open.open_batch(lib, dec, dec._instance, opened, BOXES, SIZES, stream)
         else:
             dec._code_streams(opened, BOXES)
             dec._images(opened, SIZES, stream)
@@ -197,7 +197,7 @@ def test_release_takes_the_ticket_back_before_it_drops_the_buffer(stand_ins):
     stream = SimpleNamespace(cuda_stream=STREAM, device=torch.device("cpu"))
     dec = decoder(library)
     opened = capi.Opened(dec, BLOBS)
-    nvimgcodec_open.open_batch(lib, dec, opened, BOXES, SIZES, stream)
+    nvimgcodec_open.open_batch(lib, dec, dec._instance, opened, BOXES, SIZES, stream)
     seen = []
     opened.ticket = SimpleNamespace(retire=lambda: seen.append((opened.buffer is not None, opened.native is not None)))
     opened.release()
