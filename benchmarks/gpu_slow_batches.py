@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--files", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="list the folder's images this many times")
     ap.add_argument("--read-threads", type=int, default=None, help="a file reader's read-ahead threads")
+    ap.add_argument("--hw-fraction", type=float, default=0.75, help="GpuDecoding(hw_fraction=...)")
+    ap.add_argument("--gc", choices=("on", "freeze", "off"), default="on",
+                    help="the garbage collector: as it is, gc.freeze() after the set-up, or disabled")
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.readers import Memory
@@ -80,7 +83,15 @@ def main() -> None:
     source = write_file_list([str(p) for p in files]) if args.files else Memory([p.read_bytes() for p in files])
     t = pp.Compose(pipeline_ops(args.pipeline), dtype=torch.float16)
     rows = []
-    with pp.Pipeline(source, t, args.batch, device="cuda", num_threads=args.threads) as pipe:
+    import gc
+
+    if args.gc == "freeze":
+        gc.collect()
+        gc.freeze()
+    elif args.gc == "off":
+        gc.disable()
+    gpu = pp.GpuDecoding(hw_fraction=args.hw_fraction)
+    with pp.Pipeline(source, t, args.batch, device="cuda", num_threads=args.threads, gpu=gpu) as pipe:
         for epoch in range(args.epochs):
             it = iter(pipe)
             while True:
@@ -104,7 +115,8 @@ def main() -> None:
     slow, mid = per[-tenth:], per[len(per) // 2 - tenth // 2: len(per) // 2 + tenth // 2 + 1]
     total = sum(r["consumer wait"] for r in per)
     elapsed = sum(r["consumer wait"] for r in per)
-    print(f"{args.pipeline}, {'files' if args.files else 'memory'} (read threads {args.read_threads}), "
+    print(f"{args.pipeline}, {'files' if args.files else 'memory'} (read threads {args.read_threads}, "
+          f"hw_fraction {args.hw_fraction}, gc {args.gc}), "
           f"{len(files)} images, batch {args.batch}, {args.threads} threads, {len(per)} batches after the first "
           f"epoch; consumer waited {total:.0f} ms in all: {len(per) * args.batch / max(elapsed, 1e-9) * 1e3:,.0f} "
           "images/s taken")
