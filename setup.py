@@ -22,6 +22,7 @@ setup(
         Extension(
             f"pixelpipe.native._{c.stem}",
             sources=[c.as_posix()],
+            depends=[h.as_posix() for h in sorted(NATIVE.glob("*.h"))],  # headers a C file includes
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math", "-std=c99", "-pthread"],
             extra_link_args=["-pthread"],
             libraries=["m"],

@@ -1,5 +1,7 @@
 """The CPU bench's rounds (bench/runner.py): every contender runs once per round, each one's
-median round is reported, the JSON keeps every round. No timing is asserted."""
+median round is reported, the JSON keeps every round. Its Pillow peer (pillow_loop.py) runs the
+measured pipeline's own ops, for every pipeline and preset, and is the default peer wherever the
+bench runs on the CPU (--device cpu, or auto without CUDA). No timing is asserted."""
 
 from __future__ import annotations
 
@@ -198,3 +200,86 @@ def test_cuda_without_a_cuda_device_exits_with_a_message() -> None:
         pytest.skip("this machine has a CUDA device")
     with pytest.raises(SystemExit, match="--device cuda: torch sees no CUDA device"):
         run_bench(None, "rn50", "cuda", None, 1, [], 1, 4, False, True)
+
+
+def _jpeg(h: int = 180, w: int = 240) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    arr = (rng.random((h, w, 3)) * 60 + np.linspace(0, 190, w)[None, :, None]).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name", ["rn50", "rich", "val", "fastai_like", "heavy", "light", "imagenet_train",
+                                  "imagenet_val"])
+def test_the_pillow_loop_runs_the_pipelines_own_ops(name):
+    """One Pillow op per pixelpipe op (Normalize is the loop's own last step), every one run
+    (p=1 where an op has a probability would not change the count), float16 CHW out."""
+    import numpy as np
+
+    from pixelpipe.ops import Normalize
+    from pixelpipe.tools.bench.pillow_loop import pillow_ops, run_one
+    from pixelpipe.tools.bench.pipelines import pipeline_ops
+
+    ops = pillow_ops(name)
+    assert len(ops) == sum(not isinstance(op, Normalize) for op in pipeline_ops(name))
+    data = _jpeg()
+    for seed in range(6):  # the random branches of every op
+        out = run_one(data, seed, ops)
+        assert out.shape == (3, 224, 224) and out.dtype == np.float16 and np.isfinite(out).all()
+
+
+def test_the_rich_pillow_loop_is_not_the_val_one():
+    """The Pillow peer once ran the val transforms for every pipeline but rn50."""
+    from pixelpipe.tools.bench.pillow_loop import pillow_ops
+
+    assert len(pillow_ops("rich")) == 4 and len(pillow_ops("val")) == 2
+    with pytest.raises(ValueError, match="no Pillow loop"):
+        pillow_ops("nope")
+
+
+def test_presets_are_bench_pipelines(capsys):
+    from pixelpipe.presets import PRESETS
+    from pixelpipe.tools.bench.pipelines import BENCH_PIPELINES, pipeline_ops
+
+    for name in PRESETS:
+        assert name in BENCH_PIPELINES
+        assert [type(op) for op in pipeline_ops(name, 64)] == [type(op) for op in PRESETS[name](64).ops]
+    results = run_bench(None, "heavy", "cpu", 4, 1, ["pillow"], 1, 4, True, True)
+    assert [r.name for r in results] == ["pixelpipe (cpu)", "pillow loop (cpu)"]
+    assert "pipeline=heavy" in json.loads(capsys.readouterr().out)["header"]
+    with pytest.raises(SystemExit, match="unknown pipeline"):
+        run_bench(None, "nope", "cpu", 4, 1, [], 1, 4, True, True)
+
+
+def test_auto_on_a_machine_without_cuda_compares_with_pillow(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: auto means cuda here")
+    results = run_bench(None, "rn50", "auto", 4, 1, None, 1, 4, True, True)
+    assert [r.name for r in results] == ["pixelpipe (cpu)", "pillow loop (cpu)"]
+    assert run_bench(None, "rn50", "auto", 4, 1, [], 1, 4, True, True)[-1].name == "pixelpipe (cpu)"
+
+
+def test_the_cli_takes_presets_and_no_peers(capsys):
+    import torch
+
+    from pixelpipe.tools.cli import main
+
+    args = ["bench", "-n", "4", "--batch", "4", "--threads", "1", "--passes", "1", "--json", "--quiet"]
+    assert main([*args, "--device", "cpu", "--pipeline", "light", "--peers", "none"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in out["results"]] == ["pixelpipe (cpu)"] and "pipeline=light" in out["header"]
+    if not torch.cuda.is_available():  # plain `pixelpipe bench` (device auto) has the Pillow peer
+        assert main([*args, "--pipeline", "fastai_like"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert [r["name"] for r in out["results"]] == ["pixelpipe (cpu)", "pillow loop (cpu)"]
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--pipeline", "nope"])
+    assert e.value.code == 2

@@ -9,7 +9,12 @@
 - run_cpu_stage on batches mixing the per-sample paths and the batched reference (whose
   samples the workers decode before the batch's set-up is known): equal to each sample through
   its own path, on a pool and on the builtin (lazy) map; errors in loading or in the set-up
-  reach the caller.
+  reach the caller. With warp.c, the samples the reference took go through the "general" path
+  (warp + pointwise in one C call): those rows agree with the reference + pointwise_reference
+  within float16's two ulps, the others stay equal.
+- the two-phase stage (colour ops that need the warped images' means): per-sample means and
+  pointwise pass by warp.c against the batched reference means and pass (warp.c off), within
+  float rounding, on batches mixing "window", "separable" and "general" samples.
 - for_each: every item once, on any map; the first failing item's error (in the list's order).
 - longest_first: the batch's order, largest estimated decode first.
 """
@@ -28,6 +33,7 @@ from PIL import Image
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
+from pixelpipe.kernels.cpu import warp as cpu_warp
 from pixelpipe.kernels.cpu.stage import (
     _post,
     finish_sample,
@@ -43,6 +49,12 @@ from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 
 NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+F16_TOL = {"atol": 2 * 2**-9, "rtol": 2**-9}  # two float16 ulps at magnitude 2 (helpers.FLOAT_TOL)
+
+
+def _without_warp_c(monkeypatch) -> None:
+    """The CPU stage as where warp.c was not built: the reference warps what "general" would."""
+    monkeypatch.setattr(cpu_warp, "general_library", lambda: None)
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.uint8]
 
 
@@ -163,7 +175,12 @@ MIXED = [pp.RandomResizedCrop((20, 24)), pp.RandomFlip(0.5, 0.5), pp.RandomRotat
 
 
 @pytest.mark.parametrize("threads", [0, 2])
-def test_mixed_batch_equals_each_path(threads):
+@pytest.mark.parametrize("general", [False, True])
+def test_mixed_batch_equals_each_path(threads, general, monkeypatch):
+    if not general:
+        _without_warp_c(monkeypatch)
+    elif cpu_warp.general_library() is None:
+        pytest.skip("warp.c was not built")
     b = ImageBatch.from_list(varied_images(20, 30, 90, seed=5))
     pspec = _spec(torch.float16, "NCHW")
     pool = ThreadPoolExecutor(threads) if threads else None
@@ -176,14 +193,58 @@ def test_mixed_batch_equals_each_path(threads):
     for seed in range(3):
         plan = Compose(MIXED).stages[0].sample(seed, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
         spec = plan.warp_spec(plan.uniform_size(), plan.regions())
-        kinds.update(classify(spec).tolist())
+        kind = classify(spec)
+        kinds.update(kind.tolist())
         loads.clear()
         got = run_cpu_stage(load, spec, lambda means: pspec, False, pool.map if pool else map)
         assert sorted(loads) == list(range(len(b)))  # each sample decoded once, reference ones too
-        assert torch.equal(got, _mixed_twin(b, spec, pspec))
+        twin = _mixed_twin(b, spec, pspec)
+        ref = kind == REFERENCE
+        assert torch.equal(got[~ref], twin[~ref])
+        if general:  # warp.c's rows: float rounding, then float16's
+            torch.testing.assert_close(got[ref].float(), twin[ref].float(), **F16_TOL)
+        else:
+            assert torch.equal(got[ref], twin[ref])
     assert REFERENCE in kinds and WINDOW in kinds
     if pool:
         pool.shutdown()
+
+
+def _contrast(n: int, dtype: torch.dtype = torch.float16, layout: str = "NCHW"):
+    """make_pointwise of a contrast-like chain: 0.7 x + 0.3 * mean colour, then a small channel
+    mix; the pointwise spec depends on the warped images' means."""
+    def make(means):
+        assert means is not None and means.shape == (n, 3) and means.dtype == torch.float64
+        a = torch.zeros(n, 3, 4, dtype=torch.float64)
+        a[:, :, :3] = torch.tensor([[0.7, 0.05, 0.0], [0.0, 0.7, 0.05], [0.05, 0.0, 0.7]], dtype=torch.float64)
+        a[:, :, 3] = 0.3 * means + 4.0
+        norm = None if dtype == torch.uint8 else NORM
+        return PointwiseSpec(a, norm[0] if norm else None, norm[1] if norm else None, dtype, layout, 3)
+    return make
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_two_phases_with_warp_c_agree_with_the_reference_means(dtype, layout, monkeypatch):
+    """The stage that needs the means: warp.c's per-sample sums and pointwise pass (on the
+    workers) against the batched channel_means + pointwise_reference (warp.c off)."""
+    if cpu_warp.general_library() is None:
+        pytest.skip("warp.c was not built")
+    b = ImageBatch.from_list(varied_images(20, 30, 90, seed=7))
+    with ThreadPoolExecutor(2) as pool:
+        for ops in (OPS, MIXED):
+            plan = Compose(ops).stages[0].sample(1, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+            spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+            fast = run_cpu_stage(b.__getitem__, spec, _contrast(len(b), dtype, layout), True, pool.map)
+            with monkeypatch.context() as m:
+                _without_warp_c(m)
+                ref = run_cpu_stage(b.__getitem__, spec, _contrast(len(b), dtype, layout), True, pool.map)
+            assert fast.dtype == ref.dtype == dtype and fast.shape == ref.shape
+            if dtype == torch.uint8:  # float rounding can cross a rounding boundary
+                assert float((fast.float() - ref.float()).abs().max()) <= 1
+            else:
+                tol = {torch.float32: 1e-4, torch.float16: 2 * 2**-9, torch.bfloat16: 2 * 2**-6}[dtype]
+                torch.testing.assert_close(fast.float(), ref.float(), atol=tol, rtol=tol)
 
 
 def test_stage_errors_reach_the_caller():

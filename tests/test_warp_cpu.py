@@ -7,27 +7,56 @@
   mixing all three paths.
 - band_weights (numpy) against warp_torch.axis_weights: equal to 1 float32 ulp (the row sums
   may add in another order), every filter, border and antialias setting.
+- TestGeneralWarp: warp.c's "general" path (any 3x3 map) against warp_reference, on random
+  affine and perspective maps (rotations, shears, shrinks and enlargements, parts of the output
+  outside the image), every border, interpolation and antialias setting, grey and RGB sources
+  stored with margins (strided views) or planar (channel stride != 1), random clip boxes and
+  buffer origins (as a decoded region at a DCT scale gives them), and outputs whose rows have
+  8-pixel blocks and tails. Stated tolerance, in grey levels of the warped values clamped to
+  [0, 255] as the pointwise pass clamps them: max |general - reference| <= 0.01 and mean <=
+  1e-4, so at most 1 grey level apart once rounded to uint8, and equal for all but 0.1% of the
+  pixels (measured over 240 random cases per setting: max 2.4e-3, mean <= 1.5e-5, 4 pixels in
+  257,826 one level apart; the exact per-pixel path equals the reference, the 8-pixel vector
+  blocks round their weights to float32). Unclamped, bicubic values far outside [0, 255]
+  (where dropped taps leave weights that nearly cancel) agree to ~1e-4 relative only.
+  Its fused pointwise pass against pointwise_reference of the reference warp (every output
+  dtype, layout, grey output, colour matrices): within float32 rounding, then the dtype's.
+  Its float16 / bfloat16 / uint8 stores: exactly torch's casts of its own float32 output.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import make_image
 
 import pixelpipe as pp
+from pixelpipe import ImageBatch
+from pixelpipe.kernels.cpu.stage import _post, finish_sample, output_tensor
 from pixelpipe.kernels.cpu.warp import (
+    GENERAL,
     REFERENCE,
     SEPARABLE,
     WINDOW,
     SampleRows,
     band_weights,
+    channel_sums,
     classify,
+    finish_general,
+    finish_warped,
+    general_library,
+    general_sample,
     resize_window,
+    sample_rows,
+    with_general,
 )
-from pixelpipe.kernels.reference.warp import axis_weights
-from pixelpipe.kernels.spec import WarpSpec
+from pixelpipe.kernels.reference.pointwise import pointwise_reference
+from pixelpipe.kernels.reference.warp import axis_weights, warp_reference
+from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 
 
 def _spec(out_size: tuple[int, int]) -> WarpSpec:
@@ -130,3 +159,196 @@ def test_band_weights_equal_axis_weights(interpolation, border, antialias):
         assert got.dtype == np.float32 and got.shape == (n_out, hi - lo)
         np.testing.assert_array_max_ulp(got, want, maxulp=1)
 
+
+
+# ----------------------------------------------------------------------------- the general warp
+GENERAL_MAX, GENERAL_MEAN = 0.01, 1e-4  # grey levels, warped float values (see the docstring)
+INTERPOLATIONS = ["bilinear", "bicubic", "nearest"]
+BORDERS = ["constant", "reflect", "replicate", "wrap"]
+
+
+def _random_map(rng: np.random.Generator, out_hw: tuple[int, int], clip: np.ndarray, perspective: bool) -> np.ndarray:
+    """An output -> image map: the output's centre near the clip box's centre, rotated by any
+    angle, scaled by 0.3 to 4 per axis (enlarging and shrinking), sheared, and (perspective)
+    tilted so that pz stays within [0.6, 1.4] over the output."""
+    H, W = out_hw
+    y0, x0, y1, x1 = clip
+    centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2]) + rng.normal(0, 0.3, 2) * [x1 - x0, y1 - y0]
+    t = rng.uniform(-np.pi, np.pi)
+    rot = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    scale = np.diag(np.exp(rng.uniform(np.log(0.3), np.log(4.0), 2)))
+    shear = np.array([[1.0, rng.uniform(-0.4, 0.4)], [0.0, 1.0]])
+    a = rot @ shear @ scale
+    m = np.eye(3)
+    m[:2, :2] = a
+    m[:2, 2] = centre - a @ np.array([W / 2, H / 2])
+    if perspective:
+        g = rng.uniform(-0.4, 0.4, 2) / np.array([W, H])
+        tilt = np.array([[1.0, 0, 0], [0, 1.0, 0], [g[0], g[1], 1.0 - g[0] * W / 2 - g[1] * H / 2]])
+        m = m @ tilt  # the output centre keeps pz = 1
+    return m
+
+
+def _random_case(rng: np.random.Generator, channels: int, perspective: bool, interpolation: str, border: str,
+                 antialias: bool, layout: str = "margins") -> tuple[torch.Tensor, WarpSpec]:
+    """(the stored buffer, a one-sample spec): an image of random size, a clip box inside it
+    (the whole image 30% of the time), a buffer holding the clip box from a random origin (a
+    decoded region), stored with margins (a strided view) or planar (channel stride h*w)."""
+    ih, iw = (int(v) for v in rng.integers(12, 80, 2))
+    full = rng.random() < 0.3
+    y0, x0 = (0, 0) if full else (int(rng.integers(0, ih - 2)), int(rng.integers(0, iw - 2)))
+    y1, x1 = (ih, iw) if full else (int(rng.integers(y0 + 1, ih + 1)), int(rng.integers(x0 + 1, iw + 1)))
+    oy, ox = int(rng.integers(0, y0 + 1)), int(rng.integers(0, x0 + 1))
+    bh, bw = int(rng.integers(y1 - oy, ih - oy + 1)), int(rng.integers(x1 - ox, iw - ox + 1))
+    pixels = make_image(bh, bw, c=channels, seed=int(rng.integers(1 << 30)), noise=20.0)
+    pixels = pixels.reshape(bh, bw, channels)
+    if layout == "planar":  # HWC view of CHW planes
+        stored = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1))).permute(1, 2, 0)
+    else:
+        big = np.zeros((bh + 5, bw + 7, channels), dtype=np.uint8)
+        big[2 : 2 + bh, 3 : 3 + bw] = pixels
+        stored = torch.from_numpy(big)[2 : 2 + bh, 3 : 3 + bw]
+    out_hw = (int(rng.integers(3, 30)), int(rng.integers(5, 42)))  # 8-pixel blocks and tails
+    clip = np.array([y0, x0, y1, x1])
+    inv = _random_map(rng, out_hw, clip, perspective)  # WarpSpec.inverse: output -> image
+    fill = tuple(float(v) for v in rng.integers(0, 256, 3))
+    spec = WarpSpec(inv[None], np.array([[ih, iw]]), np.array([[oy, ox]]), clip[None], out_hw, interpolation,
+                    border, fill, antialias)
+    return stored, spec
+
+
+def _reference_one(stored: torch.Tensor, spec: WarpSpec) -> torch.Tensor:
+    b = ImageBatch.from_list([stored.contiguous()])
+    return warp_reference(b.data, b.table, spec)[0]
+
+
+def _general_rows(spec: WarpSpec) -> SampleRows:
+    return sample_rows(spec, torch.full((len(spec),), GENERAL))
+
+
+def _errors(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    d = (got.double() - want.double()).abs()
+    return float(d.max()), float(d.mean())
+
+
+@pytest.mark.skipif(general_library() is None, reason="warp.c was not built")
+class TestGeneralWarp:
+    @pytest.mark.parametrize("interpolation", INTERPOLATIONS)
+    @pytest.mark.parametrize("border", BORDERS)
+    @pytest.mark.parametrize("antialias", [True, False])
+    @pytest.mark.parametrize("perspective", [False, True])
+    def test_random_maps_agree_with_the_reference(self, interpolation, border, antialias, perspective):
+        """The stated tolerance (module docstring), on 24 random cases per setting."""
+        rng = np.random.default_rng(zlib.crc32(f"{interpolation} {border} {antialias} {perspective}".encode()))
+        worst, total, pixels, off_u8 = 0.0, 0.0, 0, 0
+        for k in range(24):
+            channels = 1 if k % 4 == 3 else 3
+            layout = "planar" if k % 6 == 5 else "margins"
+            stored, spec = _random_case(rng, channels, perspective, interpolation, border, antialias, layout)
+            got = general_sample(stored, spec, _general_rows(spec), 0)
+            want = _reference_one(stored, spec)
+            assert got.shape == want.shape == (*spec.out_size, 3) and got.dtype == torch.float32
+            got, want = got.clamp(0, 255), want.clamp(0, 255)
+            mx, mean = _errors(got, want)
+            worst = max(worst, mx)
+            total += mean * want.numel()
+            pixels += want.numel()
+            rounded = (got.round() - want.round()).abs()
+            assert float(rounded.max()) <= 1
+            off_u8 += int((rounded > 0).sum())
+        assert worst <= GENERAL_MAX, worst
+        assert total / pixels <= GENERAL_MEAN
+        assert off_u8 <= max(2, pixels // 1000)
+
+    def test_planned_warps_agree_with_the_reference(self):
+        """Rotations, shears and perspective planned by the ops (RandomResizedCrop windows,
+        decoded regions as clip boxes) on grey and RGB images, with and without antialiasing."""
+        b = ImageBatch.from_list([torch.from_numpy(make_image(40 + 9 * k, 90 - 7 * k, c=1 if k == 2 else 3, seed=k))
+                                  for k in range(6)])
+        for ops in ([pp.RandomResizedCrop((20, 40)), pp.RandomRotate(40)],
+                    [pp.RandomPerspective(0.5, p=1.0), pp.Resize((33, 17))],
+                    [pp.RandomAffine(degrees=20, shear=15, scale=(0.5, 2.0), border="reflect"), pp.Resize((24, 24))]):
+            for antialias in (True, False):
+                plan = pp.Compose(ops).stages[0].sample(0, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+                spec = plan.warp_spec(plan.uniform_size(), plan.regions(), antialias=antialias)
+                kind = with_general(classify(spec))
+                assert bool((kind == GENERAL).all())
+                rows = sample_rows(spec, kind)
+                want = warp_reference(b.data, b.table, spec)
+                got = torch.stack([general_sample(b[i], spec, rows, i) for i in range(len(b))])
+                mx, mean = _errors(got.clamp(0, 255), want.clamp(0, 255))
+                assert mx <= GENERAL_MAX and mean <= GENERAL_MEAN
+
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.uint8])
+    @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+    @pytest.mark.parametrize("channels", [3, 1])
+    def test_fused_pointwise_agrees_with_the_reference(self, dtype, layout, channels):
+        """finish_general (warp + pointwise in one call) against pointwise_reference of the
+        reference warp; finish_warped (the pass alone) against finish_sample."""
+        rng = np.random.default_rng(11)
+        for k in range(6):
+            stored, spec = _random_case(rng, 3 if k % 3 else 1, k % 2 == 1, "bilinear", BORDERS[k % 4], True)
+            color = None
+            if k % 2:
+                color = np.concatenate([np.eye(3) * 0.8 + 0.05, np.full((3, 1), 12.0)], 1)[None]
+            norm = (None, None) if dtype == torch.uint8 else ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+            pspec = PointwiseSpec(None if color is None else torch.from_numpy(color), norm[0], norm[1], dtype, layout,
+                                  channels)
+            out = output_tensor(1, spec.out_size, pspec)
+            k_, b_ = _post(pspec)
+            post = (k_.numpy(), b_.numpy())
+            c32 = None if color is None else color[0].astype(np.float32)
+            finish_general(stored, spec, _general_rows(spec), 0, pspec, c32, post, out[0])
+            ref = pointwise_reference(_reference_one(stored, spec)[None], pspec)
+            alone = output_tensor(1, spec.out_size, pspec)
+            warped = general_sample(stored, spec, _general_rows(spec), 0)
+            finish_warped(warped, spec, pspec, c32, post, alone[0])
+            twin = output_tensor(1, spec.out_size, pspec)
+            finish_sample(warped, pspec, 0, twin[0], _post(pspec))
+            assert out.dtype == ref.dtype == dtype and out.shape == ref.shape
+            if dtype == torch.uint8:
+                assert float((out.float() - ref.float()).abs().max()) <= 1
+                assert float((alone.float() - twin.float()).abs().max()) <= 1
+            else:
+                tol = {torch.float32: 1e-4, torch.float16: 2 * 2**-9, torch.bfloat16: 2 * 2**-6}[dtype]
+                torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
+                torch.testing.assert_close(alone.float(), twin.float(), atol=tol, rtol=tol)
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.uint8])
+    def test_stores_are_torchs_casts(self, dtype):
+        """The kernel's float16 / bfloat16 / uint8 outputs are torch's casts (round to nearest
+        even) of its own float32 output, every pixel (vector blocks and tails)."""
+        rng = np.random.default_rng(5)
+        for k in range(8):
+            stored, spec = _random_case(rng, 3, k % 2 == 1, "bicubic", "reflect", True)
+            norm = ((0.5,), (0.001,))  # values far past float16's 1
+            outs = {}
+            for dt in (torch.float32, dtype):
+                pspec = PointwiseSpec(None, *((None, None) if dt == torch.uint8 else norm), dt, ("NCHW", "NHWC")[k % 2], 3)
+                out = output_tensor(1, spec.out_size, pspec)
+                k_, b_ = (np.ones(3, np.float32), np.zeros(3, np.float32)) if dtype == torch.uint8 else _post(pspec)
+                finish_general(stored, spec, _general_rows(spec), 0, pspec, None, (np.asarray(k_), np.asarray(b_)), out[0])
+                outs[dt] = out
+            want = torch.round(outs[torch.float32]).to(dtype) if dtype == torch.uint8 else outs[torch.float32].to(dtype)
+            assert torch.equal(outs[dtype], want)
+
+    def test_channel_sums(self):
+        x = torch.from_numpy(make_image(37, 51, seed=3))
+        want = x.double().sum((0, 1)).numpy()
+        assert np.array_equal(channel_sums(x), want)
+        f = x.float() * 1.37 - 3.0
+        np.testing.assert_allclose(channel_sums(f), f.double().sum((0, 1)).numpy(), rtol=1e-12)
+        np.testing.assert_allclose(channel_sums(f.flip(1)), f.double().sum((0, 1)).numpy(), rtol=1e-12)
+
+    def test_stage_takes_the_general_path_for_rotations(self):
+        """run_cpu_stage sends rotated uint8 samples through warp.c (no batched reference), and
+        a Compose on the CPU agrees with the reference twin of every sample."""
+        imgs = [torch.from_numpy(make_image(50 + 5 * k, 70 - 3 * k, c=1 if k == 3 else 3, seed=k)) for k in range(8)]
+        ops = [pp.RandomResizedCrop(32), pp.RandomRotate(30), pp.RandomPerspective(0.3, p=0.5)]
+        got = pp.Compose(ops, dtype=torch.float32, layout="NHWC")(imgs, seed=3)
+        b = ImageBatch.from_list(imgs)
+        plan = pp.Compose(ops).stages[0].sample(3, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+        spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+        assert bool((with_general(classify(spec)) == GENERAL).any())
+        want = warp_reference(b.data, b.table, spec).clamp(0, 255) / 255
+        torch.testing.assert_close(got, want, atol=GENERAL_MAX / 255 + 1e-6, rtol=0)

@@ -3,8 +3,9 @@ load this package's other C files the same way: alloc.c (nvImageCodec's allocato
 decode/nvimgcodec_alloc.py), decode.c (a batch's nvImageCodec decode calls in one, see
 decode/nvimgcodec_c.py), open.c (a batch's code streams and images in one, see
 decode/nvimgcodec_open.py), queue.c (a decoder's decode queue and its thread, see
-decode/nvimgcodec_queue.py) and jpeg_headers.c (a batch's JPEG headers, see
-decode/headers_batch.py).
+decode/nvimgcodec_queue.py), jpeg_headers.c (a batch's JPEG headers, see
+decode/headers_batch.py) and warp.c (the CPU's general warp and pointwise pass, see
+kernels/cpu/warp.py).
 
 Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred numbers, so it
 costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the

@@ -19,10 +19,12 @@ import sys
 from collections.abc import Sequence
 
 from ..presets import PRESETS
+from .bench.pipelines import BENCH_PIPELINES
 
 BENCH_EXAMPLES = """examples:
   pixelpipe bench                                   # standard pipeline, synthetic data, best device
   pixelpipe bench --device cpu --data ../shared/data/imagenet-sample --threads 2 --peers pillow
+  pixelpipe bench --device cpu --pipeline fastai_like   # a preset, beside Pillow doing the same ops
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
   pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
 """
@@ -63,12 +65,15 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                        description="Run a standard pipeline with pixelpipe and its peers, print images/s.",
                        epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
-    p.add_argument("--pipeline", default="rn50", choices=("rn50", "rich", "val"))
+    p.add_argument("--pipeline", default="rn50", choices=BENCH_PIPELINES,
+                   help="rn50, rich, val, or a preset's name (default rn50); on the CPU the Pillow loop "
+                        "runs the same ops")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
     p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: all cores)")
     p.add_argument("--peers", default=None,
-                   help="comma-separated peers: pillow (cpu); dali, torchvision, kornia (cuda)")
+                   help="comma-separated peers: pillow (cpu; the default there); dali, torchvision, kornia "
+                        "(cuda); none for no peer")
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
     p.add_argument("--rounds", type=int, default=1,
                    help="time every contender once per round, the order reversed every other round, "
@@ -136,8 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--passes, --rounds, --batch and -n must be >= 1")
         if not args.seconds >= 0:
             parser.error("--seconds must be >= 0")
-        peers = args.peers.split(",") if args.peers else (["pillow"] if args.device == "cpu" else [])
-        run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, [p for p in peers if p],
+        peers = None if args.peers is None else [p for p in args.peers.split(",") if p and p.strip() != "none"]
+        run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, peers,
                   args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
                   rounds=args.rounds, seconds=args.seconds)
         return 0

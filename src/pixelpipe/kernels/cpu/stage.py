@@ -1,23 +1,35 @@
 """One stage on the CPU: per-sample fast paths on worker threads, the reference for the rest.
 
-Each eligible sample is decoded, warped (warp_cpu's "window" or "separable" path) and finished
+Each sample is decoded, warped (warp_cpu's "window", "separable" or "general" path) and finished
 (colour, clamp, normalise, cast, layout) by one call on a worker thread, writing its slot of the
-output; samples that need the general warp are gathered and run through the vectorised
-reference, batched. When a colour op needs the warped image's mean (contrast), the warp and the
-pointwise pass are two phases. Otherwise the workers start decoding as soon as the batch
-arrives: the batch's set-up (which path each sample takes, the output tensor) is made by the
-calling thread meanwhile, and the reference samples' regions are kept for the batched warp.
-The workers take the samples longest first (longest_first), so that a batch ends on short ones.
+output. The "general" path (rotations, shears, perspective, borders: warp.c) does the warp and
+the pointwise pass in one C call that releases the GIL. Samples that need the reference warp
+(float sources between stages, or no warp.c where the C helpers were not built) are gathered
+and run through the vectorised reference, batched. When a colour op needs the warped image's
+mean (contrast), the warp and the pointwise pass are two phases (_two_phases), both on the
+workers. Otherwise the workers start decoding as soon as the batch arrives: the batch's set-up
+(which path each sample takes, the output tensor) is made by the calling thread meanwhile, and
+the reference samples' regions are kept for the batched warp. The workers take the samples
+longest first (longest_first), so that a batch ends on short ones.
 
 Where the time goes (rn50 training pipeline on the ImageNet sample, 224x224 float16 NCHW, per
 image, one thread of a 2-core machine): TurboJPEG region decode ~0.95 ms (mostly Huffman
 decoding, which no crop or DCT scale skips), antialiased resize ~0.1-0.2 ms (read from the
 decoded region in place, written into a channels-last tensor: see warp_cpu.resize_window),
-pointwise ~0.09 ms. The plain case ("window" path, no colour matrix) runs with the fewest
+pointwise ~0.09 ms. A rotated crop (RandomRotate(10) after the crop) adds the general warp,
+~0.5-0.7 ms with the pointwise pass fused (AVX2), against ~0.15 ms for resize + pointwise; its
+decoded region is larger too. Before warp.c those samples went through the batched reference:
+3.6 s of a 3.7 s call for 64 images (cProfile; 20 images/s against 1,400 unrotated). It loops
+over the batch's largest tap count (4 x 5, where the median sample needs 3 x 3), each tap pair
+a dozen passes over [64, 224, 224, 3] tensors (int64 index arithmetic, clamps, a gather, a
+where, a multiply-add per channel), and keeps int64 index tensors per tap: 2.7 GB peak for the
+rich pipeline's bench against 0.45 GB for rn50's.
+The plain case ("window" path, no colour matrix) runs with the fewest
 passes: the resized window is not mirrored by a copy; the pointwise pass reads it mirrored
 (numpy views take negative strides) while turning HWC bytes into CHW planes, in this thread's
 reused buffers (finish_uint8). Every fast path computes the same numbers as its general twin
-(finish_sample's float branch, warp_sample) and tests/test_cpu_stage.py checks them equal.
+(finish_sample's float branch, warp_sample) and tests/test_cpu_stage.py checks them equal; the
+general path agrees with the reference within the tolerance tests/test_warp_cpu.py states.
 """
 
 from __future__ import annotations
@@ -34,7 +46,21 @@ from ...data.batch import ImageBatch
 from ..reference.pointwise import GREY, channel_means, pointwise_reference
 from ..reference.warp import warp_reference
 from ..spec import PointwiseSpec, WarpSpec
-from .warp import REFERENCE, WINDOW, classify, resize_window, sample_rows, warp_sample
+from . import warp as cpu_warp
+from .warp import (
+    GENERAL,
+    REFERENCE,
+    WINDOW,
+    channel_sums,
+    classify,
+    finish_general,
+    finish_warped,
+    general_sample,
+    resize_window,
+    sample_rows,
+    warp_sample,
+    with_general,
+)
 
 MapFn = Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]]
 # tasks for_each hands to map_fn: one per worker thread is enough; extra ones (for pools with
@@ -173,24 +199,8 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
     """Warp + pointwise: the stage's tensor. load(i) gives sample i's stored HWC pixels (a view,
     or a region decoded right then, on the worker thread); uint8 says whether they are uint8
     (the fast paths need it) or float32 (between stages)."""
-    n = len(spec)
-    H, W = spec.out_size
     if needs_means:
-        kind = _kinds(spec, uint8)
-        rows = sample_rows(spec, kind)
-        fast = [i for i in range(n) if rows.kinds[i] != REFERENCE]
-        rest = (kind == REFERENCE).nonzero().flatten()
-        dtype = torch.uint8 if bool((kind == WINDOW).all()) else torch.float32
-        warped = torch.empty(n, H, W, 3, dtype=dtype)
-
-        def warp_one(i: int) -> None:
-            warped[i].copy_(warp_sample(load(i), spec, rows, i))
-
-        for_each(warp_one, fast, map_fn)
-        if len(rest):
-            warped[rest] = _reference(load, spec, rest, map_fn).to(dtype)
-        pspec = make_pointwise(channel_means(warped))
-        return pointwise_reference(warped, pspec)
+        return _two_phases(load, spec, make_pointwise, map_fn, uint8)
     # Decoding needs nothing from the rest of the batch's set-up: the workers start on their
     # first regions at once, while this thread classifies the samples and makes the output
     # (_Once: or the first worker that needs it, with a lazy map_fn). Reference samples are
@@ -208,6 +218,8 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
             x = resize_window(img, spec, s.rows, i).numpy().transpose(1, 2, 0)
             my, mx = s.rows.mirror_y[i], s.rows.mirror_x[i]
             finish_uint8(x[:: -1 if my else 1, :: -1 if mx else 1], s.pspec, s.out[i], s.post)
+        elif kind == GENERAL:  # warp + pointwise in one C call, into the output slot
+            finish_general(img, spec, s.rows, i, s.pspec, None if s.color is None else s.color[i], s.post_np, s.out[i])
         else:
             finish_sample(warp_sample(img, spec, s.rows, i), s.pspec, i, s.out[i], s.post)
 
@@ -220,6 +232,82 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
                             pspec.dtype, pspec.layout, pspec.channels)
         s.out[rest] = pointwise_reference(_reference(kept.__getitem__, spec, rest, map), sub)
     return s.out
+
+
+def _two_phases(load: Callable[[int], torch.Tensor], spec: WarpSpec,
+                make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], map_fn: MapFn,
+                uint8: bool) -> torch.Tensor:
+    """A stage whose colour ops need the warped images' mean colours (contrast): every sample
+    warped first, then the pointwise pass with the means.
+
+    With warp.c, both phases run per sample on the workers: each sample is warped into a buffer
+    of its own (a "window" sample's resize is kept unmirrored, in uint8; the pointwise pass
+    reads it mirrored in place) and its channel sums taken, then, once the means are known, the
+    pointwise pass (warp.c's, as the "general" path fuses it) writes its slot. Measured on the
+    rich pipeline (2 cores): the batched plain-torch pass and means on the calling thread took
+    ~4 ms per image while the workers waited; ~0.1 ms per image here. Without warp.c the means
+    and the pass are the reference's, on one batch of warped images (uint8 when every sample
+    takes the "window" path, float32 otherwise)."""
+    if cpu_warp.general_library() is None:
+        return _two_phases_reference(load, spec, make_pointwise, map_fn, uint8)
+    n = len(spec)
+    H, W = spec.out_size
+    kind = _kinds(spec, uint8)
+    rows = sample_rows(spec, kind)
+    rest = (kind == REFERENCE).nonzero().flatten()
+    warped: list[Any] = [None] * n
+    sums = np.zeros((n, 3))
+
+    def warp_one(i: int) -> None:
+        img = load(i)
+        k = rows.kinds[i]
+        if k == WINDOW:  # HWC bytes as resized; mirrored by the view's strides
+            x = resize_window(img, spec, rows, i).numpy().transpose(1, 2, 0)
+            sums[i] = channel_sums(x)
+            warped[i] = x[:: -1 if rows.mirror_y[i] else 1, :: -1 if rows.mirror_x[i] else 1]
+            return
+        warped[i] = general_sample(img, spec, rows, i) if k == GENERAL else warp_sample(img, spec, rows, i)
+        sums[i] = channel_sums(warped[i])
+
+    for_each(warp_one, [i for i in longest_first(spec) if rows.kinds[i] != REFERENCE], map_fn)
+    if len(rest):
+        for i, x in zip(rest.tolist(), _reference(load, spec, rest, map_fn)):
+            warped[i] = x
+            sums[i] = channel_sums(x)
+    pspec = make_pointwise(torch.from_numpy(sums / (H * W)))
+    out = output_tensor(n, (H, W), pspec)
+    color = None if pspec.color is None else pspec.color.detach().cpu().numpy().astype(np.float32)
+    k, b = _post(pspec)
+    post = (k.numpy(), b.numpy())
+
+    def finish_one(i: int) -> None:
+        finish_warped(warped[i], spec, pspec, None if color is None else color[i], post, out[i])
+
+    for_each(finish_one, list(range(n)), map_fn)
+    return out
+
+
+def _two_phases_reference(load: Callable[[int], torch.Tensor], spec: WarpSpec,
+                          make_pointwise: Callable[[torch.Tensor | None], PointwiseSpec], map_fn: MapFn,
+                          uint8: bool) -> torch.Tensor:
+    """_two_phases without warp.c: the per-sample fast paths on the workers into one batch, the
+    reference for the rest, then the reference's means and pointwise pass."""
+    n = len(spec)
+    H, W = spec.out_size
+    kind = _kinds(spec, uint8)
+    rows = sample_rows(spec, kind)
+    fast = [i for i in range(n) if rows.kinds[i] != REFERENCE]
+    rest = (kind == REFERENCE).nonzero().flatten()
+    dtype = torch.uint8 if bool((kind == WINDOW).all()) else torch.float32
+    warped = torch.empty(n, H, W, 3, dtype=dtype)
+
+    def warp_one(i: int) -> None:
+        warped[i].copy_(warp_sample(load(i), spec, rows, i))
+
+    for_each(warp_one, fast, map_fn)
+    if len(rest):
+        warped[rest] = _reference(load, spec, rest, map_fn).to(dtype)
+    return pointwise_reference(warped, make_pointwise(channel_means(warped)))
 
 
 def longest_first(spec: WarpSpec) -> list[int]:
@@ -236,8 +324,9 @@ def longest_first(spec: WarpSpec) -> list[int]:
 
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
-    """classify(spec), or every sample REFERENCE when the pixels are not uint8."""
-    return classify(spec) if len(spec) and uint8 else torch.full((len(spec),), REFERENCE)
+    """classify(spec) with the rest "general" where warp.c was built, or every sample REFERENCE
+    when the pixels are not uint8."""
+    return with_general(classify(spec)) if len(spec) and uint8 else torch.full((len(spec),), REFERENCE)
 
 
 class _Setup:
@@ -251,6 +340,10 @@ class _Setup:
         self.out = output_tensor(len(spec), spec.out_size, self.pspec)
         self.post = _post(self.pspec)
         self.plain = self.pspec.color is None and self.pspec.channels == 3
+        # what finish_general hands warp.c: float32 colour matrices and scale, bias as arrays
+        color = self.pspec.color
+        self.color = None if color is None else color.detach().cpu().numpy().astype(np.float32)
+        self.post_np = (self.post[0].numpy(), self.post[1].numpy())
 
 
 class _Once:

@@ -12,17 +12,29 @@ no Python arithmetic per pixel) so they can run on the decoding threads:
   window at a fractional position after DCT-scaled decoding): two small matrix products with the
   reference's own 1-D filter weights.
 
-Everything else (rotations, perspective, borders) goes through the reference warp, batched.
+- "general": everything else (rotations, shears, perspective, borders, nearest, no antialias)
+  on a uint8 source: one call of warp.c per sample (`pp_warp_general`, the GIL released), the
+  reference's arithmetic per output pixel (source point, per-pixel stretch, each axis's taps
+  once, the 2-D sum), reading the decoded region in place; the CPU stage has it write the
+  pointwise pass's result straight into the output slot (`finish_general`).
+
+`classify` names the first two (and REFERENCE for the rest); `with_general` moves the rest to
+"general" where warp.c was built. Without it (no C compiler at install), and for float sources
+(between stages), they go through the reference warp, batched.
 The per-sample paths read the batch's parameters from Python lists (SampleRows, made once per
 batch) rather than by indexing the spec's tensors on the worker threads, and `resize_window`
 leaves the mirroring to its caller, so that the CPU stage can fold it into its pointwise pass.
 Agreement with warp_reference is tested: exact up to float rounding for "separable"; for
 "window" at most 2 grey levels, from the fixed-point weights and the uint8 intermediate between
-its two passes.
+its two passes; for "general" float32 rounding: its exact per-pixel path computes the
+reference's operations in its order, its 8-pixel AVX2 blocks round the weights to float32
+(values clamped to [0, 255]: at most 2.4e-3 grey levels apart measured, 0.01 allowed), hence at
+most 1 grey level once rounded to uint8 (tests/test_warp_cpu.py, TestGeneralWarp).
 """
 
 from __future__ import annotations
 
+import ctypes as C
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -33,11 +45,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..filters import SUPPORT
+from ... import native
+from ..filters import BORDER_CODE, INTERP_CODE, SUPPORT
 from ..reference.warp import warp_reference
-from ..spec import WarpSpec
+from ..spec import PointwiseSpec, WarpSpec
 
-REFERENCE, WINDOW, SEPARABLE = 0, 1, 2
+REFERENCE, WINDOW, SEPARABLE, GENERAL = 0, 1, 2, 3
 _TOL = 1e-6
 # F.interpolate(..., mode="bilinear", antialias=True) on uint8 writing into a given
 # channels-last tensor (the op's out= form): the same kernel and the same bytes as the
@@ -92,13 +105,134 @@ class SampleRows:
     origin: list[list[int]]
     mirror_x: list[bool]
     mirror_y: list[bool]
+    packed: np.ndarray | None = None  # WarpSpec.packed_np(), when some sample is GENERAL
 
 
 def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
-    """The SampleRows of a batch; kind: its classify()."""
+    """The SampleRows of a batch; kind: its classify() (or with_general's)."""
     inv = spec.inverse
-    return SampleRows(kind.tolist(), spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
-                      (inv[:, 1, 1] < 0).tolist())
+    kinds = kind.tolist()
+    packed = spec.packed_np() if GENERAL in kinds else None
+    return SampleRows(kinds, spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
+                      (inv[:, 1, 1] < 0).tolist(), packed)
+
+
+# see warp.c: pp_warp_general(src, geo int64 [18], row float64 [21], pw float32 [21], dst);
+# pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3])
+_SIGNATURES = {"pp_warp_general": (C.c_int64, [C.c_void_p] * 5), "pp_pointwise": (C.c_int64, [C.c_void_p] * 4),
+               "pp_channel_sums": (None, [C.c_void_p] * 3)}
+_DTYPE_CODE = {torch.uint8: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
+
+
+def general_library() -> C.CDLL | None:
+    """warp.c's library (loaded once per process), or None where it was not built (after
+    native's one-line notice): the reference then warps what "general" would."""
+    return native.shared("warp.c", "rotations, shears and perspective warps run through the plain-torch "
+                         "reference warp, batched", C.CDLL, _SIGNATURES)
+
+
+def with_general(kind: torch.Tensor) -> torch.Tensor:
+    """kind (classify's, for uint8 sources) with its REFERENCE samples taking the "general"
+    path where warp.c was built."""
+    if not bool((kind == REFERENCE).any()) or general_library() is None:
+        return kind
+    return torch.where(kind == REFERENCE, GENERAL, kind)
+
+
+def _general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, dst: torch.Tensor,
+             strides: tuple[int, int, int], channels: int, pw: np.ndarray, color: bool, clamp: bool) -> None:
+    """pp_warp_general of sample i (img: its stored HWC uint8 pixels, any strides) into dst,
+    whose element strides (y, x, channel) and channels are given."""
+    lib = general_library()
+    assert lib is not None and rows.packed is not None and img.dtype == torch.uint8
+    h, w, c = img.shape
+    sy, sx, sc = img.stride()
+    H, W = spec.out_size
+    geo = np.array([h, w, c, sy, sx, sc, H, W, INTERP_CODE[spec.interpolation],
+                    BORDER_CODE[spec.border], int(spec.antialias), _DTYPE_CODE[dst.dtype], *strides, channels,
+                    int(color), int(clamp)], dtype=np.int64)
+    row = rows.packed[i]
+    if lib.pp_warp_general(img.data_ptr(), geo.ctypes.data, row.ctypes.data, pw.ctypes.data, dst.data_ptr()):
+        raise ValueError(f"sample {i}: the general warp cannot take this sample (taps {row[19:21]}, "
+                         f"{c} channels, buffer {h}x{w})")
+
+
+def _pointwise_args(spec: WarpSpec, color: np.ndarray | None, k: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 [21]: fill (3), colour matrix (3 x 4, zeros when None), scale (3), bias (3)."""
+    pw = np.zeros(21, dtype=np.float32)
+    pw[0:3] = spec.fill
+    if color is not None:
+        pw[3:15] = color.reshape(12)
+    pw[15 : 15 + len(k)] = k
+    pw[18 : 18 + len(b)] = b
+    return pw
+
+
+def _slot_strides(slot: torch.Tensor, layout: str) -> tuple[int, int, int]:
+    """(y, x, channel) element strides of a sample's slot of the stage's output."""
+    st = slot.stride()
+    return (st[1], st[2], st[0]) if layout == "NCHW" else (st[0], st[1], st[2])
+
+
+def _source(x: torch.Tensor | np.ndarray) -> tuple[int, list[int]]:
+    """(address of pixel (0, 0), [H, W, dtype code (0 uint8, 1 float32), element strides y, x,
+    channel (0 for grey)]) of an [H, W, C] uint8 or float32 image: a tensor, or an array with
+    any strides (negative ones for a mirrored view)."""
+    a = x.numpy() if isinstance(x, torch.Tensor) else x
+    assert a.dtype in (np.uint8, np.float32) and a.ndim == 3
+    h, w, c = a.shape
+    sy, sx, sc = (s // a.itemsize for s in a.strides)
+    return a.ctypes.data, [h, w, 0 if a.dtype == np.uint8 else 1, sy, sx, sc if c > 1 else 0]
+
+
+def channel_sums(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    """float64 [3]: the sums of each channel of a warped [H, W, 3] (or grey) uint8 or float32
+    sample (warp.c: exact for uint8, float64 sums for float32), for channel_means' numbers
+    computed per sample."""
+    lib = general_library()
+    assert lib is not None
+    address, geo = _source(x)
+    args = np.array(geo, dtype=np.int64)  # alive through the call (the GIL is released in it)
+    out = np.zeros(3)
+    lib.pp_channel_sums(address, args.ctypes.data, out.ctypes.data)
+    return out
+
+
+def finish_warped(x: torch.Tensor | np.ndarray, spec: WarpSpec, pspec: PointwiseSpec, color: np.ndarray | None,
+                  post: tuple[np.ndarray, np.ndarray], slot: torch.Tensor) -> None:
+    """The pointwise pass alone (finish_general's, by warp.c) of a warped [H, W, 3] (or grey)
+    uint8 or float32 sample (any strides: a mirrored view is read in place) into its slot:
+    stage.finish_sample's numbers, up to float32 rounding."""
+    lib = general_library()
+    assert lib is not None
+    address, geo = _source(x)
+    geo += [_DTYPE_CODE[slot.dtype], *_slot_strides(slot, pspec.layout), pspec.channels, int(color is not None), 1]
+    args = np.array(geo, dtype=np.int64)  # alive through the call (the GIL is released in it)
+    pw = _pointwise_args(spec, color, *post)
+    if lib.pp_pointwise(address, args.ctypes.data, pw.ctypes.data, slot.data_ptr()):
+        raise ValueError(f"the pointwise pass cannot take a {geo[2]} sample into a {slot.dtype} slot")
+
+
+def general_sample(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
+    """float32 [H, W, 3] in pixel units (written into out, if given): sample i warped by warp.c
+    (no pointwise pass), the numbers warp_reference gives up to float rounding."""
+    H, W = spec.out_size
+    if out is None:
+        out = torch.empty(H, W, 3, dtype=torch.float32)
+    pw = _pointwise_args(spec, None, np.ones(3, dtype=np.float32), np.zeros(3, dtype=np.float32))
+    _general(img, spec, rows, i, out, out.stride(), 3, pw, color=False, clamp=False)
+    return out
+
+
+def finish_general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, pspec: PointwiseSpec,
+                   color: np.ndarray | None, post: tuple[np.ndarray, np.ndarray], slot: torch.Tensor) -> None:
+    """Sample i warped by warp.c and finished in the same pass (colour matrix color [3, 4]
+    float32 or None, clamp, grey, v * k + b with post = (k, b) float32, the cast), written into
+    its slot of the stage's output ([C, H, W] or [H, W, C] as pspec.layout says)."""
+    pw = _pointwise_args(spec, color, *post)
+    _general(img, spec, rows, i, slot, _slot_strides(slot, pspec.layout), pspec.channels, pw, color=color is not None,
+             clamp=True)
 
 
 def resize_window(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int) -> torch.Tensor:
@@ -211,9 +345,12 @@ def _border_np(k: np.ndarray, size: int, border: str) -> np.ndarray:
 
 
 def warp_sample(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int) -> torch.Tensor:
-    """Sample i (img: its stored HWC pixels) by the "window" or "separable" path: [H, W, 3]
-    (uint8 for window, float32 for separable); a grey sample is expanded to 3 channels."""
+    """Sample i (img: its stored HWC pixels) by the "window", "separable" or "general" path:
+    [H, W, 3] (uint8 for window, float32 for the others); a grey sample is expanded to 3
+    channels."""
     kind = rows.kinds[i]
+    if kind == GENERAL:
+        return general_sample(img, spec, rows, i)
     res = _window(img, spec, rows, i) if kind == WINDOW else _separable(img, spec, rows, i)
     return res.expand(*res.shape[:2], 3) if res.shape[2] == 1 else res
 

@@ -1,4 +1,5 @@
-"""The benchmark pipelines, defined once for pixelpipe (its peers define the same ones)."""
+"""The benchmark pipelines, defined once for pixelpipe (its peers define the same ones); a preset's
+name (presets.PRESETS) works as a pipeline too (the CPU bench's Pillow loop has each of them)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from ...ops import (
     RandomResizedCrop,
     Resize,
 )
-from ...presets import IMAGENET_MEAN, IMAGENET_STD
+from ...presets import IMAGENET_MEAN, IMAGENET_STD, PRESETS
 
 PIPELINES = ("rn50", "rich", "val")
+# what `pixelpipe bench --pipeline` takes: the pipelines, then the presets
+BENCH_PIPELINES = PIPELINES + tuple(PRESETS)
 # DALI and kornia express shear as a matrix factor; 0.1 is atan(0.1) degrees for us
 SHEAR_FACTOR = 0.1
 SHEAR_DEGREES = math.degrees(math.atan(SHEAR_FACTOR))
@@ -25,7 +28,7 @@ SHEAR_DEGREES = math.degrees(math.atan(SHEAR_FACTOR))
 def pipeline_ops(name: str, size: int = 224) -> list[Op]:
     """rn50: random resized crop, flip, normalise. rich: rn50 plus rotation (+-7 degrees), shear
     (+-0.1) and colour jitter (0.2, 0.2, 0.2, hue 0.05). val: resize 256, centre crop 224,
-    normalise."""
+    normalise. A preset's name: its ops at this size (normalised: the presets' default)."""
     norm = Normalize(IMAGENET_MEAN, IMAGENET_STD)
     if name == "rn50":
         return [RandomResizedCrop(size), RandomFlip(0.5), norm]
@@ -35,4 +38,6 @@ def pipeline_ops(name: str, size: int = 224) -> list[Op]:
                 ColorJitter(0.2, 0.2, 0.2, 0.05), norm]
     if name == "val":
         return [Resize(round(size * 256 / 224)), CenterCrop(size), norm]
-    raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {name!r}")
+    if name in PRESETS:
+        return list(PRESETS[name](size).ops)
+    raise ValueError(f"pipeline must be one of {', '.join(BENCH_PIPELINES)}, got {name!r}")

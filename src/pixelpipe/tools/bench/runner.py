@@ -3,6 +3,10 @@
 Every contender gets the same encoded images in memory, the same batch size and the same
 number of threads, runs one warm-up pass, then is timed over `passes` passes. Results are
 printed as a table with each peer's ratio to pixelpipe (and as JSON with --json).
+
+On the CPU (--device cpu, or auto on a machine without CUDA) the peer is the Pillow loop
+(pillow_loop.py) unless --peers says otherwise; it runs the pipeline's own ops (rn50, rich,
+val or a preset's), so the ratio compares like work.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
-from .pipelines import pipeline_ops
+from .pipelines import BENCH_PIPELINES, pipeline_ops
 from .timing import Result, in_rounds, print_round_ratios, print_table, time_runs
 
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
@@ -74,11 +78,18 @@ CPU_PEERS = {"pillow": pillow_cpu}
 
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
-              peers: Sequence[str], passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
+              peers: Sequence[str] | None, passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
               cache: bool = False, rounds: int = 1, seconds: float = 0.0) -> list[Result]:
+    """Time pixelpipe and its peers on `pipeline` (pipelines.BENCH_PIPELINES) and print the
+    table. device "auto": CUDA where torch sees it, else the CPU. peers None: the device's
+    default (the Pillow loop on the CPU, none on CUDA)."""
+    if pipeline not in BENCH_PIPELINES:
+        raise SystemExit(f"pixelpipe bench: unknown pipeline {pipeline!r}; choose from {', '.join(BENCH_PIPELINES)}")
     blobs, what = load_images(data, n)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if peers is None:
+        peers = [] if device.startswith("cuda") else ["pillow"]
     threads = threads or os.cpu_count() or 1
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
