@@ -47,6 +47,11 @@ class Engine:
         max_pixels: encoded images whose header claims more pixels fail (SampleError) before
             anything is decoded.
         gpu: how JPEGs are decoded on a GPU (`GpuDecoding`; defaults when None).
+        freeze_gc: at its first batch, collect garbage once and freeze what survives
+            (engine.process.freeze_garbage), so that the garbage collector's full collections
+            skip the process's long-lived objects instead of stalling every thread for about
+            100 ms now and then (the cause of a GPU pipeline's slow rounds). False leaves the
+            collector as it is.
 
     `decode_stats` counts how every batch it ran was decoded. `close()` stops its threads and
     releases its GPU decoder (both are made again when needed); an Engine is a context manager.
@@ -60,7 +65,7 @@ class Engine:
     """
 
     def __init__(self, device: str | torch.device | None = None, num_threads: int | None = None,
-                 max_pixels: int = 100_000_000, gpu: GpuDecoding | None = None) -> None:
+                 max_pixels: int = 100_000_000, gpu: GpuDecoding | None = None, freeze_gc: bool = True) -> None:
         if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
                                         or num_threads < 1):
             raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
@@ -72,6 +77,8 @@ class Engine:
         self.num_threads = num_threads or os.cpu_count() or 1
         self.max_pixels = max_pixels
         self.gpu = gpu or GpuDecoding()
+        self.freeze_gc = bool(freeze_gc)
+        self._started = False  # a first batch was prepared (freeze_gc acts then)
         self.decode_stats = DecodeStats()
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: Any = None
@@ -93,6 +100,12 @@ class Engine:
         """The first half: read headers, plan the first stage and, on CUDA, decode its regions
         (with defer_decode, `decode` or `finish` does that later). decode_lane: the GPU decoder
         lane for the whole batch (in [0, gpu.lanes); None: split)."""
+        if not self._started:
+            self._started = True
+            if self.freeze_gc:
+                from .process import freeze_garbage
+
+                freeze_garbage()
         source = as_source(images, self.max_pixels)
         idx = sample_indices(indices, len(source))
         if targets:
@@ -275,7 +288,7 @@ class Engine:
             return None
         g = self.gpu
         if g.keep_host_memory:
-            from .host_memory import keep_host_memory
+            from .process import keep_host_memory
 
             keep_host_memory()
         self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,

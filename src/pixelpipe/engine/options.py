@@ -29,7 +29,7 @@ class GpuDecoding:
             batch over the lanes. Default 1.
         keep_host_memory: fix glibc's malloc thresholds when the decoder is made, so that the
             process keeps its host memory between batches instead of mapping and unmapping it
-            each batch (pixelpipe.engine.host_memory: 14.7k -> 17.1k images/s for rn50 on an
+            each batch (pixelpipe.engine.process: 14.7k -> 17.1k images/s for rn50 on an
             H100). Process-wide; False leaves malloc as it is.
     """
 
