@@ -29,19 +29,25 @@ from .timing import Result, in_rounds, print_round_ratios, print_table, time_run
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
 
 
-def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[bytes], str]:
-    """Encoded images from a folder (recursive) or, with no folder, the synthetic dataset."""
-    if data is None:
-        from ..datasets import synthetic
-
-        return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
+def image_files(data: str) -> list[Path]:
+    """The image files under a folder (recursive), sorted."""
     root = Path(data)
     if not root.is_dir():
         raise SystemExit(f"pixelpipe bench: --data {data}: not a folder")
     files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
     if not files:
         raise SystemExit(f"pixelpipe bench: --data {data}: no images ({', '.join(IMAGE_EXTENSIONS)})")
-    return [p.read_bytes() for p in files], f"{root} ({len(files)} files)"
+    return files
+
+
+def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[bytes], str]:
+    """Encoded images from a folder (recursive) or, with no folder, the synthetic dataset."""
+    if data is None:
+        from ..datasets import synthetic
+
+        return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
+    files = image_files(data)
+    return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
 
 
 @contextmanager
@@ -97,8 +103,9 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
+        files = None if data is None else [str(p) for p in image_files(data)]  # read from disk, as users do
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
-                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds)
+                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files)
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     if rounds < 1:
