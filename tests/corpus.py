@@ -330,3 +330,89 @@ def take(pipe: Any, k: int) -> list[dict]:
         if len(out) == k:
             break
     return out
+
+
+# ----------------------------------------------------------------------------- crafted tars
+def _member_offsets(path: Path) -> dict[str, int]:
+    """Header offset of each member of a tar, by name."""
+    with tarfile.open(path) as tar:
+        return {m.name: m.offset for m in tar}
+
+
+def _with_header(raw: bytes, at: int, edit: Callable[[bytearray], None], checksum: bool) -> bytes:
+    """raw with the 512-byte header at `at` edited, its checksum fixed when `checksum`."""
+    out = bytearray(raw)
+    block = out[at : at + 512]
+    edit(block)
+    if checksum:
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\0 " % sum(block)
+    out[at : at + 512] = block
+    return bytes(out)
+
+
+def crafted_tars(root: Path, n: int = 20, at: int = 10) -> dict[str, tuple[Path, list[Item], dict[str, Any]]]:
+    """Tar shards of n samples (<key>.jpg + <key>.cls, labels k % 4) broken in one way each, at
+    sample `at`: name -> (path, the items as written, what is known: "lost" (samples the
+    damage takes, as TarShards counts them), "bad" (indices that cannot be read)).
+
+    checksum: a flipped byte in sample at's image header (checksum left as it was); cut_header:
+    the file ends 100 bytes into that header; cut_boundary: it ends just before it; cut_data: in
+    the middle of that image's data; no_end: without the end-of-archive blocks; huge_member:
+    the header claims 8 GiB (checksum fixed); bad_label: that sample's .cls is text;
+    repeated_key: a 21st sample reusing sample 3's key after the others.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    items = [Item(b, k % 4) for k, b in enumerate(images(n, seed=5))]
+    base = root / "good.tar"
+    _, written = write_tars(root / "base", items, shards=1, sort=False)
+    (root / "base" / "shard-000.tar").rename(base)
+    written = [Item(it.data, it.label, it.source.replace(str(root / "base" / "shard-000.tar"), str(base)))
+               for it in written]
+    raw = base.read_bytes()
+    offsets = _member_offsets(base)
+    hdr = offsets[f"{at:06d}.jpg"]
+    end = offsets[f"{n - 1:06d}.cls"] + 1024  # the last member's header and its one block of data
+    rest = list(range(at, n))
+
+    def flip(block: bytearray) -> None:
+        block[0] ^= 0x20  # "0000..." -> "\x10000..." in the name field
+
+    def huge(block: bytearray) -> None:
+        block[124:136] = b"\x80" + (8 << 30).to_bytes(11, "big")  # GNU base-256: too big for 11 octal digits
+
+    out: dict[str, tuple[Path, list[Item], dict[str, Any]]] = {}
+
+    def put(name: str, data: bytes, known: dict[str, Any], shown: list[Item] | None = None) -> None:
+        path = root / f"{name}.tar"
+        path.write_bytes(data)
+        out[name] = (path, [Item(it.data, it.label, it.source.replace(str(base), str(path)))
+                            for it in (written if shown is None else shown)], known)
+
+    put("checksum", _with_header(raw, hdr, flip, checksum=False), {"lost": n - at, "bad": rest})
+    put("cut_header", raw[: hdr + 100], {"lost": 1, "bad": [at - 1]}, written[:at])
+    put("cut_boundary", raw[:hdr], {"lost": 1, "bad": [at - 1]}, written[:at])
+    put("cut_data", raw[: hdr + 700], {"lost": 1, "bad": [at]}, written[: at + 1])
+    put("no_end", raw[:end], {"lost": 1, "bad": [n - 1]})
+    put("huge_member", _with_header(raw, hdr, huge, checksum=True), {"lost": n - at, "bad": rest})
+    label = root / "label.tar"
+    with tarfile.open(label, "w") as tar:
+        for k, it in enumerate(written):
+            for ext, payload in (("jpg", it.data), ("cls", b"dog" if k == at else str(it.label).encode())):
+                info = tarfile.TarInfo(f"{k:06d}.{ext}")
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    out["bad_label"] = (label, [Item(it.data, it.label, it.source.replace(str(base), str(label)))
+                                for it in written], {"lost": 0, "bad": [at]})
+    repeated = root / "repeated_key.tar"
+    extra = Item(images(1, seed=6)[0], 3)
+    with tarfile.open(repeated, "w") as tar:
+        for k, it in enumerate([*written, extra]):
+            key = f"{k if k < n else 3:06d}"
+            for ext, payload in (("jpg", it.data), ("cls", str(it.label).encode())):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    out["repeated_key"] = (repeated, [Item(it.data, it.label, f"{repeated}:{(k if k < n else 3):06d}.jpg")
+                                      for k, it in enumerate([*written, extra])], {"lost": 0, "bad": []})
+    return out

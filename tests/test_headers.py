@@ -215,14 +215,14 @@ def test_sample_folder_matches_pillow() -> None:
 # --------------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("data, words", [
     (b"", "empty"),
-    (b"hello, this is a text file\n", "not a JPEG"),
+    (b"hello, this is a text file\n", "text without a JPEG"),
     (b"GIF89a\x01\x00\x01\x00", "GIF"),
     (b"II*\x00\x08\x00\x00\x00", "TIFF"),
     (b"\xff\xd8\xff", "truncated"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", "truncated"),
     (b"RIFF\x00\x00\x00\x00WEBPVP8 ", "truncated"),
     (b"BM\x00\x00", "truncated"),
-    (bytes(range(256)) * 4, "not a JPEG"),
+    (bytes(range(256)) * 4, "binary data without a JPEG"),
 ])
 def test_garbage_raises(data: bytes, words: str) -> None:
     with pytest.raises(DecodeError, match=words):

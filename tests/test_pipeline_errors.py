@@ -310,7 +310,9 @@ def test_a_failing_transform_is_raised_in_the_consumer() -> None:
     pipe.close()
 
 
-def test_a_failing_reader_is_raised_in_the_consumer() -> None:
+def test_whatever_a_reader_raises_goes_through_the_policy() -> None:
+    """A map-style dataset or a stream raising anything (not only OSError/ValueError): "raise"
+    raises it in the consumer naming the sample, "skip" lists it and goes on."""
     data = [it.data for it in samples(10)]
 
     def read(i: int) -> tuple[bytes, int]:
@@ -318,9 +320,12 @@ def test_a_failing_reader_is_raised_in_the_consumer() -> None:
             raise RuntimeError("storage went away at 6")
         return data[i], 0
 
-    with make(Iterable(read, length=10), "skip", shuffle=False) as pipe, \
-            pytest.raises(RuntimeError, match="storage went away at 6"):
+    with make(Iterable(read, length=10), "raise", shuffle=False) as pipe, \
+            pytest.raises(SampleError, match="sample 6: iterable.6.: RuntimeError: storage went away at 6"):
         run(pipe)
+    with make(Iterable(read, length=10), "skip", shuffle=False) as pipe:
+        assert sorted(valid(run(pipe))) == [i for i in range(10) if i != 6]
+    assert [e[:2] for e in pipe.errors] == [(6, "iterable[6]")]
 
     def stream():  # a streaming reader failing mid-way
         yield from ((d, 0) for d in data[:5])
@@ -330,8 +335,15 @@ def test_a_failing_reader_is_raised_in_the_consumer() -> None:
         def __iter__(self):
             return stream()
 
-    with make(Iterable(Restartable()), "skip") as pipe, pytest.raises(OSError, match="connection reset"):
+    with make(Iterable(Restartable()), "raise") as pipe, pytest.raises(SampleError, match="connection reset"):
         run(pipe)
+    with make(Iterable(Restartable()), "skip") as pipe:
+        assert sorted(valid(run(pipe))) == list(range(5))
+    ((index, source, reason),) = pipe.errors
+    assert (index, source) == (5, "iterable") and "broke off after 5 samples" in reason and "connection reset" in reason
+    with make(Iterable(Restartable(), length=8), "skip") as pipe:  # known length: each lost sample listed
+        assert sorted(valid(run(pipe))) == list(range(5))
+    assert [e[0] for e in pipe.errors] == [5, 6, 7] and "3 samples lost" in pipe.errors[0][2]
 
 
 def test_skip_with_nothing_decodable_raises_instead_of_hanging() -> None:
@@ -368,7 +380,7 @@ def resume_with_error(tmp_path: Path, at: int) -> tuple[list[dict], list, list[d
     with build() as full:
         reference = run(full) + run(full)
         errors = list(full.errors)
-    assert [e[0] for e in errors] == [bad, bad]  # once per epoch
+    assert [e[0] for e in errors] == [bad]  # once, though both epochs met it
     with build() as cut:
         it = iter(cut)
         for _ in range(5):

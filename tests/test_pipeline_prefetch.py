@@ -149,11 +149,11 @@ def test_epochs_made_ahead_equal_fresh_pipelines_at_each_epoch(tmp_path: Path, k
             fresh.load_state_dict(epoch_start(epoch, fresh))
             reference.append(within(LIMIT, lambda: list(fresh)))
             errors.append(list(fresh.errors))
-    assert all(len(e) == 1 for e in errors)
+    assert all(e == errors[0] and len(e) == 1 for e in errors)
     with build() as pipe:
         for epoch in range(3):
             assert_same(within(LIMIT, lambda: list(pipe)), reference[epoch])
-            assert pipe.errors == [e for es in errors[: epoch + 1] for e in es]
+            assert pipe.errors == pipe.epoch_errors == errors[0]  # each epoch meets it; listed once
 
 
 # ----------------------------------------------------------------------------- state, errors
@@ -190,7 +190,8 @@ def test_load_state_dict_discards_what_was_made_ahead() -> None:
 def test_errors_of_the_next_epoch_are_listed_when_its_batches_arrive(bad: bytes) -> None:
     rec, calls = Recorder({1: bad}), Calls()
     with recorded(rec, calls, shuffle=False, on_error="skip", prefetch=2) as pipe:
-        assert [b["index"].tolist() for b in pipe] == [[0, 2, 3, 4], [5, 6, 7, 5]]
+        # the short last batch is padded with the epoch's first readable sample
+        assert [b["index"].tolist() for b in pipe] == [[0, 2, 3, 4], [5, 6, 7, 0]]
         assert [e[0] for e in pipe.errors] == [1]
         assert wait_for(lambda: calls.count >= 3)  # epoch 1's first batch, with its error, is made
         time.sleep(0.05)
@@ -198,7 +199,8 @@ def test_errors_of_the_next_epoch_are_listed_when_its_batches_arrive(bad: bytes)
         assert pipe.state_dict()["errors"] == pipe.errors
         it = iter(pipe)
         assert next(it)["index"].tolist() == [0, 2, 3, 4]
-        assert [e[0] for e in pipe.errors] == [1, 1]  # once per epoch
+        assert [e[0] for e in pipe.errors] == [1]  # once, though each epoch meets it
+        assert [e[0] for e in pipe.epoch_errors] == [1]  # epoch 1's, arrived with its batch
 
 
 def test_an_error_of_the_next_epoch_is_raised_in_it() -> None:
@@ -217,12 +219,13 @@ def test_an_error_of_the_next_epoch_is_raised_in_it() -> None:
 
 
 @pytest.mark.parametrize("on_error, expected", [
-    ("skip", [[0, 1], [2, 4], "connection reset"]), ("raise", [[0, 1], "sample 3: iterable\\[3\\]"]),
+    ("skip", [[0, 1], [2, 4], None]), ("raise", [[0, 1], "sample 3: iterable\\[3\\]"]),
 ])
 def test_a_failed_finish_is_made_again_before_a_stream_error_read_ahead(on_error: str, expected: list) -> None:
     """Sample 3's decode fails in its batch's finish, after the producer read on into the
     stream's error: the batch is made again in one piece (the policy applies) and the stream
-    error, replayed, comes after it, as when every batch is made in one piece."""
+    error, replayed, comes after it, as when every batch is made in one piece (under "skip"
+    it is listed: the stream broke off at sample 5)."""
 
     class Failing:
         def __iter__(self):
@@ -234,7 +237,11 @@ def test_a_failed_finish_is_made_again_before_a_stream_error_read_ahead(on_error
         it = iter(pipe)
         for want in expected[:-1]:
             assert within(LIMIT, lambda: next(it))["index"].tolist() == want
-        with pytest.raises((OSError, SampleError), match=expected[-1]):
+        if expected[-1] is None:
+            assert within(LIMIT, lambda: next(it, None)) is None
+            assert [e[0] for e in pipe.errors] == [3, 5] and "connection reset" in pipe.errors[1][2]
+            return
+        with pytest.raises(SampleError, match=expected[-1]):
             within(LIMIT, lambda: next(it))
         assert [e[0] for e in pipe.errors] == [3]
 

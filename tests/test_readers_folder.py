@@ -108,13 +108,14 @@ def test_flat_folder_is_an_unlabeled_dataset(tmp_path: Path) -> None:
                                         "notes.txt": b"x", ".hidden.jpg": b"x"})
     (root / ".ipynb_checkpoints").mkdir()  # a hidden folder is not a class
     r = Folder(root)
-    assert r.classes == [] and r.class_to_idx == {} and r.ignored == []
+    assert r.classes == [] and r.class_to_idx == {}
+    assert r.ignored == [(str(root / "notes.txt"), "not an image: extension .txt, not one of bmp, jpeg, jpg, png, webp")]
     assert r.labels is None
     assert [os.path.basename(r.sources(i)) for i in range(len(r))] == ["a.PNG", "b.jpg", "c.jpeg"]
     for i in range(len(r)):
         s = r.read(i)
         assert s.label is None and s.index == i and s.data == Path(s.source).read_bytes()
-    assert repr(r) == f"Folder({str(root)!r}, samples=3, unlabeled)"
+    assert repr(r) == f"Folder({str(root)!r}, samples=3, unlabeled, ignored=1)"
     assert "unlabeled" not in repr(Folder(make_tree(tmp_path / "tree", {"a/1.jpg": b"x"})))
 
 
@@ -142,9 +143,12 @@ def test_images_beside_class_folders_are_ignored_and_listed(tree: Path) -> None:
     (tree / "readme.txt").write_bytes(b"not an image")
     r = Folder(tree)
     assert r.classes == ["bird", "cat", "dog"] and len(r) == 5
-    assert r.ignored == [str(tree / "b_stray.PNG"), str(tree / "stray.jpg")]
+    beside = "an image beside the class folders, in no class"
+    other = "not an image: extension .txt, not one of bmp, jpeg, jpg, png, webp"
+    assert r.ignored == [(str(tree / "b_stray.PNG"), beside), (str(tree / "cat" / "notes.txt"), other),
+                         (str(tree / "readme.txt"), other), (str(tree / "stray.jpg"), beside)]
     assert all("stray" not in r.sources(i) for i in range(len(r)))
-    assert repr(r) == f"Folder({str(tree)!r}, samples=5, classes=3, ignored=2)"
+    assert repr(r) == f"Folder({str(tree)!r}, samples=5, classes=3, ignored=4)"
 
 
 def test_class_folders_only_have_nothing_ignored(tmp_path: Path) -> None:
@@ -196,3 +200,65 @@ def test_symlink_loop_is_walked_once(tmp_path: Path) -> None:
     os.symlink(root / "a", root / "a" / "sub" / "loop")
     r = Folder(root)
     assert len(r) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+@pytest.mark.parametrize("target", ["..", "../c0", ".", "../c1"])
+def test_links_back_to_the_root_or_another_class_are_not_followed(tmp_path: Path, target: str) -> None:
+    """c1/loop -> .. (or to a class folder, c1's own or c0's, a symlink to c1 inside c0): each
+    real folder is walked once, as the class it is, whichever class sorts first."""
+    root = make_tree(tmp_path / "data", {"c0/1.jpg": jpeg(1), "c0/2.jpg": jpeg(2), "c1/3.jpg": jpeg(3)})
+    inside = "c0" if target == "../c1" else "c1"
+    os.symlink(target, root / inside / "loop")
+    r = Folder(root)
+    assert [os.path.relpath(r.sources(i), root) for i in range(len(r))] == ["c0/1.jpg", "c0/2.jpg", "c1/3.jpg"]
+    assert r.labels.tolist() == [0, 0, 1]
+    ((path, why),) = r.ignored
+    assert path == str(root / inside / "loop") and "already listed" in why
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_symlinks_leaving_the_root_are_listed_not_followed_unless_asked(tmp_path: Path) -> None:
+    outside = make_tree(tmp_path / "elsewhere", {"x.jpg": jpeg(5), "d/y.jpg": jpeg(6)})
+    root = make_tree(tmp_path / "data", {"c0/1.jpg": jpeg(1), "shared/2.jpg": jpeg(2)})
+    os.symlink(outside / "x.jpg", root / "c0" / "x.jpg")
+    os.symlink(outside / "d", root / "c0" / "d")
+    os.symlink("/etc/passwd", root / "c0" / "passwd.jpg")
+    os.symlink("/dev/zero", root / "c0" / "zero.jpg")
+    os.symlink(root / "shared" / "2.jpg", root / "c0" / "inside.jpg")  # inside the root: followed
+    os.symlink(root / "nothing.jpg", root / "c0" / "broken.jpg")
+    r = Folder(root)
+    assert sorted(os.path.relpath(r.sources(i), root) for i in range(len(r))) == ["c0/1.jpg", "c0/inside.jpg",
+                                                                                 "shared/2.jpg"]
+    why = dict(r.ignored)
+    for name in ("x.jpg", "d", "passwd.jpg", "zero.jpg"):
+        assert "a symlink leaving the root" in why[str(root / "c0" / name)]
+    assert "broken symlink" in why[str(root / "c0" / "broken.jpg")]
+    anywhere = Folder(root, follow_symlinks="any")  # /dev/zero is followed, and is no regular file
+    names = sorted(os.path.relpath(anywhere.sources(i), root) for i in range(len(anywhere)))
+    assert names == ["c0/1.jpg", "c0/d/y.jpg", "c0/inside.jpg", "c0/passwd.jpg", "c0/x.jpg", "shared/2.jpg"]
+    assert "not a regular file" in dict(anywhere.ignored)[str(root / "c0" / "zero.jpg")]
+    none = Folder(root, follow_symlinks="none")
+    assert len(none) == 2 and "follow_symlinks='none'" in dict(none.ignored)[str(root / "c0" / "inside.jpg")]
+    with pytest.raises(ReaderError, match="follow_symlinks"):
+        Folder(root, follow_symlinks=True)
+
+
+def test_special_files_are_listed_never_opened(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "data", {"c0/1.jpg": jpeg(1)})
+    os.mkfifo(root / "c0" / "fifo.jpg")
+    r = Folder(root)
+    assert len(r) == 1 and r.ignored == [(str(root / "c0" / "fifo.jpg"), "not a regular file (a FIFO, a socket or a device)")]
+
+
+def test_files_above_max_bytes_are_errors_naming_both_sizes(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "data", {"c0/small.jpg": jpeg(1), "c0/big.jpg": b"x" * 5000, "c0/tiny.jpg": b"x" * 10})
+    r = Folder(root, max_bytes=1000)
+    assert r.read(r._paths.index(str(root / "c0" / "small.jpg"))).data == jpeg(1)
+    for name, size in (("big.jpg", "5,000"), ):
+        with pytest.raises(OSError, match=f"holds {size} bytes, more than max_bytes=1,000") as info:
+            r.read(r._paths.index(str(root / "c0" / name)))
+        assert info.value.filename == str(root / "c0" / name)
+    assert Folder(root).read(0).data == b"x" * 5000  # the default is generous
+    with pytest.raises(ReaderError, match="max_bytes"):
+        Folder(root, max_bytes=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pixelpipe.readers import ReaderError, TarShards
+from pixelpipe.readers import ReaderError, TarShards, Unreadable
 from pixelpipe.readers._tar_index import member_names
 
 
@@ -114,8 +114,8 @@ def test_member_counts_read_headers_only(tmp_path: Path, monkeypatch: pytest.Mon
     direct_members = _tar._direct_members
 
     def counted(path: str, table: list) -> object:
-        for name, load in direct_members(path, table):
-            yield name, (lambda load=load, name=name: calls.append(name) or load())
+        for name, size, load in direct_members(path, table):
+            yield name, size, (lambda load=load, name=name: calls.append(name) or load())
 
     monkeypatch.setattr(_tar, "_direct_members", counted)
     r = TarShards(path)
@@ -157,10 +157,13 @@ def test_duplicate_member_is_refused(tmp_path: Path) -> None:
         TarShards(path)
 
 
-def test_bad_cls_label_names_the_member(tmp_path: Path) -> None:
-    r = TarShards(make_tar(tmp_path / "c.tar", [("k.jpg", b"1"), ("k.cls", b"dog")]))
-    with pytest.raises(ValueError, match=r"c\.tar:k\.jpg.*not an integer"):
-        list(r.iter_shard(0))
+def test_bad_cls_label_is_an_unreadable_sample_naming_the_member(tmp_path: Path) -> None:
+    r = TarShards(make_tar(tmp_path / "c.tar", [("k.jpg", b"1"), ("k.cls", b"dog"), ("m.jpg", b"2"),
+                                                 ("m.cls", b"4")]))
+    bad, good = r.iter_shard(0)  # the stream goes on after it
+    assert isinstance(bad, Unreadable) and bad.index == 0 and bad.source == f"{tmp_path / 'c.tar'}:k.jpg"
+    assert "not an integer" in bad.reason and "dog" not in bad.reason  # no contents echoed
+    assert (good.index, good.label) == (1, 4)
 
 
 def test_bad_shard_id_and_skip(shards: list[Path]) -> None:
@@ -180,12 +183,16 @@ def test_shard_that_grew_after_counting_is_an_error(tmp_path: Path) -> None:
         list(r.iter_shard(0))
 
 
-def test_truncated_shard_raises_naming_it(tmp_path: Path) -> None:
-    path = make_tar(tmp_path / "t.tar", [("k.jpg", b"x" * 5000), ("k.cls", b"1")])
+def test_shard_truncated_after_counting_gives_its_lost_samples(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "t.tar", [("j.jpg", b"y" * 100), ("j.cls", b"0"), ("k.jpg", b"x" * 5000),
+                                         ("k.cls", b"1")])
     r = TarShards(path)
-    path.write_bytes(path.read_bytes()[:2000])  # cut after the counts were taken
-    with pytest.raises(OSError, match="t.tar"):
-        list(r.iter_shard(0))
+    assert r.counts == [2] and r.problems == []
+    path.write_bytes(path.read_bytes()[:3000])  # cut after the counts were taken, inside k.jpg
+    good, lost = r.iter_shard(0)
+    assert (good.index, good.label) == (0, 0)
+    assert isinstance(lost, Unreadable) and lost.index == 1 and lost.source.endswith("t.tar:k.jpg")
+    assert "truncated tar" in lost.reason and "5,000 bytes" in lost.reason
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
@@ -222,6 +229,75 @@ def test_header_scan_falls_back_for_compressed_and_truncated(tmp_path: Path) -> 
     assert member_names(str(gz)) is None
     cut = make_tar(tmp_path / "cut.tar", [("k.jpg", b"x" * 5000)])
     cut.write_bytes(cut.read_bytes()[:2048])
-    assert member_names(str(cut)) is None
-    with pytest.raises(ReaderError, match="cut.tar"):
-        TarShards(cut)
+    assert member_names(str(cut)) == []  # its one member is cut: told, not a tarfile fallback
+    with pytest.warns(UserWarning, match="cut.tar.*truncated"):
+        r = TarShards(cut)
+    assert r.counts == [1] and [type(s) for s in r.iter_shard(0)] == [Unreadable]
+
+
+# ----------------------------------------------------------------------------- damaged shards
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from corpus import crafted_tars
+
+    return crafted_tars(tmp_path_factory.mktemp("crafted"))
+
+
+@pytest.mark.parametrize("name", ["checksum", "cut_header", "cut_boundary", "cut_data", "no_end", "huge_member",
+                                  "bad_label", "repeated_key"])
+def test_a_damaged_shard_says_what_it_lost(crafted: dict, name: str) -> None:
+    """Read up to the damage, then an Unreadable for each sample lost (counted at construction,
+    told as a warning and in `problems`); every sample read is the one written, with its label."""
+    import warnings
+
+    path, items, known = crafted[name]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = TarShards(path)
+    assert r.counts == [len(items)]
+    got = list(r.iter_shard(0))
+    assert [s.index for s in got] == list(range(len(items)))
+    assert [s.index for s in got if isinstance(s, Unreadable)] == known["bad"]
+    for s in got:
+        if isinstance(s, Unreadable):
+            assert s.source.startswith(str(path)) and s.reason
+        else:
+            assert (s.data, s.label, s.source) == (items[s.index].data, items[s.index].label, items[s.index].source)
+    if name == "bad_label":
+        assert r.problems == [] and not caught
+    else:
+        assert r.problems and str(path) in str(caught[0].message)
+    if known["lost"]:
+        assert r.problems[0][0] == str(path) and f"counted as {known['lost']}" in r.problems[0][1] \
+            or f"{known['lost']} sample(s) of the shard lost" in r.problems[0][1]
+    if name == "repeated_key":
+        assert r.problems == [(f"{path}:000003", r.problems[0][1])] and "comes back" in r.problems[0][1]
+
+
+def test_members_above_max_bytes_are_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_tar(tmp_path / "m.tar", [("a.jpg", b"x" * 100), ("a.cls", b"1"), ("b.jpg", b"y" * 5000),
+                                         ("b.cls", b"2"), ("c.jpg", b"z" * 10), ("c.cls", b"3")])
+    for direct in (True, False):
+        if not direct:
+            from pixelpipe.readers import _tar
+
+            monkeypatch.setattr(_tar, "member_table", lambda path: None)
+        a, b, c = TarShards(path, max_bytes=1000).iter_shard(0)
+        assert (a.data, a.label, c.data, c.label) == (b"x" * 100, 1, b"z" * 10, 3)
+        assert isinstance(b, Unreadable) and b.index == 1 and b.source.endswith("m.tar:b.jpg")
+        assert "5,000 bytes, more than max_bytes=1,000" in b.reason
+    with pytest.raises(ReaderError, match="max_bytes"):
+        TarShards(path, max_bytes=0)
+
+
+def test_a_compressed_shard_cut_short_counts_its_loss(tmp_path: Path) -> None:
+    gz = make_tar(tmp_path / "z.tar.gz", shard_members(0, 40), mode="w:gz")
+    gz.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2])
+    with pytest.warns(UserWarning, match="corrupt or truncated tar after"):
+        r = TarShards(gz)
+    assert "counted as 1" in r.problems[0][1]
+    got = list(r.iter_shard(0))  # the samples it gives, then its counted loss
+    assert [s.index for s in got] == list(range(r.counts[0])) and isinstance(got[-1], Unreadable)
+    assert all(not isinstance(s, Unreadable) for s in got[:-1]) and got[-1].source == str(gz)
+    uncounted = TarShards(gz, count=False)
+    assert len([s for s in uncounted.iter_shard(0)]) == r.counts[0] - 1  # no count: nothing to tell

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus import crafted_tars, within
 from PIL import Image
 
-from pixelpipe.readers import ReaderError
-from pixelpipe.tools.survey import Files, check_sample, open_data, survey
+from pixelpipe.readers import Folder, ReaderError
+from pixelpipe.tools.survey import check_sample, open_data, survey
 
 
 def encode(img: Image.Image, fmt: str, **kw: object) -> bytes:
@@ -126,13 +128,16 @@ def test_tar_shards(tmp_path: Path) -> None:
     assert s.class_counts == {"0": 2, "1": 2}
     assert s.unlabelled == 1
     assert [src for src, _ in s.problems] == [f"{tmp_path / 'a-0.tar'}:k9.png"]
-    # a shard cut short is one problem; the other shard is still scanned
+    # a shard cut short: its lost sample is a problem and the shard a warning; the other shard
+    # is still scanned
     raw = (tmp_path / "a-1.tar").read_bytes()
     (tmp_path / "a-1.tar").write_bytes(raw[:700])
     s = survey(str(tmp_path / "a-*.tar"))
-    assert s.samples == 4
-    assert [src for src, _ in s.problems] == [f"{tmp_path / 'a-0.tar'}:k9.png", str(tmp_path / "a-1.tar")]
+    assert s.samples == 5 and not s.ok
+    assert [src for src, _ in s.problems] == [f"{tmp_path / 'a-0.tar'}:k9.png", f"{tmp_path / 'a-1.tar'}:z.jpg"]
     assert "truncated" in s.problems[1][1]
+    assert [src for src, _ in s.warnings] == [str(tmp_path / "a-1.tar")] and "truncated" in s.warnings[0][1]
+    assert "ok:" not in s.report() and "problems: 2 unreadable file(s), 1 warning(s)" in s.report()
 
 
 def test_flat_folder_and_open_errors(tmp_path: Path) -> None:
@@ -140,9 +145,9 @@ def test_flat_folder_and_open_errors(tmp_path: Path) -> None:
     (tmp_path / "y.png").write_bytes(encode(noise(10, 12), "PNG"))
     (tmp_path / ".hidden.jpg").write_bytes(b"")
     reader = open_data(str(tmp_path))
-    assert isinstance(reader, Files) and len(reader) == 2
+    assert isinstance(reader, Folder) and len(reader) == 2 and reader.labels is None
     s = survey(tmp_path)
-    assert s.reader == "Files" and s.samples == 2 and s.ok
+    assert s.reader == "Folder" and s.samples == 2 and s.ok
     assert "none (the samples have no labels)" in s.report()
     with pytest.raises(ReaderError, match="does not exist"):
         survey(str(tmp_path / "nope"))
@@ -153,11 +158,20 @@ def test_flat_folder_and_open_errors(tmp_path: Path) -> None:
         open_data(str(tmp_path / "empty-*.tar"))
 
 
-def test_images_beside_class_folders_are_counted_as_ignored(clean: Path) -> None:
+def test_ignored_files_are_listed_with_why(clean: Path) -> None:
     (clean / "stray.jpg").write_bytes(jpeg(10, 10))
+    (clean / "cat" / "valid.gif").write_bytes(encode(noise(8, 8), "GIF"))
     s = survey(str(clean))
-    assert s.ignored_files == 1 and s.samples == 7
-    assert "1 images directly under the root" in s.report()
+    assert s.samples == 7 and s.ignored_files == 3
+    assert dict(s.ignored) == {
+        str(clean / "stray.jpg"): "an image beside the class folders, in no class",
+        str(clean / "cat" / "valid.gif"): "not an image: extension .gif, not one of bmp, jpeg, jpg, png, webp",
+        str(clean / "dog" / "notes.txt"): "not an image: extension .txt, not one of bmp, jpeg, jpg, png, webp"}
+    text = s.report()
+    assert "ignored      3 files, not samples: 2 not an image; 1 an image beside the class folders" in text
+    assert f"{clean / 'cat' / 'valid.gif'}: not an image" in text
+    assert s.to_dict()["ignored"][0] == {"path": str(clean / "cat" / "valid.gif"), "reason": dict(s.ignored)[
+        str(clean / "cat" / "valid.gif")]}
 
 
 def test_check_sample() -> None:
@@ -168,3 +182,27 @@ def test_check_sample() -> None:
     assert check_sample(b"GIF89a....")[1].startswith("unsupported")
     with pytest.raises(ValueError, match="num_threads"):
         survey(".", num_threads=0)
+
+
+def test_special_files_and_symlinks_neither_hang_nor_leak(clean: Path) -> None:
+    os.mkfifo(clean / "cat" / "fifo.jpg")
+    os.symlink("/dev/zero", clean / "cat" / "zero.jpg")
+    os.symlink("/etc/passwd", clean / "cat" / "passwd.jpg")
+    os.symlink("..", clean / "dog" / "loop")
+    s = within(30, lambda: survey(str(clean), num_threads=2))
+    assert s.samples == 7 and s.ok  # none of them is a sample, and each is listed with why
+    why = dict(s.ignored)
+    assert "not a regular file" in why[str(clean / "cat" / "fifo.jpg")]
+    assert "leaving the root" in why[str(clean / "cat" / "zero.jpg")]
+    assert "leaving the root" in why[str(clean / "cat" / "passwd.jpg")]
+    assert "already listed" in why[str(clean / "dog" / "loop")]
+    assert "root:" not in s.report()  # nothing of /etc/passwd
+
+
+@pytest.mark.parametrize("name", ["checksum", "cut_boundary", "huge_member", "repeated_key"])
+def test_damaged_tar_shards_are_reported_never_ok(tmp_path: Path, name: str) -> None:
+    path, items, known = crafted_tars(tmp_path)[name]
+    s = survey(str(path), num_threads=2)
+    assert not s.ok and "ok:" not in s.report() and s.samples == len(items)
+    assert [src for src, _ in s.warnings][:1] == [str(path) if name != "repeated_key" else f"{path}:000003"]
+    assert len(s.problems) == len(known["bad"])

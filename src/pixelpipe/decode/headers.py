@@ -90,7 +90,9 @@ def _describe(head: bytes) -> str:
     for magic, name in _OTHER_FORMATS:
         if head.startswith(magic):
             return f"{name} (only JPEG, PNG, WebP and BMP are decoded)"
-    return f"data starts with {head!r}, not a JPEG, PNG, WebP or BMP signature"
+    # the bytes' kind, never the bytes: a mislabelled text file's contents stay out of errors
+    kind = "text" if head and all(32 <= c < 127 or c in (9, 10, 13) for c in head) else "binary data"
+    return f"{kind} without a JPEG, PNG, WebP or BMP signature ({len(head)} bytes looked at)"
 
 
 _OTHER_FORMATS = [

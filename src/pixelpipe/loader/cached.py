@@ -98,7 +98,6 @@ class CachedBatches:
         run.slots.skip(b)
         run.cursor += b
         run.made += 1
-        run.last = lambda: self.items(index, valid)
         engine = self.engine
 
         def work() -> dict[str, Any]:
@@ -108,7 +107,7 @@ class CachedBatches:
         return Made(run, work, saved, run.cursor, run.made, run.take_errors(), record=lambda: record)
 
     def items(self, index: np.ndarray, valid: np.ndarray) -> list[Item]:
-        """A batch of cached samples as items (to pad a short tail from)."""
+        """A batch of cached samples as items, from their records."""
         out = []
         for i, v in zip(index.tolist(), valid.tolist()):
             r = self.records[i]

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .arguments import whole
+
 __all__ = ["as_batch", "collate", "labels_tensor", "placed", "shard_of"]
 
 
@@ -67,7 +69,11 @@ def shard_of(shard: tuple[int, int] | None) -> tuple[int, int]:
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
         return 0, 1
-    rank, world = (int(v) for v in shard)
+    try:
+        rank, world = shard
+    except (TypeError, ValueError):
+        raise ValueError(f"shard must be a pair (rank, world_size), got {shard!r}") from None
+    rank, world = whole("shard's rank", rank), whole("shard's world_size", world)
     if world < 1 or not 0 <= rank < world:
         raise ValueError(f"shard must be (rank, world_size) with 0 <= rank < world_size, got {shard}")
     return rank, world

@@ -28,16 +28,18 @@ from ..engine import Engine, GpuDecoding, SampleError
 from ..engine.stats import DecodeStats
 from ..ops.kinds import Op
 from ..readers import open_reader
+from .arguments import check_arguments, check_state
 from .cached import CachedBatches, planned_epoch
 from .collate import as_batch, collate, labels_tensor
 from .collate import shard_of as _shard
-from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce, read_ahead
+from .epochs import Epochs
+from .errors import ErrorLog
+from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
-from .sampler import EpochOrder, batches_per_epoch, indexable_epoch, stream_epoch, stream_rank_totals
+from .sampler import EpochOrder
 
 __all__ = ["Pipeline"]
 
-POLICIES = ("raise", "skip", "replace")
 READ_THREADS = 4  # threads reading a file reader's next files ahead (loader.reading)
 
 
@@ -67,20 +69,23 @@ class Pipeline:
         device: "cpu", "cuda" or "cuda:N": where batches are made and returned.
         seed: fixes shuffling and every augmentation.
         shuffle: a fresh global order every epoch.
-        drop_last: drop the tail that does not fill a batch on every rank; otherwise the last
-            batch is filled by repeating samples, marked False in "valid".
+        drop_last: drop the tail that does not fill a batch on every rank (refused when that
+            leaves no batch at all); otherwise the last batch is filled by repeating readable
+            samples of the rank's epoch, marked False in "valid". A batch of padding only
+            comes only after the rank's last sample (see docs/training.md for a safe loss).
         num_threads: reading/decoding threads (default: the cores available). The Pipeline
             runs its transforms on an Engine of its own (`pipe.engine`) with these threads,
             `device`, `max_pixels` and `gpu`.
         prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
             next epoch's first batches are ready when the consumer starts it.
         shard: (rank, world_size); default from torch.distributed when it is initialised.
+            Every rank gets the same number of batches; with tar shards of any sizes the ranks'
+            samples differ by at most one (a shard may be split between two ranks).
         on_error: "raise" (an error naming the sample and file), "skip" (drop it and fill the
-            batch from the next samples) or "replace" (substitute another sample). Every error
-            is listed in `pipe.errors` as (index, source, reason). `pipe.stats` (a
-            pixelpipe.engine.stats.DecodeStats) counts how the delivered batches' samples were
-            decoded: by nvImageCodec, on the CPU inside a GPU batch and why, on the CPU, or
-            read from the cache.
+            batch from the next samples) or "replace" (substitute another sample). See Errors
+            below. `pipe.stats` (a pixelpipe.engine.stats.DecodeStats) counts how the delivered
+            batches' samples were decoded: by nvImageCodec, on the CPU inside a GPU batch and
+            why, on the CPU, or read from the cache.
         shuffle_buffer: samples held to shuffle streaming readers.
         max_pixels: images whose header claims more pixels are errors.
         cache: "gpu" (or "device") keeps every decoded image on the pipeline's device after
@@ -108,6 +113,13 @@ class Pipeline:
     moved with the images as a Compose returns them, and any other per-sample value as a list.
     `len(pipe)` is the number of batches per epoch; each new `iter(pipe)` starts the next
     epoch (`pipe.epoch`), except right after `load_state_dict`, which continues the saved one.
+
+    Errors: a sample that cannot be read or decoded is listed once in `pipe.errors`, as
+    (index, source, reason) of its first failure, however many epochs meet it again (it is
+    tried again every epoch: a file may be fixed) and however often the run is resumed;
+    `pipe.epoch_errors` lists those that failed in the current epoch, each once. Both are part
+    of `state_dict()`, whose size does not grow with the epochs. Nothing is lost silently: each
+    sample an epoch deals this rank is in one of its batches (valid) or in `epoch_errors`.
     """
 
     def __init__(self, reader: Any, transforms: Compose | list[Op], batch_size: int, device: str = "cpu",
@@ -117,23 +129,20 @@ class Pipeline:
                  cache_max_side: int | None = None, cache_budget: int | None = None,
                  decode_thread: bool = True, fixed_shards: bool | None = None,
                  gpu: GpuDecoding | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if prefetch < 1:
-            raise ValueError(f"prefetch must be >= 1, got {prefetch}")
-        if on_error not in POLICIES:
-            raise ValueError(f"on_error must be one of {POLICIES}, got {on_error!r}")
+        args = check_arguments(batch_size, seed, shuffle, drop_last, prefetch, on_error, shuffle_buffer, cache,
+                               cache_max_side, cache_budget, decode_thread, fixed_shards)
+        batch_size, seed, fixed_shards = args["batch_size"], args["seed"], args["fixed_shards"]
+        self.rank, self.world = _shard(shard)
         self.reader = open_reader(reader)
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
         self.transforms = transforms if isinstance(transforms, Compose) else Compose(list(transforms))
         self.engine = Engine(self.device, num_threads, max_pixels, gpu)
-        self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, drop_last
-        self.prefetch, self.on_error, self.shuffle_buffer = prefetch, on_error, shuffle_buffer
-        self.rank, self.world = _shard(shard)
+        self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, args["shuffle"], args["drop_last"]
+        self.prefetch, self.on_error, self.shuffle_buffer = args["prefetch"], on_error, args["shuffle_buffer"]
         self.fixed_shards = cache is not None if fixed_shards is None else bool(fixed_shards)
-        self.errors: list[tuple[int, str, str]] = []
+        self._log = ErrorLog()
         self.stats = DecodeStats()
         self.epoch = -1  # becomes 0 on the first iteration
         self._resume: int | None = None  # cursor to continue the current epoch from
@@ -142,27 +151,16 @@ class Pipeline:
         self._producer: Producer | None = None
         self._token: object | None = None  # the consumer iterator of the current epoch
         self._finisher: ThreadPoolExecutor | None = None  # runs each batch's second half
-        self.decode_thread = decode_thread
-        if self.reader.indexable and len(self.reader) == 0:
-            raise ValueError("the dataset is empty")
-        counts = self._stream_counts()
-        if not self.reader.indexable and counts is not None and sum(counts) == 0:
-            raise ValueError(f"the dataset is empty: {len(counts)} shard(s) hold no samples")
-        if not self.reader.indexable and counts is None and self.world > 1:
-            raise ValueError("a stream of unknown length cannot be sharded over several ranks: they would get "
-                             "different numbers of batches; give the reader its length (Iterable(source, length=N)) "
-                             "or use tar shards with counts")
+        self.decode_thread = args["decode_thread"]
+        self._epochs = Epochs(self.reader, seed, self.shuffle, self.rank, self.world, batch_size, self.drop_last,
+                              self.fixed_shards, self.shuffle_buffer)
         self._done = False  # the consumer has received the end of the current epoch
         _LIVE.add(self)
         labels = self.reader.labels if self.reader.indexable else None
         self._reading = Reading(self.reader, on_error, seed, batch_size, self.rank, labels,
                                 read_threads=min(READ_THREADS, self.engine.num_threads))
-        if cache not in (None, "gpu", "device"):
-            raise ValueError(f"cache must be None, 'gpu' or 'device', got {cache!r}")
         if cache == "gpu" and self.device.type != "cuda":
             raise ValueError("cache='gpu' needs device='cuda'; use cache='device' to cache on the CPU")
-        if cache is None and (cache_budget is not None or cache_max_side is not None):
-            raise ValueError("cache_budget and cache_max_side need a cache: pass cache='gpu' (or 'device')")
         self._cache: CachedBatches | None = None
         if cache is not None:
             from .cache import DeviceCache
@@ -171,35 +169,25 @@ class Pipeline:
             if self.reader.indexable:  # what this rank will cache, for CacheFullError's estimate
                 store.expected = -(-len(self.reader) // self.world)
             self._cache = CachedBatches(store, self.engine, self.transforms.program, seed, batch_size, self.device,
-                                        labels, self._reading.records, self._slots, self.reader.indexable)
+                                        labels, self._reading.records, self._epochs.order, self.reader.indexable)
+
+    # ----------------------------------------------------------------------------- errors
+    @property
+    def errors(self) -> list[tuple[int, str, str]]:
+        """Every sample that failed, once: (index, source, reason) of its first failure."""
+        return self._log.errors
+
+    @property
+    def epoch_errors(self) -> list[tuple[int, str, str]]:
+        """The samples that failed in the epoch being iterated (or the last one), each once."""
+        return self._log.epoch_errors
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
-        if self.reader.indexable:
-            return batches_per_epoch(len(self.reader), self.world, self.batch_size, self.drop_last)
-        if self._stream_counts() is None:
+        total = self._epochs.total()
+        if total is None:
             raise TypeError("the number of batches of this streaming reader is unknown (no sample counts)")
-        running = self._resume is not None or (self._producer is not None and not self._done)
-        upcoming = self.epoch if running and self.epoch >= 0 else self.epoch + 1
-        return self._stream_rank_totals(upcoming)[0][1]
-
-    def _stream_counts(self) -> list[int] | None:
-        """Samples per shard of a streaming reader, when known."""
-        counts = getattr(self.reader, "counts", None)
-        if counts is not None:
-            return list(counts)
-        try:
-            n = len(self.reader)
-        except TypeError:
-            return None
-        shards = getattr(self.reader, "shards", [None])
-        return [n] if len(shards) == 1 else None
-
-    def _stream_rank_totals(self, epoch: int) -> list[tuple[int, int]]:
-        """(samples, batches) of every rank for a counted streaming reader."""
-        counts = self._stream_counts()
-        assert counts is not None
-        return stream_rank_totals(counts, self.seed, epoch, self.shuffle, self.world, self.batch_size, self.drop_last)
+        return total
 
     # ----------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -211,6 +199,7 @@ class Pipeline:
         if resume is None:
             self.epoch += 1
             self._cursor, self._made = 0, 0
+            self._log.new_epoch()
         if not ahead:
             epoch, start, made = self.epoch, self._cursor, self._made
             self._producer = Producer(lambda stop: self._produce(epoch, start, made, stop), self.prefetch)
@@ -226,11 +215,11 @@ class Pipeline:
                 if item is STOPPED:
                     return
                 if isinstance(item, Failure):
-                    self.errors.extend(item.errors)
+                    self._log.add(item.errors)
                     self._shutdown()
                     raise item.error
                 if isinstance(item, EpochEnd):
-                    self.errors.extend(item.errors)
+                    self._log.add(item.errors)
                     self._done = token is self._token
                     return
                 yield self._receive(item)
@@ -248,7 +237,7 @@ class Pipeline:
                 if isinstance(v, torch.Tensor) and v.is_cuda:
                     v.record_stream(stream)
         self._cursor, self._made = cursor, made
-        self.errors.extend(errors)
+        self._log.add(errors)
         if record is not None:
             self.stats.add(record)
         return batch
@@ -280,32 +269,30 @@ class Pipeline:
     def _open(self, epoch: int, start: int, made: int, stop: threading.Event,
               later: dict[int, Any] | None = None) -> Run:
         planned = planned_epoch(later, epoch, start, made)  # by the run before (cached epochs)
-        slots = planned.order if planned is not None else self._slots(epoch, stop)
+        slots = planned.order if planned is not None else self._epochs.order(epoch, stop)
         if isinstance(slots, EpochOrder):
             replay: Any = ArraySlots(slots)
             replay.skip(start)
         else:
-            for _ in range(start):  # resume: streams replay their reads (no decoding)
-                next(slots, None)
             replay = Replay(slots)
-        run = Run(epoch, replay, self._total(epoch), start, made, stop, later=later)
+        run = Run(epoch, replay, self._epochs.total(epoch), start, made, stop, later=later)
+        if not isinstance(replay, ArraySlots):
+            for _ in range(start):  # resume: streams replay their reads (no decoding), keeping their head
+                slot = next(replay, None)
+                if slot is None:
+                    break
+                self._reading.keep_head(run, slot)
+            replay.forget(replay.position)
         if planned is not None:
             run.ahead.extend(planned.batches)
         return run
 
-    def _total(self, epoch: int) -> int | None:
-        """Batches this epoch on every rank; None for streams of unknown length."""
-        if self.reader.indexable:
-            return len(self)
-        if self._stream_counts() is None:
-            return None
-        return self._stream_rank_totals(epoch)[0][1]
-
     def _next_batch(self, run: Run, side: Any, redo: bool = False) -> Made | None:
         """The next batch of run's epoch with its first half made, or None at the epoch's end.
         With redo, run was restored to just before a batch whose finish failed: that batch is
-        made again, in one piece, first."""
-        b = self.batch_size
+        made again, in one piece, first; so is a batch made again here after a sample failed
+        (a split batch whose finish fails would be made twice more)."""
+        b, whole = self.batch_size, redo
         while not run.stop.is_set() and (run.total is None or run.made < run.total):
             if not redo and self._cache is not None:  # later epochs: all cached
                 made = self._cache.next_batch(run, side, self._wrap_cached)
@@ -318,13 +305,11 @@ class Pipeline:
                         return None
                     self._reading.pad(run)
             saved = run.save()
-            items = run.pending[:b]
             with torch.cuda.stream(side) if side is not None else nullcontext():
-                work, record, run.pending = self._make(run, run.pending, split=not redo)
-            redo = False
+                work, record, run.pending = self._make(run, run.pending, split=not whole)
+            redo, whole = False, work is None
             if work is not None:
                 run.made += 1
-                run.last = items
                 return Made(run, work, saved, run.cursor, run.made, run.take_errors(), record=record)
         return None
 
@@ -345,15 +330,6 @@ class Pipeline:
             event = torch.cuda.Event()
             event.record(side)
         return batch, event
-
-    def _slots(self, epoch: int, stop: threading.Event) -> EpochOrder | Iterator[Any]:
-        """This rank's epoch: the order arrays of an indexable reader, or a stream's samples."""
-        if self.reader.indexable:
-            return indexable_epoch(len(self.reader), self.seed, epoch, self.shuffle, self.rank, self.world,
-                                   self.batch_size, self.drop_last, self.fixed_shards)
-        stream = stream_epoch(self.reader.iter_shard, len(self.reader.shards), self.seed, epoch, self.shuffle,
-                              self.rank, self.world, self.shuffle_buffer)
-        return read_ahead(stream, 2 * self.batch_size, stop)
 
     def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, Any, list[Item]]:
         """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
@@ -383,15 +359,7 @@ class Pipeline:
                 batch = self._wrap(engine.finish(prepared), items, index, epoch)
                 return (lambda: batch), record, rest
         except SampleError as e:
-            bad = items[e.position]
-            if self.on_error == "raise":
-                run.errors.append((bad.index, bad.source, e.reason))
-                raise SampleError(bad.index, f"{bad.source}: {e.reason}") from e
-            keep = [it for it in items + rest if it.index != bad.index]
-            sub = self._reading.fail(run, bad.index, bad.source, e.reason, bad.valid, bad.attempt)
-            if sub is not None:
-                keep.append(sub)
-            return None, None, keep
+            return None, None, self._reading.refill(run, items + rest, items[e.position], e.reason)
         return (lambda: self._wrap(engine.finish(prepared), items, index, epoch)), record, rest
 
     def _wrap(self, out: dict[str, Any], items: list[Item], index: np.ndarray, epoch: int) -> dict[str, Any]:
@@ -424,26 +392,23 @@ class Pipeline:
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch and position of what the consumer has received; restore with load_state_dict
-        to continue with exactly the same remaining batches."""
+        """Epoch and position of what the consumer has received, and the errors it was told of;
+        restore with load_state_dict to continue with exactly the same remaining batches."""
         return {"epoch": self.epoch, "cursor": self._cursor, "batches": self._made, "finished": self._done,
                 "seed": self.seed, "batch_size": self.batch_size,
-                "shard": (self.rank, self.world), "fixed_shards": self.fixed_shards, "errors": list(self.errors)}
+                "shard": (self.rank, self.world), "fixed_shards": self.fixed_shards, **self._log.state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "batch_size"):
-            if state[key] != getattr(self, key):
-                raise ValueError(f"state was saved with {key}={state[key]}, this pipeline has {getattr(self, key)}")
-        if tuple(state["shard"]) != (self.rank, self.world):
-            raise ValueError(f"state was saved on shard {tuple(state['shard'])}, this pipeline is {(self.rank, self.world)}")
-        if state.get("fixed_shards", self.fixed_shards) != self.fixed_shards and self.world > 1:  # another order
-            raise ValueError(f"state was saved with fixed_shards={state['fixed_shards']}, this pipeline has "
-                             f"{self.fixed_shards} (a cache turns it on by default)")
+        """Continue from a state of state_dict(); a ValueError for a state that is not one, or one
+        saved with another seed, batch size, shard or position outside the epoch."""
+        settings = {"seed": self.seed, "batch_size": self.batch_size, "shard": (self.rank, self.world),
+                    "fixed_shards": self.fixed_shards}
+        pos = check_state(state, settings, lambda e: (self._epochs.total(e), self._epochs.slots(e)))
         self._shutdown()
-        self.epoch, self._cursor, self._made = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
-        self.errors = [tuple(e) for e in state.get("errors", [])]
-        total = self._total(self.epoch) if self.epoch >= 0 else None
-        finished = bool(state.get("finished")) or (total is not None and self._made >= total)
+        self._log.load(state)
+        self.epoch, self._cursor, self._made = pos["epoch"], pos["cursor"], pos["batches"]
+        total = self._epochs.total(self.epoch) if self.epoch >= 0 else None
+        finished = pos["finished"] or (total is not None and self._made >= total)
         # a state saved before the first epoch or after an epoch's end continues with the next epoch
         self._resume = None if self.epoch < 0 or finished else self._cursor
 

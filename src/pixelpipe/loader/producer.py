@@ -56,7 +56,7 @@ class Run:
     made: int  # batches made
     stop: threading.Event
     pending: list[Any] = field(default_factory=list)
-    last: Any = field(default_factory=list)  # the last batch made (pads a short tail): items, or a callable making them
+    head: list[Any] = field(default_factory=list)  # a stream's first items this epoch (pads its last batch)
     failed: set[int] = field(default_factory=set)  # samples that failed this epoch (not read again)
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # not handed over yet
     ahead: deque[Any] = field(default_factory=deque)  # batches planned ahead (pixelpipe.loader.cached)
@@ -65,13 +65,13 @@ class Run:
     later: dict[int, Any] | None = None
 
     def save(self) -> tuple[Any, ...]:
-        return (self.slots.position, self.cursor, self.made, list(self.pending), self.last, set(self.failed),
+        return (self.slots.position, self.cursor, self.made, list(self.pending), list(self.head), set(self.failed),
                 list(self.errors))
 
     def restore(self, saved: tuple[Any, ...]) -> None:
-        position, self.cursor, self.made, pending, self.last, failed, errors = saved
+        position, self.cursor, self.made, pending, head, failed, errors = saved
         self.slots.rewind(position)
-        self.pending, self.failed, self.errors = list(pending), set(failed), list(errors)
+        self.pending, self.head, self.failed, self.errors = list(pending), list(head), set(failed), list(errors)
         self.ahead.clear()
 
     def take_errors(self) -> list[tuple[int, str, str]]:

@@ -17,10 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engine import SampleError
+from ..readers import Unreadable
 from .producer import ArraySlots, Run
 from .sampler import Entry, replacement
 
 READ_CHUNK = 32  # files a reader thread reads per task (one C call)
+HEAD = 2  # batches of a stream's first items kept to pad its epoch's last batch from
 
 __all__ = ["Item", "Reading", "Record"]
 
@@ -80,11 +82,10 @@ class Reading:
             if slot is None:
                 return True
             run.cursor += 1
-            if isinstance(slot, Entry) and slot.index in run.failed:
-                continue  # a padding repeat of a sample that already failed this epoch
-            item = self.read(run, slot)
+            item = self.read(run, slot)  # a sample failed this epoch: skipped, or its stand-in
             if item is not None:
                 run.pending.append(item)
+                self.keep_head(run, item)
         return False
 
     def read(self, run: Run, slot: Any, attempt: int = 0) -> Item | None:
@@ -98,20 +99,35 @@ class Reading:
             try:
                 chunk = self._ahead.pop(slot.index, None)
                 s = self.reader.read(slot.index) if chunk is None else _taken(chunk.result(), slot.index)
-            except (OSError, ValueError) as e:
-                return self.fail(run, slot.index, self.reader.sources(slot.index), str(e), slot.valid, attempt)
+            except Exception as e:  # whatever a reader (a user's Dataset too) raises: the policy decides
+                return self.fail(run, slot.index, self.reader.sources(slot.index), _reason(e), slot.valid, attempt)
             label = self.labels[slot.index] if self.labels is not None else s.label
             return Item(s.data, label, slot.index, s.source, slot.valid, attempt, s.targets)
+        if isinstance(slot, Unreadable):  # a stream's sample it could not produce
+            return self.fail(run, slot.index, slot.source, slot.reason, True, attempt)
         return Item(slot.data, slot.label, slot.index, slot.source, True, targets=slot.targets)
+
+    def keep_head(self, run: Run, item: Any) -> None:
+        """Keep a stream's first items read this epoch (a Sample or Item; Unreadable ones are
+        not): what pad repeats. A resumed run keeps them again as it replays its reads."""
+        if self.reader.indexable or len(run.head) >= HEAD * self.batch_size or isinstance(item, Unreadable):
+            return
+        if not isinstance(item, Item):
+            item = Item(item.data, item.label, item.index, item.source, True, targets=item.targets)
+        run.head.append(item)
 
     def fail(self, run: Run, index: int, source: str, reason: str, valid: bool, attempt: int) -> Item | None:
         """Record a failed sample once per epoch and apply the policy."""
+        self._record(run, index, source, reason)
+        return self.substitute(run, index, valid, attempt)
+
+    def _record(self, run: Run, index: int, source: str, reason: str) -> None:
+        """List a failed sample (once per epoch); under "raise", raise it."""
         if index not in run.failed:
             run.failed.add(index)
             run.errors.append((index, source, reason))
         if self.on_error == "raise":
             raise SampleError(index, f"{source}: {reason}")
-        return self.substitute(run, index, valid, attempt)
 
     def substitute(self, run: Run, index: int, valid: bool, attempt: int) -> Item | None:
         """on_error="replace": a deterministic other sample (at most 8 tries); else nothing."""
@@ -119,6 +135,20 @@ class Reading:
             return None
         other = replacement(index, len(self.reader), self.seed, run.epoch, attempt)
         return self.read(run, Entry(other, valid), attempt + 1)
+
+    def refill(self, run: Run, items: list[Item], bad: Item, reason: str) -> list[Item]:
+        """The pending items after `bad` failed to decode: under "replace" each item of that
+        sample is replaced where it stands by the stand-in a read of it would have given, under
+        "skip" dropped (the slots after them fill the batch), so a batch comes out the same
+        whether a failure is met here or, known already, where the slot is read."""
+        self._record(run, bad.index, bad.source, reason)
+        out = []
+        for it in items:
+            if it.index != bad.index:
+                out.append(it)
+            elif (sub := self.substitute(run, it.index, it.valid, it.attempt)) is not None:
+                out.append(sub)
+        return out
 
     def _read_ahead(self, run: Run) -> None:
         """Start reading the files of the next two batches' slots that are neither read nor
@@ -145,16 +175,39 @@ class Reading:
         self._ahead.clear()
 
     def pad(self, run: Run) -> None:
-        """Fill the epoch's last batch by repeating samples (marked invalid)."""
-        last = run.last() if callable(run.last) else run.last
-        pool = [it for it in run.pending + last if it.index not in run.failed]
+        """Fill the epoch's last batch: its real items, then repeats (marked invalid) of the
+        first readable items of this rank's epoch, skipping those that failed. The repeats are
+        a function of the epoch alone (not of what was made before), so a run restored from a
+        state saved anywhere, padding included, pads exactly as the run it continues."""
+        pool = self._pad_pool(run)
         if not pool:
             raise RuntimeError(f"rank {self.rank} has no readable samples left to fill its batches "
                                f"({len(run.failed)} failed this epoch; see pipe.errors)")
+        run.pending = [it for it in run.pending if it.valid]
         k = 0
         while len(run.pending) < self.batch_size:
             run.pending.append(replace(pool[k % len(pool)], valid=False, attempt=0))
             k += 1
+
+    def _pad_pool(self, run: Run) -> list[Item]:
+        """Up to batch_size readable items from the start of this rank's epoch: an indexable
+        reader's order read again (a failure goes through the policy: listed, then skipped or
+        its stand-in taken), then, where none of those can be read, the dataset's samples in
+        index order (a rank whose samples all failed still pads from readable ones); a
+        stream's first items kept as they were read (keep_head)."""
+        if not isinstance(run.slots, ArraySlots):
+            return [it for it in run.head if it.index not in run.failed][: self.batch_size]
+        pool: list[Item] = []
+        for order in (run.slots.order.index, range(len(self.reader))):
+            for k in range(len(order)):
+                if len(pool) == self.batch_size:
+                    return pool
+                item = self.read(run, Entry(int(order[k]), False))
+                if item is not None and item.index not in run.failed:
+                    pool.append(item)
+            if pool:
+                return pool
+        return pool
 
 
 def _read_all(reader: Any, indices: list[int]) -> dict[int, Any]:
@@ -172,3 +225,9 @@ def _taken(chunk: dict[int, Any], index: int) -> Any:
     if isinstance(got, Exception):
         raise got
     return got
+
+
+def _reason(e: BaseException) -> str:
+    """An error as a reason: its message; its type too where the message alone may not say
+    (anything but the OSErrors and ValueErrors readers raise)."""
+    return str(e) if isinstance(e, (OSError, ValueError)) and str(e) else f"{type(e).__name__}: {e}"

@@ -13,9 +13,14 @@ it caches), rank r instead keeps every world-th sample of one permutation that d
 on the epoch, and each epoch shuffles only within it: each rank sees the same samples every
 epoch, so each rank's cache holds its share of the dataset, not, after a few epochs, most of it.
 
-Streaming readers (tar shards, iterables) get a shuffled shard order per epoch, whole shards
-dealt to ranks when there are enough of them (else every rank reads every shard and keeps
-every world-th sample), and a shuffle buffer. How well a buffer mixes: a sample can move at
+Streaming readers (tar shards, iterables) get a shuffled shard order per epoch; with several
+ranks (the shard sizes are then known) rank r reads the r-th of `world` equal spans of the
+samples of the shards in that order: a shard may be split between two ranks (the second one
+skips the first one's part), so the ranks' samples differ by at most one however uneven the
+shards are, and no rank pads whole batches or drops an epoch while another reads on. A shard
+that breaks off mid-way (corrupt, truncated since it was counted, a stream that raises) gives
+each sample it lost as a `readers.Unreadable`, for the on_error policy: nothing is dropped
+silently. Then a shuffle buffer. How well a buffer mixes: a sample can move at
 most about `buffer` positions earlier and, in expectation, `buffer` positions later, so with
 shards sorted by class a buffer smaller than a class's run still yields long runs of one class;
 the shuffled shard order and round-robin reading of `interleave` shards at a time break
@@ -32,6 +37,7 @@ import numpy as np
 import torch
 
 from ..data.random import hash32
+from ..readers import Unreadable
 
 _SHUFFLE = 0x51F7  # op ids of the sampler's own draws (distinct from op positions)
 _SHARDS = 0x5A4D
@@ -106,17 +112,18 @@ def batches_per_epoch(n: int, world: int, batch: int, drop_last: bool) -> int:
     return -(-per_rank // batch)
 
 
-def stream_rank_totals(counts: list[int], seed: int, epoch: int, shuffle: bool, world: int, batch: int,
-                       drop_last: bool) -> list[tuple[int, int]]:
+def rank_span(n: int, rank: int, world: int) -> tuple[int, int]:
+    """[lo, hi): rank's contiguous share of n samples; the shares differ by at most one."""
+    return rank * n // world, (rank + 1) * n // world
+
+
+def stream_rank_totals(counts: list[int], world: int, batch: int, drop_last: bool) -> list[tuple[int, int]]:
     """(samples, batches) of every rank in an epoch of a streaming reader whose shards hold
-    `counts` samples: whole shards dealt to ranks when there are enough, else every world-th
-    sample; every rank gets the same number of batches (the fewest with drop_last)."""
-    order = shard_order(len(counts), seed, epoch, shuffle)
-    if len(counts) >= world:
-        totals = [sum(counts[s] for s in order[r::world]) for r in range(world)]
-    else:
-        n = sum(counts)
-        totals = [len(range(r, n, world)) for r in range(world)]
+    `counts` samples: each rank reads its span of the epoch's shards (rank_span), so the ranks'
+    samples differ by at most one, whatever the shard sizes; every rank gets the same number
+    of batches (the fewest with drop_last). The same every epoch."""
+    n = sum(counts)
+    totals = [hi - lo for lo, hi in (rank_span(n, r, world) for r in range(world))]
     batches = min(t // batch for t in totals) if drop_last else max(-(-t // batch) for t in totals)
     return [(t, batches) for t in totals]
 
@@ -135,14 +142,14 @@ def shard_order(n_shards: int, seed: int, epoch: int, shuffle: bool) -> list[int
     return torch.argsort(keys, stable=True).tolist()
 
 
-def interleaved(iter_shard: Callable[[int, int], Iterator], shards: list[int], width: int) -> Iterator:
-    """Samples of `shards`, read `width` shards at a time, round robin (a closed shard is
-    replaced by the next one in the list)."""
-    todo = list(shards)
+def interleaved(pieces: list[Callable[[], Iterator]], width: int) -> Iterator:
+    """Samples of `pieces` (each a callable opening one), read `width` at a time, round robin
+    (a finished piece is replaced by the next one in the list)."""
+    todo = list(pieces)
     live: list[Iterator] = []
     while todo or live:
         while todo and len(live) < max(1, width):
-            live.append(iter(iter_shard(todo.pop(0), 0)))
+            live.append(iter(todo.pop(0)()))
         still = []
         for it in live:
             try:
@@ -153,20 +160,70 @@ def interleaved(iter_shard: Callable[[int, int], Iterator], shards: list[int], w
         live = still
 
 
-def stream_epoch(iter_shard: Callable[[int, int], Iterator], n_shards: int, seed: int, epoch: int,
-                 shuffle: bool, rank: int, world: int, buffer: int, interleave: int = 4) -> Iterator:
+def shard_piece(iter_shard: Callable[[int, int], Iterator], shard: int, skip: int, take: int | None,
+                index_of: Callable[[int, int], int], name: str) -> Iterator:
+    """Samples skip .. skip + take of a shard (take None: to its end). A shard that raises or
+    ends before `take` loses the rest: each lost sample comes out as an Unreadable naming the
+    shard, where it broke off and how many samples went with it, for the on_error policy (a
+    shard of unknown size gives one Unreadable for the rest)."""
+    got, error = 0, None
+    it = iter_shard(shard, skip)
+    try:
+        while take is None or got < take:
+            try:
+                sample = next(it)
+            except StopIteration:
+                break
+            except Exception as e:  # a broken shard, or any failure of a user's stream
+                error = f"{type(e).__name__}: {e}"
+                break
+            yield sample
+            got += 1
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    if take is None:
+        if error is not None:
+            yield Unreadable(name, index_of(shard, skip + got), f"the shard broke off after {skip + got} samples "
+                                                                f"({error}); the rest of it is lost (how many is unknown)")
+        return
+    why = error or "it ended early: changed or truncated since the reader counted it"
+    for k in range(got, take):
+        yield Unreadable(name, index_of(shard, skip + k), f"lost with the rest of the shard, which broke off after "
+                                                          f"{skip + got} samples ({why}): {take - got} samples lost")
+
+
+def stream_epoch(iter_shard: Callable[[int, int], Iterator], names: list[str], counts: list[int] | None,
+                 seed: int, epoch: int, shuffle: bool, rank: int, world: int, buffer: int,
+                 interleave: int = 4) -> Iterator:
     """This rank's samples of one epoch from a streaming reader: shards in a shuffled order,
-    `interleave` of them read round robin, then through a shuffle buffer of `buffer` samples."""
-    shards = shard_order(n_shards, seed, epoch, shuffle)
+    this rank's span of them (rank_span; with several ranks the counts are known), `interleave`
+    pieces read round robin, then through a shuffle buffer of `buffer` samples."""
+    order = shard_order(len(names), seed, epoch, shuffle)
     width = interleave if shuffle else 1
-    if n_shards >= world:
-        def raw() -> Iterator:
-            yield from interleaved(iter_shard, shards[rank::world], width)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).tolist() if counts is not None else None
+
+    def index_of(shard: int, position: int) -> int:  # the readers' numbering (readers._tar)
+        return offsets[shard] + position if offsets is not None else (shard << 32) | position
+
+    def piece(shard: int, skip: int, take: int | None) -> Callable[[], Iterator]:
+        return lambda: shard_piece(iter_shard, shard, skip, take, index_of, names[shard])
+
+    if counts is None:
+        pieces = [piece(s, 0, None) for s in order]
     else:
-        def raw() -> Iterator:
-            for k, sample in enumerate(interleaved(iter_shard, shards, width)):
-                if k % world == rank:
-                    yield sample
+        lo, hi = rank_span(sum(counts), rank, world)
+        pieces, start = [], 0
+        for s in order:
+            a, b = max(lo, start), min(hi, start + counts[s])
+            if a < b:
+                pieces.append(piece(s, a - start, b - a))
+            start += counts[s]
+
+    def raw() -> Iterator:
+        yield from interleaved(pieces, width)
+
     if not shuffle or buffer <= 1:
         yield from raw()
         return

@@ -7,7 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BORDERS", "INTERPOLATIONS", "check_choice", "check_fill", "check_prob", "check_range", "check_size"]
+__all__ = ["BORDERS", "INTERPOLATIONS", "check_choice", "check_fill", "check_finite", "check_prob", "check_range",
+           "check_size"]
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 BORDERS = ("constant", "reflect", "replicate", "wrap")
@@ -18,6 +19,17 @@ def check_prob(name: str, p: float) -> float:
     if not 0.0 <= p <= 1.0 or math.isnan(p):
         raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
     return p
+
+
+def check_finite(name: str, value: Any) -> float:
+    """value as a float, refusing NaN and infinities (they would make every output pixel NaN)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v}")
+    return v
 
 
 def check_choice(name: str, value: str | None, allowed: Sequence[str], optional: bool = True) -> str | None:
@@ -35,6 +47,8 @@ def check_range(name: str, value: Any, lo: float = -math.inf, hi: float = math.i
     if isinstance(value, (int, float)):
         if symmetric_from is None:
             raise ValueError(f"{name} must be a (low, high) pair, got {value!r}")
+        if math.isnan(value):
+            raise ValueError(f"{name} must be a number, got nan")
         if value < 0:
             raise ValueError(f"{name} must be >= 0 when given as one number, got {value}")
         value = (symmetric_from - value, symmetric_from + value)
@@ -42,6 +56,8 @@ def check_range(name: str, value: Any, lo: float = -math.inf, hi: float = math.i
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number or a (low, high) pair, got {value!r}") from None
+    if math.isnan(low) or math.isnan(high):
+        raise ValueError(f"{name} must be numbers, got ({low}, {high})")
     if not low <= high:
         raise ValueError(f"{name} range is out of order: ({low}, {high}); low must be <= high")
     if low < lo or high > hi:
@@ -60,7 +76,7 @@ def check_size(name: str, size: Any, allow_fraction: bool = False) -> tuple[floa
         raise ValueError(f"{name} must be a number or a (height, width) pair, got {size!r}") from None
     out = []
     for v in (h, w):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
             raise ValueError(f"{name} entries must be numbers, got {v!r}")
         if isinstance(v, int):
             if v <= 0:

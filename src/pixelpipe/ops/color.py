@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
-from .checks import check_prob, check_range
+from .checks import check_finite, check_prob, check_range
 from .kinds import ColorOp, Op, Params
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]
@@ -72,6 +72,7 @@ def _grey_blend(s: np.ndarray) -> np.ndarray:
 
 def _factor_range(name: str, value: float | Sequence[float]) -> tuple[float, float] | None:
     if isinstance(value, (int, float)):
+        value = check_finite(name, value)
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
         if value == 0:
@@ -98,7 +99,7 @@ class ColorJitter(ColorOp):
         self.contrast = _factor_range("contrast", contrast)
         self.saturation = _factor_range("saturation", saturation)
         if isinstance(hue, (int, float)):
-            if not 0 <= hue <= 0.5:
+            if not 0 <= check_finite("hue", hue) <= 0.5:
                 raise ValueError(f"hue must be in [0, 0.5], got {hue}")
             self.hue = None if hue == 0 else (-float(hue), float(hue))
         else:
@@ -196,7 +197,8 @@ class Normalize(Op):
     deterministic = True
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
-        mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        mean = tuple(check_finite("mean", v) for v in mean)
+        std = tuple(check_finite("std", v) for v in std)
         if len(mean) not in (1, 3) or len(std) != len(mean):
             raise ValueError(f"mean and std need 1 or 3 values each and the same count, got {mean}, {std}")
         if any(s <= 0 for s in std):

@@ -5,7 +5,7 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
 """
 
-from ._base import IndexableReader, ReaderError, Sample, StreamingReader
+from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable
 from ._filelist import FileList
 from ._folder import Folder
 from ._iterable import Iterable
@@ -23,5 +23,6 @@ __all__ = [
     "Sample",
     "StreamingReader",
     "TarShards",
+    "Unreadable",
     "open_reader",
 ]

@@ -11,8 +11,11 @@ There are two kinds:
   `iter_shard(shard_id, skip)`, which yields the samples of one shard in stored order. `skip`
   makes resuming exact: the pipeline records how many samples of each shard it consumed.
 
-Readers never retry, log or swallow errors: a missing file raises an OSError naming the path,
-and the pipeline's error policy decides what to do with it.
+Readers never retry or swallow errors: a missing file raises an OSError naming the path, and
+the pipeline's error policy decides what to do with it. A streaming reader, which cannot raise
+for one sample without ending its shard, yields an `Unreadable` in that sample's place (a tar
+member above max_bytes, a label that does not parse, each sample a damaged shard lost) and
+goes on.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "IndexableReader",
     "Label",
+    "MAX_BYTES",
     "ReaderError",
     "Sample",
     "StreamingReader",
+    "Unreadable",
     "check_image",
     "check_index",
     "check_skip",
@@ -44,6 +49,11 @@ __all__ = [
 IMAGE_EXTENSIONS: tuple[str, ...] = ("jpg", "jpeg", "png", "webp", "bmp")
 
 Label = int | tuple[int, ...] | None
+
+# The most bytes one sample's file or tar member may hold, by default (readers' max_bytes): a
+# bad header, a symlink to a device or a huge stray file is an error naming its size, never
+# a read of gigabytes.
+MAX_BYTES = 256 << 20
 
 
 class ReaderError(ValueError):
@@ -77,6 +87,23 @@ class Sample:
     source: str
     index: int
     targets: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Unreadable:
+    """A sample a streaming reader could not produce, yielded in its place so that the stream
+    goes on (a Pipeline's on_error policy decides): a tar member above max_bytes, a label that
+    does not parse, the samples lost with the rest of a shard that breaks off.
+
+    Attributes:
+        source: the shard and member ("shard.tar:0001.jpg"), or the shard.
+        index: the index the sample would have had.
+        reason: what is wrong, without the data's contents.
+    """
+
+    source: str
+    index: int
+    reason: str
 
 
 @runtime_checkable

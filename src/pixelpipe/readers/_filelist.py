@@ -20,7 +20,7 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from ._base import ReaderError, Sample, check_index
+from ._base import MAX_BYTES, ReaderError, Sample, check_index
 from ._files import read_files
 
 __all__ = ["FileList"]
@@ -44,6 +44,9 @@ class FileList:
             `label_names`. Quoted fields are supported.
         root: the folder relative paths are resolved against; by default the list file's
             folder. Absolute paths in the list are used as they are.
+        max_bytes: a file larger than this is an error when read (OSError naming the file and
+            both sizes), never a read of gigabytes; 256 MiB by default. Only regular files are
+            read (a FIFO or a device is an error, never a blocking read).
 
     Every row must have the same number of labels K. One label gives `labels` of shape [N] and
     int labels on samples; several give [N, K] and tuple labels. `classes` is None (a list
@@ -63,7 +66,11 @@ class FileList:
     reads_files = True  # read() opens a file: a Pipeline reads ahead on threads
     classes: list[str] | None = None
 
-    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+                 max_bytes: int = MAX_BYTES):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ReaderError(f"FileList: max_bytes must be an int >= 1, got {max_bytes!r}")
+        self.max_bytes = max_bytes
         self.path = os.fspath(path)
         self.root = os.fspath(root) if root is not None else os.path.dirname(self.path)
         try:
@@ -165,7 +172,7 @@ class FileList:
         or the OSError reading its file raised."""
         paths = [self.sources(i) for i in indices]
         out: list[Sample | OSError] = []
-        for i, p, d in zip(indices, paths, read_files(paths)):
+        for i, p, d in zip(indices, paths, read_files(paths, self.max_bytes)):
             if isinstance(d, OSError):
                 out.append(d)
                 continue

@@ -16,7 +16,9 @@ same bytes, the same errors.
 from __future__ import annotations
 
 import ctypes as C
+import errno
 import os
+import stat
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,12 +38,13 @@ def _library() -> C.CDLL | None:
     return native.shared("files.c", "reading files one by one in Python", C.CDLL, _SIGNATURES)
 
 
-def read_files(paths: Sequence[str]) -> list[bytes | OSError]:
+def read_files(paths: Sequence[str], max_bytes: int | None = None) -> list[bytes | OSError]:
     """Each file's bytes, or the OSError reading it raised (naming the path). Only regular
-    files are read: anything else is an OSError (EINVAL), never a blocking open."""
+    files are read: anything else is an OSError (EINVAL), never a blocking open. A file of more
+    than max_bytes is an OSError (EFBIG) saying both sizes, and is not read."""
     lib = _library()
     if lib is None or not paths:
-        return [_read_python(p) for p in paths]
+        return [_read_python(p, max_bytes) for p in paths]
     from .. import native
 
     n = len(paths)
@@ -49,15 +52,19 @@ def read_files(paths: Sequence[str]) -> list[bytes | OSError]:
     sizes = np.empty(n, dtype=np.int64)
     lib.pp_file_sizes(names, n, native.address(sizes))
     listed = sizes.tolist()
-    bufs = [bytes(s) if s >= SMALLEST else None for s in listed]  # zeroed by calloc, written below
+    big = [max_bytes is not None and s > max_bytes for s in listed]
+    # zeroed by calloc, written below
+    bufs = [bytes(s) if s >= SMALLEST and not b else None for s, b in zip(listed, big)]
     outs = (C.c_char_p * n)(*bufs)
     read = np.array([s if b is not None else -22 for s, b in zip(listed, bufs)], dtype=np.int64)  # -EINVAL: skip
     status = np.empty(n, dtype=np.int64)
     lib.pp_read_files(names, n, outs, native.address(read), native.address(status))
     out: list[bytes | OSError] = []
-    for path, buf, size, err in zip(paths, bufs, listed, status.tolist()):
-        if buf is None:  # small, or the stat failed: Python reads it and says what is wrong
-            out.append(_read_python(path) if size >= 0 or size == -22 else _error(-size, path))
+    for path, buf, size, err, too_big in zip(paths, bufs, listed, status.tolist(), big):
+        if too_big:
+            out.append(_too_big(path, size, max_bytes))  # type: ignore[arg-type]
+        elif buf is None:  # small, or the stat failed: Python reads it and says what is wrong
+            out.append(_read_python(path, max_bytes) if size >= 0 or size == -22 else _error(-size, path))
         else:
             out.append(buf if err == 0 else _error(err, path))
     return out
@@ -71,11 +78,29 @@ def _error(err: int, path: str) -> OSError:
     return OSError(err, os.strerror(err), path)
 
 
-def _read_python(path: str) -> bytes | OSError:
+def _too_big(path: str, size: int, max_bytes: int) -> OSError:
+    return OSError(errno.EFBIG, f"the file holds {size:,} bytes, more than max_bytes={max_bytes:,}", path)
+
+
+def _read_python(path: str, max_bytes: int | None = None) -> bytes | OSError:
+    """One file read in Python: opened without blocking (a FIFO cannot hang it), refused unless
+    it is a regular file of at most max_bytes."""
     try:
-        if os.path.exists(path) and not os.path.isfile(path):
-            return OSError(22, "not a regular file", path)
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         return e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return OSError(errno.EINVAL, "not a regular file", path)
+        if max_bytes is not None and st.st_size > max_bytes:
+            return _too_big(path, st.st_size, max_bytes)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:  # it grew since the stat
+            return _too_big(path, len(data), max_bytes)
+        return data
+    except OSError as e:
+        return OSError(e.errno, e.strerror, path)
+    finally:
+        os.close(fd)

@@ -23,10 +23,13 @@ import json
 import os
 import re
 import tarfile
+import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
-from ._base import IMAGE_EXTENSIONS, ReaderError, Sample, check_skip, normalize_label
-from ._tar_index import member_names, member_table
+from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, Unreadable, check_skip, normalize_label
+from ._tar_index import member_table, split_name
 
 __all__ = ["TarShards"]
 
@@ -36,8 +39,8 @@ _WANTED = frozenset(_IMAGE_EXTS + _LABEL_EXTS)
 _GLOB_CHARS = re.compile(r"[*?[]")
 _BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
 
-# (key, {extension: bytes, or None when not read}, {extension: member name as stored})
-Group = tuple[str, dict[str, bytes | None], dict[str, str]]
+# (key, {extension: bytes, None when not read, or _Oversized}, {extension: member name as stored})
+Group = tuple[str, dict[str, Any], dict[str, str]]
 
 
 class TarShards:
@@ -49,6 +52,8 @@ class TarShards:
             ("train-{0000..0099}.tar"). Compressed tars (.tar.gz, ...) work too.
         count: scan the tar headers at construction to count the samples of each shard
             (`counts`, `len()`, running indices). Reads headers only, never image bytes.
+        max_bytes: a member larger than this is not read: its sample is an `Unreadable`
+            saying both sizes (256 MiB by default), never a read of gigabytes.
 
     Layout: members are grouped by key, the member path up to the first dot of its file name
     ("a/b/0001.seg.png" has key "a/b/0001" and extension "seg.png"); members of one sample
@@ -64,6 +69,16 @@ class TarShards:
     shard sizes are unknown and `index` is `(shard_id << 32) | position`; `len()` then raises
     a TypeError.
 
+    Nothing is lost silently. A sample that cannot be made (a member above max_bytes, a label
+    that does not parse) comes out of `iter_shard` as a `readers.Unreadable` in its place, and
+    the stream goes on. A shard damaged past its first header (a corrupt header checksum, a
+    file that ends inside a member, inside a header or without the end-of-archive blocks) is
+    read up to the damage, then gives an Unreadable for each sample the damage took (the
+    members found past a corrupt header, as GNU tar finds them; 1 where how many is unknown);
+    the counts include them. What counting found wrong (damage, and keys that come back after
+    other members, each run of which becomes a sample of its own) is listed in `problems` as
+    (source, what), and a warning is issued when the reader is built.
+
     Raises:
         ReaderError: no paths, a pattern matching nothing, a missing file, a file that is not a
             tar, or (when counting) two members with the same key and extension.
@@ -78,7 +93,11 @@ class TarShards:
     classes: list[str] | None = None
 
     def __init__(self, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-                 count: bool = True):
+                 count: bool = True, max_bytes: int = MAX_BYTES):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ReaderError(f"TarShards: max_bytes must be an int >= 1, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self.problems: list[tuple[str, str]] = []
         self.shards: list[str] = _expand(paths)
         if not self.shards:
             raise ReaderError(f"TarShards: no shard paths given ({paths!r})")
@@ -89,7 +108,15 @@ class TarShards:
         self.counts: list[int] | None = None
         self._offsets: list[int] | None = None
         if count:
-            self.counts = [_count_samples(p) for p in self.shards]
+            self.counts = []
+            for p in self.shards:
+                n, problems = _count_samples(p)
+                self.counts.append(n)
+                self.problems += problems
+            if self.problems:
+                source, what = self.problems[0]
+                more = f" (and {len(self.problems) - 1} more; see the reader's problems)" if len(self.problems) > 1 else ""
+                warnings.warn(f"TarShards: {source}: {what}{more}", stacklevel=2)
             self._offsets = [0]
             for c in self.counts[:-1]:
                 self._offsets.append(self._offsets[-1] + c)
@@ -113,8 +140,7 @@ class TarShards:
             stop: int | None = base + self.counts[shard_id]
         else:
             base, stop = shard_id << 32, None
-        groups = _group_by_key(_tar_members(path), path, skip)
-        return _to_samples(groups, path, base + skip, stop)
+        return _shard_samples(path, base, stop, skip, self.max_bytes)
 
     def __repr__(self) -> str:
         n = len(self) if self.counts is not None else "?"
@@ -122,31 +148,65 @@ class TarShards:
 
 
 # ------------------------------------------------------------------------------------ stages
-def _tar_members(path: str) -> Iterator[tuple[str, Callable[[], bytes]]]:
-    """Stage 1: yield (member name, loader) for each regular file of the tar, in order.
+class _Oversized:
+    """A wanted member above max_bytes, in a group in place of its bytes (never read)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _shard_samples(path: str, base: int, stop: int | None, skip: int, max_bytes: int) -> Iterator[Sample | Unreadable]:
+    """The samples of one shard after the first `skip` (see TarShards.iter_shard), then, for a
+    shard damaged past its first header, an Unreadable for each sample the damage took; and
+    for a counted shard that ends or breaks off before its count (truncated since, or a
+    compressed one), an Unreadable for each sample it no longer gives."""
+    table = member_table(path)
+    members = _direct_members(path, table.members) if table is not None else _tar_members(path)
+    index, why = base + skip, "the shard ended early: it changed or was truncated since it was counted"
+    try:
+        for sample in _to_samples(_group_by_key(members, path, skip, max_bytes), path, base + skip, stop, max_bytes):
+            yield sample
+            index += 1
+        if table is not None and table.damage is not None:
+            readable = _count_groups((name for name, _, _ in table.members), path)
+            lost = _lost_sources(path, table.lost)
+            reason = _lost_reason(table.damage, len(lost), table.unknown)
+            for k in range(max(skip, readable), readable + len(lost)):
+                if stop is not None and base + k >= stop:
+                    raise ValueError(f"{path}: the shard holds more samples than were counted when the reader "
+                                     "was built; it changed since")
+                yield Unreadable(lost[k - readable], base + k, reason)
+                index = base + k + 1
+    except OSError as e:  # a stream that breaks off: the samples it still owes are lost
+        if stop is None:
+            raise
+        why = f"the shard broke off: {e}"
+    for k in range(index, stop if stop is not None else index):
+        yield Unreadable(path, k, f"{why}; {stop - index} sample(s) lost with it")  # type: ignore[operator]
+
+
+def _tar_members(path: str) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
+    """Stage 1: yield (member name, size, loader) for each regular file of the tar, in order.
 
     The loader returns the member's bytes; it is valid only until the next member is taken
     (stream mode cannot go back). Tar format errors become OSErrors naming the shard.
 
-    An uncompressed tar whose headers `member_table` understands is read directly: one seek and
-    one read per wanted member, nothing for the others (tarfile costs ~50 us per member in
-    Python; measured on the 2-core machine, it made tar shards ~10% slower than a folder).
-    Anything else streams through tarfile, which also reports what is wrong with a bad shard.
+    An uncompressed tar whose headers `member_table` understands is read directly
+    (`_direct_members`): one seek and one read per wanted member, nothing for the others
+    (tarfile costs ~50 us per member in Python; measured on the 2-core machine, it made tar
+    shards ~10% slower than a folder). Anything else streams through tarfile here, which also
+    reports what is wrong with a bad shard.
     """
-    table = member_table(path)
-    if table is not None:
-        yield from _direct_members(path, table)
-        return
     try:
         with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
             for info in tar:
                 if info.isfile():
-                    yield info.name, _loader(tar, info, path)
-    except (tarfile.TarError, EOFError) as e:
+                    yield info.name, info.size, _loader(tar, info, path)
+    except (tarfile.TarError, EOFError, zlib.error) as e:
         raise OSError(f"{path}: corrupt or truncated tar: {e}") from e
 
 
-def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tuple[str, Callable[[], bytes]]]:
+def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
     with open(path, "rb") as f:
         for name, offset, size in table:
 
@@ -157,7 +217,7 @@ def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tu
                     raise OSError(f"{path}:{name}: corrupt or truncated tar: {len(data)} of {size} bytes")
                 return data
 
-            yield name, load
+            yield name, size, load
 
 
 def _loader(tar: tarfile.TarFile, info: tarfile.TarInfo, path: str) -> Callable[[], bytes]:
@@ -166,35 +226,27 @@ def _loader(tar: tarfile.TarFile, info: tarfile.TarInfo, path: str) -> Callable[
             f = tar.extractfile(info)
             assert f is not None  # regular files always have a file object
             return f.read()
-        except (tarfile.TarError, EOFError) as e:
+        except (tarfile.TarError, EOFError, zlib.error) as e:
             raise OSError(f"{path}:{info.name}: corrupt or truncated tar: {e}") from e
 
     return load
 
 
-def _split_name(name: str) -> tuple[str, str] | None:
-    """("dir/0001", "seg.png") for "dir/0001.seg.png"; None for a name without an extension."""
-    slash = name.rfind("/") + 1
-    dot = name.find(".", slash)
-    if dot <= slash:  # no dot, or a dot file such as "dir/.hidden"
-        return None
-    return name[:dot], name[dot + 1 :].lower()
-
-
-def _group_by_key(members: Iterable[tuple[str, Callable[[], bytes] | None]], path: str,
-                  skip: int = 0) -> Iterator[Group]:
+def _group_by_key(members: Iterable[tuple[str, int, Callable[[], bytes] | None]], path: str,
+                  skip: int = 0, max_bytes: int | None = None) -> Iterator[Group]:
     """Stage 2: merge consecutive members with the same key into one group.
 
     Only groups holding an image are yielded (they are the samples), and the first `skip` of
     them are dropped without loading any member. In a yielded group, image and label members
-    map to their bytes; other members map to None (present but not read).
+    map to their bytes (an _Oversized in place of a member above max_bytes, not read); other
+    members map to None (present but not read).
     """
     done = 0  # samples (groups with an image) completed so far
     key: str | None = None
-    group: dict[str, bytes | None] = {}
+    group: dict[str, Any] = {}
     names: dict[str, str] = {}
-    for name, load in members:
-        parts = _split_name(name)
+    for name, size, load in members:
+        parts = split_name(name)
         if parts is None:
             continue
         k, ext = parts
@@ -207,7 +259,12 @@ def _group_by_key(members: Iterable[tuple[str, Callable[[], bytes] | None]], pat
         if ext in group:
             raise ValueError(f"{path}:{name}: a second '.{ext}' member for key {k!r}; members "
                              "of one sample must have distinct extensions")
-        group[ext] = load() if load is not None and done >= skip and ext in _WANTED else None
+        if load is None or done < skip or ext not in _WANTED:
+            group[ext] = None
+        elif max_bytes is not None and size > max_bytes:
+            group[ext] = _Oversized(size)
+        else:
+            group[ext] = load()
         names[ext] = name
     if key is not None and _has_image(group) and done >= skip:
         yield key, group, names
@@ -217,9 +274,11 @@ def _has_image(group: dict[str, bytes | None]) -> bool:
     return any(ext in group for ext in _IMAGE_EXTS)
 
 
-def _to_samples(groups: Iterable[Group], path: str, first_index: int,
-                stop: int | None) -> Iterator[Sample]:
-    """Stage 3: pick the image and the label of each group; number the samples.
+def _to_samples(groups: Iterable[Group], path: str, first_index: int, stop: int | None,
+                max_bytes: int | None = None) -> Iterator[Sample | Unreadable]:
+    """Stage 3: pick the image and the label of each group; number the samples. A sample that
+    cannot be made (a member above max_bytes, a label that does not parse) is an Unreadable
+    in its place: the stream goes on.
 
     `stop` is the first index past the shard when it was counted: a shard that grew since
     would give indices belonging to the next shard, so that is an error.
@@ -231,7 +290,15 @@ def _to_samples(groups: Iterable[Group], path: str, first_index: int,
         if stop is not None and index >= stop:
             raise ValueError(f"{source}: the shard holds more samples than were counted when "
                              "the reader was built; it changed since")
-        yield Sample(group[ext], _label(group, source), source, index)
+        big = next((e for e, v in group.items() if isinstance(v, _Oversized)), None)
+        if big is not None:
+            yield Unreadable(source, index, f"member {names[big]!r} holds {group[big].size:,} bytes, more than "
+                                            f"max_bytes={max_bytes:,}; not read")
+        else:
+            try:
+                yield Sample(group[ext], _label(group, source), source, index)
+            except ValueError as e:
+                yield Unreadable(source, index, str(e))
         index += 1
 
 
@@ -243,7 +310,7 @@ def _label(group: dict[str, bytes | None], source: str) -> int | tuple[int, ...]
         except ValueError:
             values = []
         if not values:
-            raise ValueError(f"{source}: .cls member {raw[:40]!r} is not an integer")
+            raise ValueError(f"{source}: its .cls member ({len(raw)} bytes) is not an integer")
         return values[0] if len(values) == 1 else tuple(values)
     if (raw := group.get("txt")) is not None:
         try:
@@ -295,20 +362,79 @@ def _expand_braces(spec: str) -> list[str]:
     return out
 
 
-def _count_samples(path: str) -> int:
-    """Count the samples of one shard from its headers; member data is seeked over.
+def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
+    """The samples of one shard, counted from its headers (member data is seeked over), and
+    what is wrong with it: (source, what) for damage past its first header (the samples lost
+    to it are counted, each an Unreadable when streamed) and for keys that come back after
+    other members (each run becomes a sample of its own).
 
-    Uncompressed tars are scanned by `member_names`; anything it does not handle (compressed
+    Uncompressed tars are scanned by `member_table`; anything it does not handle (compressed
     shards, unusual headers) goes through tarfile in random-access mode.
     """
-    names = member_names(path)
-    if names is None:
+    table = member_table(path)
+    problems: list[tuple[str, str]] = []
+    lost = 0
+    if table is not None:
+        names = [name for name, _, _ in table.members]
+        if table.damage is not None:
+            lost = len(_lost_sources(path, table.lost))
+            problems.append((path, _lost_reason(table.damage, lost, table.unknown)))
+    else:
+        names = []
         try:
             with tarfile.open(path, mode="r:*") as tar:
-                names = [info.name for info in tar if info.isfile()]
-        except (tarfile.TarError, EOFError) as e:
-            raise ReaderError(f"TarShards: {path!r} is not a readable tar file: {e}") from e
+                for info in tar:
+                    if info.isfile():
+                        names.append(info.name)
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+            if not names:
+                raise ReaderError(f"TarShards: {path!r} is not a readable tar file: {e}") from e
+            lost = 1  # the rest of a compressed shard cannot be read to count it
+            problems.append((path, f"corrupt or truncated tar after {len(names)} members ({e}); how many samples "
+                                   "it lost is unknown (counted as 1)"))
     try:
-        return sum(1 for _ in _group_by_key(((name, None) for name in names), path))
+        n = _count_groups(names, path)
     except ValueError as e:
         raise ReaderError(f"TarShards: {e}") from e
+    problems += [(f"{path}:{key}", "this key comes back after other members: each run of its members is a sample "
+                                   "of its own (members of one sample must be consecutive)")
+                 for key in _repeated_keys(names)]
+    return n + lost, problems
+
+
+def _count_groups(names: Iterable[str], path: str = "") -> int:
+    """Samples (groups with an image) among member names."""
+    return sum(1 for _ in _group_by_key(((name, 0, None) for name in names), path))
+
+
+def _repeated_keys(names: list[str]) -> list[str]:
+    """Keys whose members are not all consecutive, in the order they come back."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    last = None
+    for name in names:
+        parts = split_name(name)
+        if parts is None or parts[0] == last:
+            continue
+        last = parts[0]
+        if last in seen and last not in repeated:
+            repeated.append(last)
+        seen.add(last)
+    return repeated
+
+
+def _lost_sources(path: str, lost: list[str]) -> list[str]:
+    """A source for each sample lost to a shard's damage: its image member where the lost
+    members' names are known, else the shard (one sample: how many is unknown)."""
+    sources = []
+    for key, group, names in _group_by_key(((name, 0, None) for name in lost), path):
+        ext = next(e for e in _IMAGE_EXTS if e in group)
+        sources.append(f"{path}:{names[ext]}")
+    return sources or [path]
+
+
+def _lost_reason(damage: str, lost: int, unknown: bool) -> str:
+    if unknown:
+        return (f"{damage}; the samples from the last one it cut on are lost, how many is unknown (counted as "
+                f"{lost})")
+    return f"{damage}; {lost} sample(s) of the shard lost with it"

@@ -18,6 +18,7 @@ unlabelled set of files, here and in `pixelpipe show`.
 from __future__ import annotations
 
 import os
+import warnings
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -29,8 +30,7 @@ import numpy as np
 
 from ..decode import DecodeError, ImageInfo, decode_region, read_header
 from ..decode.headers import parse_jpeg
-from ..readers import Folder, ReaderError, Sample, TarShards, open_reader
-from ..readers._base import IMAGE_EXTENSIONS, check_index
+from ..readers import ReaderError, TarShards, Unreadable, open_reader
 from .progress import Progress
 
 __all__ = ["Survey", "open_data", "survey"]
@@ -38,47 +38,12 @@ __all__ = ["Survey", "open_data", "survey"]
 # Shorter-side histogram bins (pixels): [0, 64), [64, 128), ... [4096, inf).
 SIZE_BINS = (0, 64, 128, 256, 512, 1024, 2048, 4096)
 BAR = 40  # characters of the longest histogram bar
-
-
-class Files:
-    """The images directly inside one folder, without labels (a folder with no class
-    subfolders). Indexable like `pixelpipe.readers.Folder`; files are sorted by name."""
-
-    indexable = True
-    classes: list[str] | None = None
-    labels = None
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-        with os.scandir(root) as it:
-            self._paths = sorted(e.path for e in it if _is_image(e.name) and e.is_file())
-        if not self._paths:
-            raise ReaderError(f"{root!r} has no images ({', '.join(IMAGE_EXTENSIONS)}) and no "
-                              "class subfolders")
-
-    def __len__(self) -> int:
-        return len(self._paths)
-
-    def sources(self, i: int) -> str:
-        return self._paths[check_index(i, len(self._paths), "Files")]
-
-    def read(self, i: int) -> Sample:
-        path = self.sources(i)
-        with open(path, "rb") as f:
-            return Sample(f.read(), None, path, i)
-
-    def __repr__(self) -> str:
-        return f"Files({self.root!r}, samples={len(self)})"
-
-
-def _is_image(name: str) -> bool:
-    dot = name.rfind(".")
-    return not name.startswith(".") and dot > 0 and name[dot + 1 :].lower() in IMAGE_EXTENSIONS
+SHOWN = 20  # ignored files listed by name in the text report
 
 
 def open_data(data: Any) -> Any:
-    """A reader for `data`: what `pixelpipe.readers.open_reader` returns, except that a folder
-    without class subfolders gives `Files` (its images, unlabelled), and tar shards whose
+    """A reader for `data`: what `pixelpipe.readers.open_reader` returns (a folder without
+    class subfolders is a flat Folder, its images unlabelled), except that tar shards whose
     headers cannot be counted are opened without counting, so that a damaged shard is
     reported as a problem rather than refusing the whole dataset.
 
@@ -87,10 +52,10 @@ def open_data(data: Any) -> Any:
     """
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
-        if os.path.isdir(path) and not _has_subfolders(path):
-            return Files(path)
         try:
-            return open_reader(path)
+            with warnings.catch_warnings():  # what a reader warns of is in the report
+                warnings.simplefilter("ignore")
+                return open_reader(path)
         except ReaderError:
             if not path.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
                 raise
@@ -98,15 +63,14 @@ def open_data(data: Any) -> Any:
     return open_reader(data)
 
 
-def _has_subfolders(path: str) -> bool:
-    with os.scandir(path) as it:
-        return any(not e.name.startswith(".") and e.is_dir() for e in it)
-
-
 # --------------------------------------------------------------------------------- results
 @dataclass
 class Survey:
-    """What `survey` found. `problems` holds (source, reason) for every unreadable sample."""
+    """What `survey` found. `problems` holds (source, reason) for every unreadable sample;
+    `warnings` (source, what) for what the reader found wrong besides (a damaged tar shard, a
+    key that comes back after other members); `ignored` (path, reason) for every file a
+    Folder does not take as a sample (other extensions, images beside the class folders,
+    special files, symlinks not followed)."""
 
     data: str
     reader: str
@@ -126,11 +90,16 @@ class Survey:
     smallest: tuple[int, int, str] | None = None  # (height, width, source)
     largest: tuple[int, int, str] | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)
-    ignored_files: int = 0  # images directly under a Folder root, which Folder skips
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    ignored: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.warnings
+
+    @property
+    def ignored_files(self) -> int:
+        return len(self.ignored)
 
     def size_histogram(self) -> list[tuple[str, int]]:
         """(bin label, count) of the shorter side, from the first to the last non-empty bin."""
@@ -162,6 +131,8 @@ class Survey:
             "formats": dict(self.formats), "progressive": self.progressive, "colour": dict(self.colour),
             "high_bit_depth": self.high_bit_depth, "exif_rotated": self.exif_rotated, "sizes": sizes,
             "ignored_files": self.ignored_files,
+            "ignored": [{"path": p, "reason": r} for p, r in self.ignored],
+            "warnings": [{"source": s, "what": w} for s, w in self.warnings],
             "problems": [{"source": s, "reason": r} for s, r in self.problems],
         }
 
@@ -171,9 +142,14 @@ class Survey:
         add = lambda key, text: out.append(f"  {key:<13}{text}")
         add("samples", f"{self.samples:,}")
         add("classes", self._classes_line())
-        if self.ignored_files:
-            add("ignored", f"{self.ignored_files:,} images directly under the root, outside any "
-                           "class folder (Folder skips them)")
+        if self.ignored:
+            why = Counter(reason.split(" (")[0].split(":")[0] for _, reason in self.ignored)
+            add("ignored", f"{self.ignored_files:,} files, not samples: "
+                           + "; ".join(f"{n:,} {reason}" for reason, n in why.most_common()))
+            for path, reason in self.ignored[:SHOWN]:
+                out.append(f"    {path}: {reason}")
+            if len(self.ignored) > SHOWN:
+                out.append(f"    ... and {len(self.ignored) - SHOWN:,} more (--json lists them all)")
         fmt = ", ".join(f"{name} {n:,}" for name, n in self.formats.most_common())
         if self.progressive:
             fmt += f" ({self.progressive:,} progressive or interlaced)"
@@ -198,11 +174,14 @@ class Survey:
                 bar = "#" * (max(1, round(BAR * n / top)) if n else 0)
                 out.append(f"    {label} {n:>10,}  {bar}")
         how = "decoded in full" if self.decoded else "headers checked"
+        for source, what in self.warnings:
+            add("warning", f"{source}: {what}")
         add("unreadable", f"{len(self.problems):,} ({how})")
         for source, reason in self.problems:
             out.append(f"    {source}: {reason}")
-        if self.problems:
-            out.append(f"problems: {len(self.problems):,} unreadable file(s)")
+        if self.problems or self.warnings:
+            warned = f", {len(self.warnings):,} warning(s)" if self.warnings else ""
+            out.append(f"problems: {len(self.problems):,} unreadable file(s){warned}")
         else:
             hint = "" if self.decoded else "; add --decode to decode every image in full"
             out.append(f"ok: every sample is readable ({how}{hint})")
@@ -260,6 +239,7 @@ class _Record:
     info: ImageInfo | None
     problem: str | None
     shard_error: bool = False  # a problem with a whole shard, not one sample
+    labelled: bool = True  # whether `label` is the sample's (not so for one a stream could not make)
 
 
 def check_sample(data: Any, decode: bool = False, max_pixels: int = 100_000_000) -> tuple[ImageInfo | None, str | None]:
@@ -341,12 +321,12 @@ def survey(data: Any, decode: bool = False, num_threads: int | None = None,
         for rec in _run(tasks, threads):
             result._add(rec)
             if not rec.shard_error:
-                labels.append(rec.label)
+                if rec.labelled:
+                    labels.append(rec.label)
                 bar.update(1)
     _count_classes(result, reader, labels)
-    if isinstance(reader, Folder):
-        with os.scandir(reader.root) as it:
-            result.ignored_files = sum(1 for e in it if _is_image(e.name) and e.is_file())
+    result.ignored = list(getattr(reader, "ignored", []))
+    result.warnings = list(getattr(reader, "problems", []))
     return result
 
 
@@ -357,7 +337,7 @@ def _indexable_tasks(reader: Any, check: Callable[[str, Any, Any], _Record]) -> 
     def task(i: int) -> _Record:
         try:
             s = reader.read(i)
-        except (OSError, ValueError) as e:
+        except Exception as e:  # whatever a reader raises is the sample's problem
             return _Record(reader.sources(i), None, None, f"cannot read: {e}")
         return check(s.source, s.label, s.data)
 
@@ -375,10 +355,14 @@ def _stream_tasks(reader: Any, check: Callable[[str, Any, Any], _Record]) -> Ite
                 s = next(it)
             except StopIteration:
                 break
-            except (OSError, ValueError) as e:
-                rec = _Record(shard, None, None, str(e), shard_error=True)
+            except Exception as e:  # a shard that breaks off: one problem, on with the next
+                rec = _Record(shard, None, None, f"{type(e).__name__}: {e}", shard_error=True)
                 yield lambda rec=rec: rec
                 break
+            if isinstance(s, Unreadable):  # a sample the reader could not make
+                rec = _Record(s.source, None, None, s.reason, labelled=False)
+                yield lambda rec=rec: rec
+                continue
             yield lambda s=s: check(s.source, s.label, s.data)
 
 
