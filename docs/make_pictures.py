@@ -38,6 +38,10 @@ PHOTO = HERE.parent.parent / "shared" / "data" / "imagenet-sample" / "n01443537_
 TILE = 160
 SHORT_SIDE = 240  # the ops' input: the photo with its shorter side reduced to this
 COLOURS = 256
+# the augmentation catalogue's pictures (one per op, its output alone: the input is the one every
+# strip above starts with) are smaller, so that docs/img stays under its cap
+SMALL_TILE = 112
+SMALL_COLOURS = 64
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Column:
     caption: str
     ops: list[pp.ops.Op]
     epoch: int = 0
+    boxes: list[list[float]] | None = None  # (x0, y0, x1, y1) fractions of the input: drawn on the output
 
 
 def shear(sizes: torch.Tensor, draws: pp.random.Draws) -> torch.Tensor:
@@ -107,10 +112,86 @@ def strips() -> dict[str, list[Column]]:
         "gaussian_noise": [Column("GaussianNoise(sigma=0.08)", [pp.GaussianNoise(sigma=0.08)]),
                            Column("GaussianNoise(sigma=0.2)", [pp.GaussianNoise(sigma=0.2)]),
                            Column("GaussianNoise(0.1, sigma=0.1)", [pp.GaussianNoise(0.1, sigma=0.1)])],
+        **detection_strips(),
         "lambda": [Column("Lambda(blur)", [pp.Lambda(blur)]),
                    Column("crop, Lambda(blur), rotate",
                           [pp.CenterCrop(0.7), pp.Lambda(blur), pp.RandomRotate((20, 20), border="reflect")])],
     }
+
+
+def detection_strips() -> dict[str, list[Column]]:
+    """The detection ops; the boxes of the picture's two shapes drawn where they land (yellow)."""
+    b = [[0.26, 0.05, 0.47, 0.53], [0.84, 0.36, 1.0, 0.71]]  # the ellipse and the rectangle
+    epochs = lambda caption, ops, ks=range(3): [Column(f"{caption}, epoch {k}", ops, k, b) for k in ks]
+    return {
+        "random_zoom_out": epochs("RandomZoomOut(p=1.0), Resize", [pp.RandomZoomOut(p=1.0), pp.Resize((180, 240))]),
+        "random_iou_crop": epochs("RandomIoUCrop(), Resize", [pp.RandomIoUCrop(), pp.Resize((180, 240))], (0, 1, 3)),
+        "scale_jitter": epochs("ScaleJitter(240, (0.3, 1.0)), LetterBox",
+                               [pp.ScaleJitter(240, (0.3, 1.0)), pp.LetterBox(240, fill=114)]),
+        "random_shortest_size": epochs("RandomShortestSize((80, 160)), LetterBox",
+                                       [pp.RandomShortestSize((80, 160), 240), pp.LetterBox(240, fill=114)]),
+        "letterbox": [Column("LetterBox(240, fill=114)", [pp.LetterBox(240, fill=114)], 0, b),
+                      Column("LetterBox((240, 120))", [pp.LetterBox((240, 120))], 0, b),
+                      Column("... anchor=(0., 0.)", [pp.LetterBox(240, anchor=(0.0, 0.0))], 0, b)],
+        "sanitize_boxes": [Column("Crop(0.5, anchor=(0., 0.))", [pp.Crop(0.5, anchor=(0.0, 0.0))], 0, b),
+                           Column("... SanitizeBoxes(min_visibility=0.3)",
+                                  [pp.Crop(0.5, anchor=(0.0, 0.0)), pp.SanitizeBoxes(min_visibility=0.3)], 0, b)],
+    }
+
+
+def catalogue_strips() -> dict[str, list[Column]]:
+    """The augmentation catalogue: a small picture per op, of its output for one or two
+    arguments or epochs (`run_any` runs it; batch ops mix the image with itself turned)."""
+    flip, turn = pp.RandomFlip(1.0), pp.RandomRotate((90, 90))
+    return {
+        "channel_shuffle": [Column("ChannelShuffle", [pp.ChannelShuffle(1.0)], 1)],
+        "rgb_shift": [Column("red +80", [pp.RGBShift((80, 80), 0, 0, p=1.0)])],
+        "random_posterize": [Column("2 bits", [pp.RandomPosterize(2, p=1.0)])],
+        "random_solarize": [Column("threshold 0.5", [pp.RandomSolarize(0.5, p=1.0)])],
+        "random_autocontrast": [Column("autocontrast", [pp.RandomAutocontrast(1.0)])],
+        "random_equalize": [Column("equalize", [pp.RandomEqualize(1.0)])],
+        "random_gamma": [Column("gamma 2.0", [pp.RandomGamma(2.0, p=1.0)]),
+                         Column("gamma 0.5", [pp.RandomGamma(0.5, p=1.0)])],
+        "gaussian_blur": [Column("31 taps, sigma 8", [pp.GaussianBlur(31, 8.0)])],
+        "motion_blur": [Column("length <= 21", [pp.MotionBlur(21, p=1.0)])],
+        "median_blur": [Column("11x11 median", [pp.MedianBlur(11, p=1.0)])],
+        "random_sharpness": [Column("factor 5", [pp.RandomSharpness((5.0, 5.0), p=1.0)])],
+        "random_adjust_sharpness": [Column("factor 0", [pp.RandomAdjustSharpness(0.0, p=1.0)])],
+        "random_erasing": [Column("value=0", [pp.RandomErasing(1.0)]),
+                           Column("value='random'", [pp.RandomErasing(1.0, value="random")], 1)],
+        "cutout": [Column("3 holes of 60", [pp.Cutout(60, num_holes=3)])],
+        "grid_mask": [Column("d 40-80, turned", [pp.GridMask((40, 80), rotate=45, p=1.0)])],
+        "mix_up": [Column("with a 2nd image", [pp.MixUp(num_classes=2)])],
+        "cut_mix": [Column("with a 2nd image", [pp.CutMix(num_classes=2)], 2)],
+        "one_of": [Column(f"epoch {k}", [pp.OneOf([flip, turn])], k) for k in (0, 1)],
+        "random_choice": [Column("epoch 4", [pp.RandomChoice([flip, turn])], 4)],
+        "some_of": [Column("2 of 3",
+                           [pp.SomeOf([pp.RandomEqualize(1.0), pp.RandomSolarize(0.5, p=1.0),
+                                       pp.GaussianBlur(9, 3.0)], n=2)])],
+        "random_order": [Column(f"epoch {k}",
+                                [pp.RandomOrder([pp.RandomRotate((30, 30)), pp.RandomAffine(0, shear=(30, 30))])], k)
+                         for k in (0, 1)],
+    }
+
+
+def save_catalogue(image: np.ndarray, save: Callable[..., None]) -> None:
+    """The catalogue's pictures (catalogue_strips), through main's `save`: SMALL_TILE tiles of
+    the output alone, SMALL_COLOURS colours."""
+    for stem, columns in catalogue_strips().items():
+        tiles = [run_any(c, image) for c in columns]
+        captions = [c.caption for c in columns]
+        save(f"op-{stem.replace('_', '-')}", lambda tiles=tiles, captions=captions: show(
+            tiles, captions=captions, columns=len(tiles), tile=SMALL_TILE), SMALL_COLOURS)
+
+
+def run_any(column: Column, image: np.ndarray) -> np.ndarray:
+    """`run`, or for batch ops the first row of a batch of the image and itself turned by 180
+    degrees (labels 0 and 1), so that the mixing shows."""
+    if not any(isinstance(op, pp.BatchOp) for op in column.ops):
+        return run(column, image)
+    other = torch.from_numpy(np.ascontiguousarray(image[::-1, ::-1]))
+    out = pp.Compose(column.ops)([torch.from_numpy(image), other], seed=0, epoch=column.epoch, label=torch.tensor([0, 1]))
+    return (out["image"][0].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
 
 
 # ----------------------------------------------------------------------------- design-flow.png
@@ -194,17 +275,30 @@ def draw_flow() -> Image.Image:
 def run(column: Column, image: np.ndarray) -> np.ndarray:
     """The column's ops on the image (float32 NCHW, as a Lambda expects), back to HWC uint8
     for display. Normalised values are shown as (x + 2.5) / 5, which fits their range."""
-    t = pp.Compose(column.ops)
+    t = pp.Compose(column.ops, box_format="xyxyn")
+    if column.boxes is not None:
+        out = t([torch.from_numpy(image)], seed=0, epoch=column.epoch, boxes=[column.boxes])
+        return draw_boxes(out["image"][0], out["boxes"][0])
     x = t([torch.from_numpy(image)], seed=0, epoch=column.epoch)[0]
     if any(isinstance(op, pp.Normalize) for op in column.ops):
         x = (x + 2.5) / 5
     return (x.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
 
 
-def small_png(img: Image.Image) -> bytes:
+def draw_boxes(x: torch.Tensor, boxes: torch.Tensor) -> np.ndarray:
+    """A CHW float image with its boxes ([K, 4] fractions) drawn in yellow, as HWC uint8."""
+    img = Image.fromarray((x.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy())
+    h, w = x.shape[1:]
+    draw = ImageDraw.Draw(img)
+    for x0, y0, x1, y1 in (boxes * torch.tensor([w, h, w, h])).tolist():
+        draw.rectangle([x0, y0, max(x0, x1 - 1), max(y0, y1 - 1)], outline=(255, 220, 0), width=max(2, w // 80))
+    return np.asarray(img)
+
+
+def small_png(img: Image.Image, colours: int = COLOURS) -> bytes:
     """PNG bytes of img reduced to COLOURS colours (median cut, no dithering: dither noise
     costs more bytes than the banding it hides at this size)."""
-    q = img.quantize(COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    q = img.quantize(colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     buf = io.BytesIO()
     q.save(buf, "PNG", optimize=True)
     return buf.getvalue()
@@ -251,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     written: list[tuple[str, int]] = []
 
-    def save(stem: str, make: Callable[[], Image.Image]) -> None:
-        png = small_png(make())
+    def save(stem: str, make: Callable[[], Image.Image], colours: int = COLOURS) -> None:
+        png = small_png(make(), colours)
         (args.out / f"{stem}.png").write_bytes(png)
         written.append((stem, len(png)))
 
@@ -261,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         captions = [f"input ({image.shape[1]}x{image.shape[0]})"] + [c.caption for c in columns]
         save(f"op-{stem.replace('_', '-')}",
              lambda tiles=tiles, captions=captions: show(tiles, captions=captions, columns=len(tiles) - 1, tile=TILE))
+    save_catalogue(image, save)
     save("design-flow", draw_flow)
     for preset in presets.PRESETS:
         save(f"preset-{preset.replace('_', '-')}",

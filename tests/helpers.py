@@ -232,3 +232,68 @@ def private_copy(library: Path, tmp_path: Path) -> ctypes.CDLL:
     copy = tmp_path / f"private-{library.name}"
     shutil.copy(library, copy)
     return ctypes.CDLL(str(copy))
+
+
+# ----------------------------------------------------------------------------- detection sets
+COCO_CATEGORIES = {1: "square", 3: "wide", 7: "tall"}
+
+
+def _uncompressed_rle(mask: np.ndarray) -> dict:
+    """COCO's uncompressed run-length encoding of a 0/1 mask [H, W]: runs in column-major
+    order, starting with a run of zeros."""
+    flat = mask.T.reshape(-1).astype(np.int64)
+    edges = np.flatnonzero(np.diff(flat)) + 1
+    runs = np.diff(np.concatenate([[0], edges, [len(flat)]])).tolist()
+    if flat[0] == 1:
+        runs = [0, *runs]
+    return {"size": list(mask.shape), "counts": runs}
+
+
+def write_coco(root: Path, n: int = 6, seed: int = 0, keypoints: bool = False, fmt: str = "PNG") -> Path:
+    """A COCO-format set of n images (make_image backgrounds, 40..90 px a side) under
+    root/images, each with 0..3 solid rectangles (one of COCO_CATEGORIES each), and its
+    instances JSON root/instances.json, which this returns. A rectangle's segmentation is its
+    polygon (even annotations) or an uncompressed RLE of its pixels (odd ones); image 0 also
+    has one crowd annotation; with keypoints, each object has 2 (its top-left and bottom-right
+    corner pixels' centres, visible). The JSON's images hold "objects": the rectangles as
+    (x0, y0, x1, y1, category) pixels, to check against."""
+    import json
+
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    images, anns = [], []
+    for i in range(n):
+        h, w = (int(v) for v in rng.integers(40, 91, size=2))
+        img = make_image(h, w, seed=seed * 1000 + i)
+        objects = []
+        for _ in range(int(rng.integers(0, 4)) if i else 3):
+            x0, y0 = int(rng.integers(0, w - 12)), int(rng.integers(0, h - 12))
+            x1, y1 = int(rng.integers(x0 + 6, min(w, x0 + 40) + 1)), int(rng.integers(y0 + 6, min(h, y0 + 40) + 1))
+            cat = [1, 3, 7][len(anns) % 3]
+            img[y0:y1, x0:x1] = [40 * cat % 256, 255 - 30 * cat, 90]
+            objects.append((x0, y0, x1, y1, cat))
+            ann = {"id": len(anns) + 1, "image_id": 100 + i, "category_id": cat, "iscrowd": 0,
+                   "bbox": [x0, y0, x1 - x0, y1 - y0], "area": (x1 - x0) * (y1 - y0)}
+            if len(anns) % 2 == 0:
+                ann["segmentation"] = [[x0, y0, x1, y0, x1, y1, x0, y1]]
+            else:
+                m = np.zeros((h, w), np.uint8)
+                m[y0:y1, x0:x1] = 1
+                ann["segmentation"] = _uncompressed_rle(m)
+            if keypoints:
+                ann["keypoints"] = [x0 + 0.5, y0 + 0.5, 2, x1 - 0.5, y1 - 0.5, 2]
+                ann["num_keypoints"] = 2
+            anns.append(ann)
+        if i == 0:
+            anns.append({"id": len(anns) + 1, "image_id": 100, "category_id": 1, "iscrowd": 1,
+                         "bbox": [0, 0, 5, 5], "area": 25, "segmentation": [[0, 0, 5, 0, 5, 5, 0, 5]]})
+        name = f"{i:04d}.{'png' if fmt == 'PNG' else 'jpg'}"
+        Image.fromarray(img).save(root / "images" / name, fmt)
+        images.append({"id": 100 + i, "file_name": f"images/{name}", "height": h, "width": w, "objects": objects})
+    data = {"images": images, "annotations": anns,
+            "categories": [{"id": k, "name": v} for k, v in COCO_CATEGORIES.items()]}
+    path = root / "instances.json"
+    path.write_text(json.dumps(data))
+    return path

@@ -18,7 +18,14 @@ PUBLIC = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda", "show",
+    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
+    "ChannelShuffle", "RGBShift",
+    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
+    "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
+    "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
+    "RandomErasing", "Cutout", "GridMask",
+    "MixUp", "CutMix",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "show",
 ]
 
 

@@ -159,8 +159,8 @@ def test_encoded_images_and_empty_box_lists():
         Image.fromarray(im).save(buf, "PNG")
         blobs.append(buf.getvalue())
     out = pp.Compose([pp.Resize((30, 40), interpolation="nearest")], dtype=torch.uint8)(
-        blobs, boxes=[boxes[0], [], None], masks=masks, labels=[1, 2, 3])
-    assert out["labels"] == [1, 2, 3]
+        blobs, boxes=[boxes[0], [], None], masks=masks, ids=[1, 2, 3])
+    assert out["ids"] == [1, 2, 3]
     assert out["boxes"][0].tolist() == [[10.0, 7.5, 25.0, 20.0]]
     assert out["boxes"][1].shape == (0, 4) and out["boxes"][2].shape == (0, 4)
     assert torch.equal(out["masks"] == 3, out["image"][:, 0] > 127)

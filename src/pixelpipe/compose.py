@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .data.targets import TARGET_KEYS, Targets
+from .data.targets import TARGET_KEYS, BoxRules, TargetForm, Targets
 from .engine import Engine, SampleError, default_engine
 from .ops.kinds import EVAL_STYLES, Op
 from .plan import Output, Program, Stage, build
@@ -27,6 +27,13 @@ class Compose:
         antialias: antialias every shrinking warp (default True).
         mask_fill: the label masks take where a warp reads beyond a "constant" border
             (default 0; e.g. 255 as an ignore index).
+        box_format: how boxes are given and returned: "xyxy" (default: corners), "xywh"
+            (corner and size, COCO's), "cxcywh" (centre and size) in pixels, or the same with
+            an "n" ("xyxyn", "xywhn", "cxcywhn": divided by the image's width and height, YOLO's
+            labels are "cxcywhn").
+        targets: "list" (default: per-box entries as one tensor per sample) or "padded" (one
+            tensor [N, max K, ...] padded with 0, -1 for labels, and "box_counts" /
+            "keypoint_counts" int64 [N]).
 
     Calling it: ``compose(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes).
@@ -35,18 +42,25 @@ class Compose:
     epoch they fix every random draw, so a sample gets the same augmentation in any batch.
     It returns the image tensor; given targets, a dict:
 
-    - ``boxes=``: per image an array [K, 4] of (x0, y0, x1, y1) pixel boxes; out: a list of
-      float32 tensors, each box enclosing its moved corners, clipped to the output image;
-    - ``keypoints=``: per image [K, 2] (x, y) or [K, 3] (x, y, visibility); out: a list of
-      float32 [K, 3], visibility 0 for points that left the image;
+    - ``boxes=``: per image an array [K, 4] of boxes in `box_format`; out: float32 boxes in
+      the same format, each enclosing its moved corners, clipped to the output image;
+    - ``labels=``: per image the boxes' class ids [K]; out: int64, row for row with the boxes;
+    - ``keypoints=``: per image [K, 2] (x, y) or [K, 3] (x, y, visibility), or [K, J, 2 or 3]
+      (J points of each of K instances, one per box when boxes are given); out: float32
+      [K, 3] (or [K, J, 3]), visibility 0 for points that left the image;
     - ``masks=``: per image an integer label image [H, W] or [H, W, C] of the image's size;
       out: one tensor [N, H, W] (or [N, C, H, W] / [N, H, W, C], the output's layout), warped
       with the images' matrices by nearest neighbour;
-    - any other keyword (``labels=...``) is passed through as it is.
+    - any other keyword (``ids=...``) is passed through as it is.
 
-    The dict has "image" and those keys. The work runs on `engine` (a pixelpipe.Engine: its
-    threads, GPU decoder and device), or on the process's default engine for `device` (None:
-    the input's device, the CPU for encoded images).
+    The dict has "image" and those keys. A SanitizeBoxes at the end of the ops drops boxes
+    that the geometry shrank or pushed out (with their labels and per-box keypoints), and
+    the dict's "kept" gives, per sample, the positions of the kept boxes among those given
+    (pixelpipe.data.targets.to_detection turns the dict into torchvision's detection targets).
+
+    The work runs on `engine` (a pixelpipe.Engine: its threads, GPU decoder and device), or on
+    the process's default engine for `device` (None: the input's device, the CPU for encoded
+    images).
 
     Example:
         >>> import torch, pixelpipe as pp
@@ -61,14 +75,17 @@ class Compose:
     """
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
-                 channels: int = 3, antialias: bool = True, mask_fill: int = 0) -> None:
+                 channels: int = 3, antialias: bool = True, mask_fill: int = 0, box_format: str = "xyxy",
+                 targets: str = "list") -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
         self.ops = ops
         self.output = Output(dtype, layout, channels, antialias, mask_fill)
-        self.program: Program = build(ops, self.output)
+        rules = [op.box_rules for op in ops if isinstance(getattr(op, "box_rules", None), BoxRules)]
+        self.targets = TargetForm(box_format, targets, rules[-1] if rules else None)
+        self.program: Program = build(ops, self.output, self.targets)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -92,8 +109,8 @@ class Compose:
 
     def like(self, ops: Sequence[Op]) -> Compose:
         """A Compose of other ops with this one's output form."""
-        o = self.output
-        return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill)
+        o, t = self.output, self.targets
+        return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill, t.box_format, t.form)
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops, for validation and serving: each op
@@ -122,7 +139,8 @@ class Compose:
         inner = ",\n".join(f"    {op!r}" for op in self.ops)
         o = self.output
         extra = "".join(f", {k}={v!r}" for k, v, default in (
-            ("channels", o.channels, 3), ("antialias", o.antialias, True), ("mask_fill", o.mask_fill, 0)) if v != default)
+            ("channels", o.channels, 3), ("antialias", o.antialias, True), ("mask_fill", o.mask_fill, 0),
+            ("box_format", self.targets.box_format, "xyxy"), ("targets", self.targets.form, "list")) if v != default)
         return f"Compose([\n{inner}\n], dtype={o.dtype}, layout={o.layout!r}{extra})"
 
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None, *,

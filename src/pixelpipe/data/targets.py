@@ -1,4 +1,6 @@
-"""Targets: what travels with each image and moves with it. Boxes, keypoints and masks.
+"""Targets: what travels with each image and moves with it. Boxes (with their class labels),
+keypoints and masks; the formats boxes come and go in; the rules that drop boxes; the output
+forms (lists, padded tensors, torchvision's detection dicts).
 
 Each kind knows how a stage's per-sample matrix moves it: boxes and keypoints on the host, in
 numpy, all samples of a batch in one evaluation (they are few numbers); masks are label images,
@@ -7,7 +9,9 @@ with the same matrices. Coordinates are those of the images (pixel (row i, colum
 [j, j+1) x [i, i+1)), in the displayed orientation of encoded images (EXIF applied).
 
 Boxes and keypoints are ragged: one array of all the batch's rows and a count per sample, so no
-step loops over samples in Python.
+step loops over samples in Python. Inside, boxes are always (x0, y0, x1, y1) pixels; a Compose's
+`box_format` is converted on the way in (Engine.prepare, where the image sizes are known) and on
+the way out (`TargetForm.outputs`).
 """
 
 from __future__ import annotations
@@ -21,29 +25,86 @@ import torch
 
 from .errors import SampleError
 
-__all__ = ["Boxes", "Keypoints", "Masks", "Targets", "TARGET_KEYS"]
+__all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
+           "Targets", "convert_boxes", "to_detection"]
 
-TARGET_KEYS = ("boxes", "keypoints", "masks")
+# the per-image target keys of a Compose call and of a reader's dict samples ("labels": the
+# boxes' class ids, one per box)
+TARGET_KEYS = ("boxes", "labels", "keypoints", "masks")
+# corners, corner + size, centre + size; with "n": divided by the image's width and height
+BOX_FORMATS = ("xyxy", "xywh", "cxcywh", "xyxyn", "xywhn", "cxcywhn")
+TARGET_FORMS = ("list", "padded")
 
 
-def _rows(values: Any, n: int, width: tuple[int, ...], what: str) -> tuple[np.ndarray, np.ndarray]:
+def convert_boxes(boxes: Any, source: str, dest: str, wh: np.ndarray | None = None) -> np.ndarray:
+    """Boxes [K, 4] from format `source` to `dest` (BOX_FORMATS), float64. wh: [K, 2] or [2]
+    (width, height) of each box's image, needed when a format is normalised (ends in "n").
+
+    Example: ``convert_boxes([[20, 30, 100, 120]], "xywh", "xyxy")`` is [[20, 30, 120, 150]]."""
+    a = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    for f in (source, dest):
+        if f not in BOX_FORMATS:
+            raise ValueError(f"box format must be one of {', '.join(map(repr, BOX_FORMATS))}, got {f!r}")
+    if source == dest:
+        return a
+    s, d = source.removesuffix("n"), dest.removesuffix("n")
+    scale = None
+    if s != source or d != dest:
+        if wh is None:
+            raise ValueError(f"converting {source!r} to {dest!r} needs the images' sizes")
+        scale = np.tile(np.asarray(wh, dtype=np.float64).reshape(-1, 2), 2)  # (w, h, w, h)
+    if s != source:
+        a = a * scale
+    if s == "xywh":
+        a = np.concatenate([a[:, :2], a[:, :2] + a[:, 2:]], 1)
+    elif s == "cxcywh":
+        a = np.concatenate([a[:, :2] - a[:, 2:] / 2, a[:, :2] + a[:, 2:] / 2], 1)
+    if d == "xywh":
+        a = np.concatenate([a[:, :2], a[:, 2:] - a[:, :2]], 1)
+    elif d == "cxcywh":
+        a = np.concatenate([(a[:, :2] + a[:, 2:]) / 2, a[:, 2:] - a[:, :2]], 1)
+    if d != dest:
+        a = a / scale
+    return a
+
+
+def _array(v: Any) -> np.ndarray:
+    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+
+
+def _rows(values: Any, n: int, width: tuple[int, ...], what: str,
+          grouped: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Per-sample arrays [K_i, w] (w in `width`; None or empty: no rows) as one float64 array
-    [K, max(width)] and counts [N]; a second accepted width is padded with ones (visibility)."""
-    if isinstance(values, (torch.Tensor, np.ndarray)) and getattr(values, "ndim", 0) == 3:
+    [K, max(width)], counts [N] and None; a second accepted width is padded with ones
+    (visibility). With `grouped`, samples may give [K_i, J, w] instead (K_i groups of J rows,
+    the joints of K_i instances, one J for all): returned flat ([K_i * J] rows each) with J."""
+    if isinstance(values, (torch.Tensor, np.ndarray)) and getattr(values, "ndim", 0) >= 3:
         values = list(values)
     values = list(values)
     if len(values) != n:
         raise ValueError(f"{what}: {len(values)} entries for {n} images (one per image, empty for none)")
     parts, counts = [], np.zeros(n, dtype=np.int64)
-    full = max(width)
+    full, joints, flat = max(width), None, False
+    shapes = " or ".join(map(str, width))
     for i, v in enumerate(values):
         if v is None:
             continue
-        a = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+        a = _array(v)
         if a.size == 0:
             continue
-        if a.ndim != 2 or a.shape[1] not in width:
-            raise SampleError(i, f"{what}: expected shape [K, {' or '.join(map(str, width))}], got {tuple(a.shape)}")
+        if grouped and a.ndim == 3 and a.shape[2] in width:
+            if flat or joints not in (None, a.shape[1]):
+                raise SampleError(i, f"{what}: shape {tuple(a.shape)}, other samples have {joints or 'no'} points "
+                                     "per instance (all [K, J, w] with one J, or all [K, w])")
+            joints = a.shape[1]
+            a = a.reshape(-1, a.shape[2])
+        elif a.ndim != 2 or a.shape[1] not in width:
+            more = f" or [K, J, {shapes}]" if grouped else ""
+            raise SampleError(i, f"{what}: expected shape [K, {shapes}]{more}, got {tuple(a.shape)}")
+        elif joints is not None:
+            raise SampleError(i, f"{what}: [K, {shapes}] here, [K, {joints}, {shapes}] in other samples")
+        else:
+            flat = True
         a = a.astype(np.float64)
         if not np.isfinite(a).all():
             raise SampleError(i, f"{what}: non-finite values (row {int(np.argmin(np.isfinite(a).all(1)))})")
@@ -52,7 +113,25 @@ def _rows(values: Any, n: int, width: tuple[int, ...], what: str) -> tuple[np.nd
         parts.append(a)
         counts[i] = len(a)
     data = np.concatenate(parts) if parts else np.zeros((0, full))
-    return data, counts
+    return data, counts, joints
+
+
+def _labels(values: Any, counts: np.ndarray) -> np.ndarray:
+    """Per-sample class ids [K_i] (one per box) as int64 [K]."""
+    if isinstance(values, (torch.Tensor, np.ndarray)) and values.ndim == 2:
+        values = list(values)
+    values = list(values)
+    if len(values) != len(counts):
+        raise ValueError(f"labels: {len(values)} entries for {len(counts)} images (one per image, a class id per box)")
+    parts = []
+    for i, (v, k) in enumerate(zip(values, counts.tolist())):
+        a = np.zeros(0, np.int64) if v is None else _array(v)
+        if a.ndim != 1 or len(a) != k:
+            raise SampleError(i, f"labels: {tuple(a.shape)} for {k} boxes (one class id per box, [K])")
+        if a.dtype.kind not in "iub" and not (np.isfinite(a).all() and (a == np.round(a)).all()):
+            raise SampleError(i, f"labels: class ids must be integers, got {a.tolist()[:5]}")
+        parts.append(a.astype(np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def transform_points(matrix: np.ndarray, points: np.ndarray, sample: np.ndarray) -> np.ndarray:
@@ -80,16 +159,20 @@ class _Ragged:
         """int64 [K]: the batch position of each row."""
         return np.repeat(np.arange(len(self.counts)), self.counts)
 
+    def _take(self, index: np.ndarray, counts: np.ndarray) -> Any:
+        return type(self)(self.data[index], counts)
+
     def rows(self, sel: slice) -> Any:
         """The rows of samples sel (a slice of the batch)."""
         ends = np.concatenate([[0], np.cumsum(self.counts)])
         idx = range(len(self.counts))[sel]
         if not len(idx):
-            return type(self)(self.data[:0], self.counts[:0])
-        if idx.step == 1:
-            return type(self)(self.data[ends[idx.start]:ends[idx.stop]], self.counts[sel])
-        keep = np.concatenate([np.arange(ends[i], ends[i + 1]) for i in idx])
-        return type(self)(self.data[keep], self.counts[sel])
+            index = np.zeros(0, np.int64)
+        elif idx.step == 1:
+            index = np.arange(ends[idx.start], ends[idx.stop])
+        else:
+            index = np.concatenate([np.arange(ends[i], ends[i + 1]) for i in idx])
+        return self._take(index, self.counts[sel])
 
     def tensors(self, device: torch.device | str = "cpu") -> list[torch.Tensor]:
         """One float32 tensor per sample, views of one upload to `device`."""
@@ -101,56 +184,91 @@ class _Ragged:
 
 
 class Boxes(_Ragged):
-    """Per-sample boxes: `data` float64 [K, 4] as (x0, y0, x1, y1) in pixels, `counts` [N].
+    """Per-sample boxes: `data` float64 [K, 4] as (x0, y0, x1, y1) in pixels, `counts` [N],
+    `labels` int64 [K] (their class ids) or None, `visible` float64 [K]: the fraction of each
+    moved box that clipping kept (1 as given; multiplied at each stage).
 
     A box covers [x0, x1) x [y0, y1). Moved by a matrix, it becomes the box that encloses its
     four transformed corners (for flips, crops and resizes exactly the moved box), clipped to
     the output image."""
 
+    def __init__(self, data: np.ndarray, counts: np.ndarray, labels: np.ndarray | None = None,
+                 visible: np.ndarray | None = None) -> None:
+        super().__init__(data, counts)
+        self.labels = labels
+        self.visible = np.ones(len(data)) if visible is None else visible
+
+    def _take(self, index: np.ndarray, counts: np.ndarray) -> Boxes:
+        return Boxes(self.data[index], counts, None if self.labels is None else self.labels[index],
+                     self.visible[index])
+
     @classmethod
-    def from_samples(cls, values: Any, n: int) -> Boxes:
-        data, counts = _rows(values, n, (4,), "boxes")
+    def from_samples(cls, values: Any, n: int, labels: Any = None) -> Boxes:
+        data, counts, _ = _rows(values, n, (4,), "boxes")
+        return cls(data, counts, None if labels is None else _labels(labels, counts))
+
+    def in_pixels(self, box_format: str, sizes: np.ndarray) -> Boxes:
+        """These boxes, given in `box_format`, as (x0, y0, x1, y1) pixels; sizes: float64 [N, 2]
+        (height, width) of their images. A box with x1 < x0 or y1 < y0 is a SampleError."""
+        wh = sizes[self.sample_of()][:, ::-1] if box_format.endswith("n") else None
+        data = convert_boxes(self.data, box_format, "xyxy", wh)
         bad = (data[:, 2] < data[:, 0]) | (data[:, 3] < data[:, 1])
         if bad.any():
             k = int(np.argmax(bad))
-            i = int(np.repeat(np.arange(n), counts)[k])
-            raise SampleError(i, f"boxes: box {data[k].tolist()} has x1 < x0 or y1 < y0 "
-                                 "(boxes are (x0, y0, x1, y1) in pixels)")
-        return cls(data, counts)
+            what = ("x1 < x0 or y1 < y0 (boxes are (x0, y0, x1, y1) in pixels)" if box_format == "xyxy"
+                    else f"a negative width or height (box_format {box_format!r}), so x1 < x0 or y1 < y0")
+            raise SampleError(int(self.sample_of()[k]), f"boxes: box {self.data[k].tolist()} has {what}")
+        return Boxes(data, self.counts, self.labels, self.visible)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Boxes:
         if not len(self.data):
-            return Boxes(self.data.copy(), self.counts)
+            return Boxes(self.data.copy(), self.counts, self.labels, self.visible)
         x0, y0, x1, y1 = self.data.T
         sample = np.repeat(self.sample_of(), 4)
         corners = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1),
                             np.stack([x0, y1], 1)], 1).reshape(-1, 2)
         moved = transform_points(matrix, corners, sample).reshape(-1, 4, 2)
         lo, hi = moved.min(1), moved.max(1)
+        whole = np.prod(hi - lo, 1)
         wh = out_sizes[self.sample_of()][:, ::-1]  # (w, h) per box
         lo = np.clip(lo, 0.0, wh)
         hi = np.clip(hi, 0.0, wh)
-        return Boxes(np.concatenate([lo, hi], 1), self.counts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kept = np.where(whole > 0, np.prod(hi - lo, 1) / whole, 1.0)
+        return Boxes(np.concatenate([lo, hi], 1), self.counts, self.labels, self.visible * np.nan_to_num(kept))
 
 
 class Keypoints(_Ragged):
-    """Per-sample keypoints: `data` float64 [K, 3] as (x, y, visibility), `counts` [N]. Given
-    as [K, 2], every point is visible (1). Moved by a matrix, a point keeps its coordinates
-    (even outside the image) and becomes invisible (0) when it leaves the output image."""
+    """Per-sample keypoints: `data` float64 [K, 3] as (x, y, visibility), `counts` [N] (rows).
+    Given as [K, 2], every point is visible (1). Given as [K, J, 2 or 3] per sample, they are
+    instances of `joints` = J points each (COCO's person keypoints: one instance per box), kept
+    flat here. Moved by a matrix, a point keeps its coordinates (even outside the image) and
+    becomes invisible (0) when it leaves the output image."""
+
+    def __init__(self, data: np.ndarray, counts: np.ndarray, joints: int | None = None) -> None:
+        super().__init__(data, counts)
+        self.joints = joints
+
+    def _take(self, index: np.ndarray, counts: np.ndarray) -> Keypoints:
+        return Keypoints(self.data[index], counts, self.joints)
 
     @classmethod
     def from_samples(cls, values: Any, n: int) -> Keypoints:
-        return cls(*_rows(values, n, (2, 3), "keypoints"))
+        return cls(*_rows(values, n, (2, 3), "keypoints", grouped=True))
+
+    def instances(self) -> np.ndarray:
+        """int64 [N]: instances per sample (rows, when not grouped)."""
+        return self.counts // (self.joints or 1)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Keypoints:
         if not len(self.data):
-            return Keypoints(self.data.copy(), self.counts)
+            return Keypoints(self.data.copy(), self.counts, self.joints)
         sample = self.sample_of()
         uv = transform_points(matrix, self.data[:, :2], sample)
         h, w = out_sizes[sample, 0], out_sizes[sample, 1]
         inside = (uv[:, 0] >= 0) & (uv[:, 0] < w) & (uv[:, 1] >= 0) & (uv[:, 1] < h)
         vis = np.where(np.isfinite(uv).all(1) & inside, self.data[:, 2], 0.0)
-        return Keypoints(np.concatenate([uv, vis[:, None]], 1), self.counts)
+        return Keypoints(np.concatenate([uv, vis[:, None]], 1), self.counts, self.joints)
 
 
 class Masks:
@@ -205,17 +323,25 @@ class Masks:
 
 @dataclass
 class Targets:
-    """The targets of a batch (any of them may be absent)."""
+    """The targets of a batch (any of them may be absent); the boxes hold their labels."""
 
     boxes: Boxes | None = None
     keypoints: Keypoints | None = None
     masks: Masks | None = None
 
     @classmethod
-    def from_args(cls, n: int, boxes: Any = None, keypoints: Any = None, masks: Any = None) -> Targets:
-        return cls(None if boxes is None else Boxes.from_samples(boxes, n),
-                   None if keypoints is None else Keypoints.from_samples(keypoints, n),
-                   None if masks is None else Masks.from_samples(masks, n))
+    def from_args(cls, n: int, boxes: Any = None, keypoints: Any = None, masks: Any = None,
+                  labels: Any = None) -> Targets:
+        if labels is not None and boxes is None:
+            raise ValueError("labels are the boxes' class ids (one per box) and need boxes; pass per-image "
+                             "values under another name")
+        b = None if boxes is None else Boxes.from_samples(boxes, n, labels)
+        k = None if keypoints is None else Keypoints.from_samples(keypoints, n)
+        if b is not None and k is not None and k.joints is not None and (k.instances() != b.counts).any():
+            i = int(np.argmax(k.instances() != b.counts))
+            raise SampleError(i, f"keypoints: {int(k.instances()[i])} instances for {int(b.counts[i])} boxes "
+                                 "(keypoints given as [K, J, 3] belong to the boxes, one instance per box)")
+        return cls(b, k, None if masks is None else Masks.from_samples(masks, n))
 
     def __bool__(self) -> bool:
         return self.boxes is not None or self.keypoints is not None or self.masks is not None
@@ -227,6 +353,136 @@ class Targets:
         """Boxes and keypoints through the matrices (masks are warped by the engine)."""
         return Targets(None if self.boxes is None else self.boxes.moved(matrix, out_sizes),
                        None if self.keypoints is None else self.keypoints.moved(matrix, out_sizes), self.masks)
+
+
+@dataclass(frozen=True)
+class BoxRules:
+    """Which moved boxes are kept (pixelpipe.SanitizeBoxes holds one): those at least
+    `min_size` pixels wide and high, of at least `min_area` square pixels, and of which at
+    least `min_visibility` of the moved box's area lies inside the image."""
+
+    min_area: float = 1.0
+    min_visibility: float = 0.0
+    min_size: float = 1.0
+
+    def apply(self, targets: Targets) -> tuple[Targets, _Ragged]:
+        """The targets without the boxes these rules drop (their labels go with them, and their
+        keypoints when those are per box), and per sample the original positions of the kept."""
+        b = targets.boxes
+        assert b is not None
+        w, h = b.data[:, 2] - b.data[:, 0], b.data[:, 3] - b.data[:, 1]
+        keep = (w >= self.min_size) & (h >= self.min_size) & (w * h >= self.min_area) & (b.visible >= self.min_visibility)
+        sample = b.sample_of()
+        counts = np.bincount(sample[keep], minlength=len(b))
+        first = np.concatenate([[0], np.cumsum(b.counts)[:-1]])
+        kept = _Ragged((np.arange(len(sample)) - first[sample])[keep], counts)
+        k = targets.keypoints
+        if k is not None and k.joints is not None:
+            k = k._take(np.flatnonzero(np.repeat(keep, k.joints)), counts * k.joints)
+        return Targets(b._take(np.flatnonzero(keep), counts), k, targets.masks), kept
+
+
+def _per_sample(values: np.ndarray, counts: np.ndarray, form: str, fill: float, device: Any) -> Any:
+    """Rows [K, ...] of ragged samples as a list of tensors ("list") or one tensor [N, max K,
+    ...] padded with `fill` ("padded"), on `device`."""
+    flat = torch.from_numpy(np.ascontiguousarray(values)).to(device)
+    if form == "list":
+        return list(torch.split(flat, counts.tolist()))
+    n, most = len(counts), int(counts.max()) if len(counts) else 0
+    out = flat.new_full((n, most, *flat.shape[1:]), fill)
+    sample = np.repeat(np.arange(n), counts)
+    row = np.arange(len(sample)) - np.concatenate([[0], np.cumsum(counts)[:-1]])[sample]
+    out[torch.from_numpy(sample).to(device), torch.from_numpy(row).to(device)] = flat
+    return out
+
+
+@dataclass(frozen=True)
+class TargetForm:
+    """How boxes come in and targets go out (a Compose's `box_format` and `targets`), and the
+    rules that drop boxes (its SanitizeBoxes, if any)."""
+
+    box_format: str = "xyxy"
+    form: str = "list"
+    rules: BoxRules | None = None
+
+    def __post_init__(self) -> None:
+        if self.box_format not in BOX_FORMATS:
+            raise ValueError(f"box_format must be one of {', '.join(map(repr, BOX_FORMATS))}, got {self.box_format!r}")
+        if self.form not in TARGET_FORMS:
+            raise ValueError(f"targets must be 'list' or 'padded', got {self.form!r}")
+
+    def outputs(self, targets: Targets, size: tuple[int, int], device: Any) -> dict[str, Any]:
+        """The batch entries of boxes, labels and keypoints (and "kept" with rules) of targets
+        moved into images of `size` (h, w): see Compose for their forms."""
+        out: dict[str, Any] = {}
+        b, k, form = targets.boxes, targets.keypoints, self.form
+        if b is not None and self.rules is not None:
+            targets, kept = self.rules.apply(targets)
+            b, k = targets.boxes, targets.keypoints
+            out["kept"] = _per_sample(kept.data, kept.counts, form, -1, device)
+        if b is not None:
+            data = convert_boxes(b.data, "xyxy", self.box_format, np.array(size[::-1], dtype=np.float64))
+            out["boxes"] = _per_sample(data.astype(np.float32), b.counts, form, 0.0, device)
+            if b.labels is not None:
+                out["labels"] = _per_sample(b.labels, b.counts, form, -1, device)
+            if form == "padded":
+                out["box_counts"] = torch.from_numpy(b.counts.copy()).to(device)
+        if k is not None:
+            data = k.data.astype(np.float32)
+            if k.joints is not None:
+                data = data.reshape(-1, k.joints, 3)
+            out["keypoints"] = _per_sample(data, k.instances(), form, 0.0, device)
+            if form == "padded":
+                out["keypoint_counts"] = torch.from_numpy(k.instances()).to(device)
+        return out
+
+
+def to_detection(batch: dict[str, Any], box_format: str = "xyxy") -> list[dict[str, torch.Tensor]]:
+    """A batch's targets as torchvision's detection models take them: one dict per image with
+    "boxes" (float32 [K, 4], (x0, y0, x1, y1) pixels), "labels" (int64 [K]) and, where the
+    batch has them, "masks" (uint8 [K, H, W], one binary mask per box) and "keypoints"
+    (float32 [K, J, 3]).
+
+    box_format: the format of the batch's boxes (its Compose's). Lists and the padded form
+    ("box_counts") are both read. Masks are read as an instance map [N, H, W] (pixel value
+    k + 1 marks box k, 0 no box: what the COCO reader's masks="instances" gives) or as one
+    channel per box [N, C, H, W] (channel k is box k); boxes a SanitizeBoxes dropped are matched
+    by their original positions (the batch's "kept").
+
+    Example:
+        >>> import torch, pixelpipe as pp
+        >>> from pixelpipe.data.targets import to_detection
+        >>> out = pp.Compose([pp.Resize((32, 32))])([torch.zeros(64, 64, 3, dtype=torch.uint8)],
+        ...                                         boxes=[[[8, 8, 40, 24]]], labels=[[7]])
+        >>> to_detection(out)[0]["boxes"].tolist(), to_detection(out)[0]["labels"].tolist()
+        ([[4.0, 4.0, 20.0, 12.0]], [7])
+    """
+    if "boxes" not in batch or "labels" not in batch:
+        raise ValueError("to_detection needs the batch's 'boxes' and their 'labels' (give labels= beside boxes=)")
+    image = batch["image"]
+    n, (h, w) = image.shape[0], image.shape[-2:]
+    counts = batch.get("box_counts")
+    cut = (lambda v, i: v[i]) if counts is None else (lambda v, i: v[i, : int(counts[i])])
+    masks, kept = batch.get("masks"), batch.get("kept")
+    out = []
+    for i in range(n):
+        boxes = cut(batch["boxes"], i)
+        if box_format != "xyxy":
+            boxes = torch.from_numpy(convert_boxes(boxes.cpu().numpy(), box_format, "xyxy", np.array([w, h])))
+            boxes = boxes.to(torch.float32).to(image.device)
+        d = {"boxes": boxes, "labels": cut(batch["labels"], i)}
+        if masks is not None:
+            m = masks[i]
+            where = cut(kept, i) if kept is not None else torch.arange(len(boxes), device=m.device)
+            if m.dim() == 2:  # an instance map
+                d["masks"] = (m.unsqueeze(0) == (where.to(m.device) + 1).view(-1, 1, 1).to(m.dtype)).to(torch.uint8)
+            else:
+                d["masks"] = (m[where.to(m.device)] != 0).to(torch.uint8)
+        if "keypoints" in batch:
+            kc = batch.get("keypoint_counts")
+            d["keypoints"] = batch["keypoints"][i] if kc is None else batch["keypoints"][i][: int(kc[i])]
+        out.append(d)
+    return out
 
 
 def sample_values(items: Sequence[dict[str, Any] | None], key: str) -> list[Any] | None:

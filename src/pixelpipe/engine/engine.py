@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -109,10 +110,12 @@ class Engine:
         source = as_source(images, self.max_pixels)
         idx = sample_indices(indices, len(source))
         if targets:
+            sizes = source.sizes() if isinstance(source, EncodedSource) else source.table.numpy()[:, 1:3].astype(np.float64)
             if targets.masks is not None:
-                targets.masks.check_sizes(source.sizes() if isinstance(source, EncodedSource)
-                                          else source.table.numpy()[:, 1:3].astype(np.float64))
-        work = self._prepare_stage(program, 0, source, seed, epoch, idx, defer_decode, decode_lane)
+                targets.masks.check_sizes(sizes)
+            if targets.boxes is not None:  # the Compose's box_format, as (x0, y0, x1, y1) pixels
+                targets = replace(targets, boxes=targets.boxes.in_pixels(program.targets.box_format, sizes))
+        work = self._prepare_stage(program, 0, source, seed, epoch, idx, defer_decode, decode_lane, targets or None)
         return Prepared(program, seed, epoch, idx, work, targets or None)
 
     def prepare_split(self, program: Program, images: ImageBatch, seed: int, epoch: Any, indices: Any,
@@ -176,24 +179,26 @@ class Engine:
         x: Any = None
         for k in range(len(prepared.program.stages)):
             if k:
-                work = self._prepare_stage(prepared.program, k, x, prepared.seed, prepared.epoch, prepared.idx)
+                work = self._prepare_stage(prepared.program, k, x, prepared.seed, prepared.epoch, prepared.idx,
+                                           targets=targets)
             x = self._finish_stage(work, prepared, targets is not None)
             if targets is not None:
                 targets = self._move(targets, work, x.device)
         batch: dict[str, Any] = {"image": x}
         if targets is not None:
-            batch.update(_outputs(targets, prepared.program, x.device))
+            batch.update(_outputs(targets, prepared.program, x))
         return batch
 
     # ----------------------------------------------------------------------------- stages
     def _prepare_stage(self, program: Program, k: int, x: Any, seed: int, epoch: Any, idx: np.ndarray,
-                       defer_decode: bool = False, decode_lane: int | None = None) -> StageWork:
+                       defer_decode: bool = False, decode_lane: int | None = None,
+                       targets: Targets | None = None) -> StageWork:
         stage = program.stages[k]
         if isinstance(x, torch.Tensor):  # a stage after pixel ops: float NCHW in [0, 1]
             x = tensor_source(x)
         encoded = isinstance(x, EncodedSource)
         sizes = x.sizes() if encoded else x.table.numpy()[:, 1:3].astype(np.float64)
-        plan = stage.sample(seed, epoch, idx, sizes)
+        plan = stage.sample(seed, epoch, idx, sizes, targets)  # targets: for ops that look at them
         out_size = plan.uniform_size() if len(idx) else _fixed_size(stage)
         if out_size is None:
             hint = f" before {type(stage.pixels[0][1]).__name__}" if stage.pixels and k + 1 < len(program.stages) else ""
@@ -348,15 +353,13 @@ def _normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
     return (x - mean.view(1, c, 1, 1)) / std.view(1, c, 1, 1)
 
 
-def _outputs(targets: Targets, program: Program, device: torch.device) -> dict[str, Any]:
-    """The batch's target entries: boxes and keypoints as lists of float32 tensors (one per
-    sample), masks as one tensor [N, H, W] (given without channels) or [N, C, H, W] / [N, H, W, C]
-    in the output's layout."""
-    out: dict[str, Any] = {}
-    if targets.boxes is not None:
-        out["boxes"] = targets.boxes.tensors(device)
-    if targets.keypoints is not None:
-        out["keypoints"] = targets.keypoints.tensors(device)
+def _outputs(targets: Targets, program: Program, x: torch.Tensor) -> dict[str, Any]:
+    """The batch's target entries: boxes, labels and keypoints in the program's target form
+    (data.targets.TargetForm: its box format, lists or padded, its SanitizeBoxes rules), masks
+    as one tensor [N, H, W] (given without channels) or [N, C, H, W] / [N, H, W, C] in the
+    output's layout."""
+    size = tuple(x.shape[2:4] if program.output.layout == "NCHW" else x.shape[1:3])
+    out = program.targets.outputs(targets, size, x.device)
     if targets.masks is not None:
         items = targets.masks.items
         m = items if isinstance(items, torch.Tensor) else torch.stack(items)  # warped: one tensor

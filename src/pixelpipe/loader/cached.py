@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.targets import Targets, sample_values
+from ..data.targets import TARGET_KEYS, Targets, sample_values
 from ..engine import Engine
 from ..engine.stats import BatchDecode
 from ..plan import Program
@@ -202,8 +202,8 @@ class CachedBatches:
         dicts = [self.records[i].targets for i in index.tolist()]
         if not any(dicts):
             return None
-        return Targets.from_args(len(dicts), **{k: sample_values(dicts, k) for k in ("boxes", "keypoints", "masks")
-                                                if sample_values(dicts, k) is not None})
+        given = {k: v for k in TARGET_KEYS if (v := sample_values(dicts, k)) is not None}
+        return Targets.from_args(len(dicts), **given) if given else None
 
     def _placed_ahead(self, index: np.ndarray, valid: np.ndarray, k: int) -> list[tuple[torch.Tensor, ...]]:
         """Per batch of the window, its (label, index, valid) tensors on the pipeline's device,

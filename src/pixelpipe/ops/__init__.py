@@ -1,12 +1,19 @@
 """Augmentation ops. Each samples per-sample parameters and states its contribution through one
 of the kinds in `pixelpipe.ops.kinds`; the planner (pixelpipe.plan) fuses them."""
 
+from .blur import GaussianBlur, MedianBlur, MotionBlur, RandomAdjustSharpness, RandomSharpness
 from .color import ColorJitter, Normalize, RandomGrayscale
 from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomResizedCrop, Resize
+from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
+from .erasing import Cutout, GridMask, RandomErasing
 from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, Warp
 from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp
+from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
+from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
+from .mixing import CutMix, MixUp
 from .noise import GaussianNoise
-from .photometric import RandomInvert
+from .photometric import ChannelShuffle, RandomInvert, RGBShift
+from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
 
 __all__ = [
@@ -14,4 +21,11 @@ __all__ = [
     "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
+    "ChannelShuffle", "RGBShift",
+    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
+    "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
+    "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
+    "RandomErasing", "Cutout", "GridMask",
+    "MixUp", "CutMix",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder",
 ]

@@ -74,8 +74,13 @@ class GeometryOp(Op):
     """A geometric op: a per-sample forward matrix and output size.
 
     `interpolation`, `border` and `fill` left as None take the stage's values (bilinear,
-    "constant", 0); ops with different explicit values are resampled in separate passes.
+    "constant", 0); ops with different explicit values are resampled in separate passes. An op
+    whose parameters depend on its sample's boxes (RandomIoUCrop) sets `needs_targets = True`
+    and is called as `sample(draws, sizes, targets)`, the boxes as the ops before it in its
+    stage moved them.
     """
+
+    needs_targets: bool = False
 
     kind = "geometry"
     interpolation: str | None = None

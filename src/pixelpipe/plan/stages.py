@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..data.random import Draws, epochs
+from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
 from ..ops.kinds import BatchOp, ColorOp, GeometryOp, Op, Params, PixelOp
 from ..ops.matrices import host
@@ -65,10 +66,12 @@ class Stage:
             text += f" -> pixel[{', '.join(names)}]"
         return text
 
-    def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any) -> StagePlan:
+    def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any, targets: Targets | None = None) -> StagePlan:
         """Draw every op's parameters and fold them. indices: int64 [N] global sample indices
         and sizes: float64 [N, 2] input (h, w), each a tensor or a numpy array; epoch: an int,
-        or int64 [N] per-sample epochs (random.epochs)."""
+        or int64 [N] per-sample epochs (random.epochs). A geometric op with `needs_targets`
+        (RandomIoUCrop) draws with `sample(draws, sizes, targets)`: the batch's targets (None
+        when it has none) as the stage's earlier ops moved them into the op's input."""
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
         shared = fast.prefix(seed, epoch, indices)
@@ -80,7 +83,11 @@ class Stage:
         color_params: list[tuple[ColorOp, Params]] = []
         for k, (pos, op) in enumerate(self.ops):
             draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[k])
-            if isinstance(op, GeometryOp):
+            if isinstance(op, GeometryOp) and getattr(op, "needs_targets", False):
+                seen = targets if targets is None or matrix is None else targets.moved(matrix, cur)
+                m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
+                matrix = m if matrix is None else m @ matrix
+            elif isinstance(op, GeometryOp):
                 m, cur = fast.plan_geometry(op, draws, cur)
                 matrix = m if matrix is None else m @ matrix
             else:
@@ -114,6 +121,7 @@ class Program:
     output: Output
     stages: list[Stage]
     batch_ops: list[tuple[int, BatchOp]]
+    targets: TargetForm = field(default_factory=TargetForm)  # how boxes come in and targets go out
 
     def form(self, k: int) -> Form:
         """What stage k's pointwise pass writes: the output form (with the normalisation) when
@@ -155,7 +163,7 @@ class Program:
         return batch
 
 
-def build(ops: list[Op], output: Output) -> Program:
+def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> Program:
     """Plan the op list into stages (see the module docstring); errors name the op's place."""
     stages: list[Stage] = []
     batch_ops: list[tuple[int, BatchOp]] = []
@@ -194,7 +202,7 @@ def build(ops: list[Op], output: Output) -> Program:
             raise TypeError(f"op {pos}: {op!r} is of no kind the planner knows: subclass one of pixelpipe.ops "
                             "GeometryOp, ColorOp, PixelOp or BatchOp")
     stages.append(current if current is not None else Stage())  # a plain conversion still needs one pass
-    program = Program(list(ops), output, stages, batch_ops)
+    program = Program(list(ops), output, stages, batch_ops, targets or TargetForm())
     _check_output(program)
     return program
 

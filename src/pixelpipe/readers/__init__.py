@@ -3,17 +3,23 @@
 Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `Memory`, and
 `Iterable` over a sequence or a function of the index. Streaming readers (`iter_shard`):
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
+Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
+`Yolo`.
 """
 
 from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable
+from ._coco import Coco
 from ._filelist import FileList
 from ._folder import Folder
 from ._iterable import Iterable
 from ._memory import Memory
 from ._open import open_reader
 from ._tar import TarShards
+from ._voc import Voc
+from ._yolo import Yolo
 
 __all__ = [
+    "Coco",
     "FileList",
     "Folder",
     "IndexableReader",
@@ -24,5 +30,7 @@ __all__ = [
     "StreamingReader",
     "TarShards",
     "Unreadable",
+    "Voc",
+    "Yolo",
     "open_reader",
 ]

@@ -1,0 +1,244 @@
+"""Erasing, as pixel ops in output coordinates: RandomErasing, Cutout, GridMask.
+
+Each draws per-sample regions on the host from the image size it gets (the stage's output
+size) and fills them in one masked select over the batch. The fill value is in the units of
+the tensor the op gets: [0, 1] before Normalize, normalised values after it (where torchvision
+and timm usually erase, so that 0 is the mean colour and "random" is noise of the data's
+spread). Erasing moves no pixel, so boxes, keypoints and masks are left as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws
+from .checks import check_prob, check_range, check_size
+from .kinds import Op, Params, PixelOp
+from .pixelwise import column, inside
+
+__all__ = ["Cutout", "GridMask", "RandomErasing"]
+
+Value = float | Sequence[float] | str
+
+
+def check_value(value: Any) -> float | tuple[float, ...] | str:
+    """A fill value: a finite number, one per channel, or "random" (per-pixel standard normal)."""
+    if isinstance(value, str):
+        if value != "random":
+            raise ValueError(f"value must be a number, a number per channel, or 'random', got {value!r}")
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"value must be finite, got {value}")
+        return float(value)
+    try:
+        values = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"value must be a number, a number per channel, or 'random', got {value!r}") from None
+    if len(values) not in (1, 3) or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"value must hold 1 or 3 finite numbers (one per channel), got {value!r}")
+    return values
+
+
+def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] | str, draws: Draws,
+         draw: int) -> torch.Tensor:
+    """x with `where` (bool [N, 1, H, W]) set to value; "random" takes per-pixel standard
+    normal values from draws.normal_field(draw, ...), the same for a sample in any batch."""
+    if isinstance(value, str):
+        v = draws.normal_field(draw, x.shape[1:], x.device).to(x.dtype)
+    elif isinstance(value, tuple) and len(value) > 1:
+        if len(value) != x.shape[1]:
+            raise ValueError(f"value has {len(value)} numbers for images of {x.shape[1]} channel(s)")
+        v = torch.tensor(value, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    else:
+        v = torch.tensor(value[0] if isinstance(value, tuple) else value, dtype=x.dtype, device=x.device)
+    return torch.where(where, v, x)
+
+
+class RandomErasing(PixelOp):
+    """Erase one rectangle per image (torchvision's RandomErasing), with probability p.
+
+    Args:
+        p: probability that an image gets a rectangle.
+        scale: (low, high) fraction of the image's area the rectangle covers, drawn uniform.
+        ratio: (low, high) aspect ratio (height / width) of the rectangle, drawn log-uniform.
+        value: the fill: a number, one per channel, or "random" (per-pixel standard normal
+            values, for erasing after Normalize as timm's mode="pixel" does).
+        tries: torchvision draws up to 10 (area, ratio) pairs and keeps the first rectangle
+            that fits inside the image; an image where none fits is left as it is.
+
+    As torchvision: height = round(sqrt(area * ratio)), width = round(sqrt(area / ratio)), the
+    top-left corner uniform among the positions that keep the rectangle inside. The rectangle
+    is in output pixels (of the stage the op stands in), drawn per sample from its own draws.
+
+    Example: ``RandomErasing(0.25, value="random")`` after Normalize (DeiT's recipe).
+    """
+
+    def __init__(self, p: float = 0.5, scale: tuple[float, float] = (0.02, 0.33),
+                 ratio: tuple[float, float] = (0.3, 3.3), value: Value = 0.0, tries: int = 10) -> None:
+        self.p = check_prob("p", p)
+        self.scale = check_range("scale", scale, 0.0, 1.0)
+        self.ratio = check_range("ratio", ratio, 0.0)
+        if self.ratio[0] <= 0:
+            raise ValueError(f"ratio must be > 0, got {ratio!r}")
+        self.value = check_value(value)
+        if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+            raise ValueError(f"tries must be a whole number >= 1, got {tries!r}")
+        self.tries = tries
+        self.draws = 3 + 2 * tries  # on, `tries` areas, `tries` ratios, the corner (2)
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "draws"}
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        t = self.tries
+        h, w = sizes[:, 0:1], sizes[:, 1:2]
+        area = h * w * draws.uniforms_np(range(1, 1 + t), *self.scale).astype(np.float64)
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        aspect = np.exp(draws.uniforms_np(range(1 + t, 1 + 2 * t), log_lo, log_hi).astype(np.float64))
+        eh = np.rint(np.sqrt(area * aspect))
+        ew = np.rint(np.sqrt(area / aspect))
+        fits = (eh < h) & (ew < w)  # torchvision's condition (an empty rectangle fits too)
+        first = fits.argmax(1)
+        rows = np.arange(len(sizes))
+        eh, ew = eh[rows, first], ew[rows, first]
+        ok = fits[rows, first] & draws.bernoulli_np(0, self.p)
+        top = np.floor(draws.uniform_np(1 + 2 * t) * (h[:, 0] - eh + 1))
+        left = np.floor(draws.uniform_np(2 + 2 * t) * (w[:, 0] - ew + 1))
+        eh, ew = np.where(ok, eh, 0), np.where(ok, ew, 0)
+        return {"top": top, "left": left, "height": eh, "width": ew}
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        top, left = params["top"], params["left"]
+        where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
+        return fill(x, where, self.value, draws, self.draws)
+
+
+class Cutout(PixelOp):
+    """Erase squares of a fixed size at random centres (DeVries and Taylor's Cutout), with
+    probability p. A square may stick out of the image: only its inside part is erased.
+
+    Args:
+        size: the square's (height, width) in output pixels; floats in (0, 1] are fractions of
+            the image's height and width; one number is a square.
+        num_holes: squares per image, each at its own centre (they may overlap).
+        value: the fill: a number, one per channel, or "random" (per-pixel standard normal).
+        p: probability that an image gets its squares.
+
+    Example: ``Cutout(16)`` on CIFAR's 32x32 images (the paper's setting).
+    """
+
+    def __init__(self, size: int | float | tuple[Any, Any], num_holes: int = 1, value: Value = 0.0,
+                 p: float = 1.0) -> None:
+        self.size = check_size("size", size, allow_fraction=True)
+        if isinstance(num_holes, bool) or not isinstance(num_holes, int) or num_holes < 1:
+            raise ValueError(f"num_holes must be a whole number >= 1, got {num_holes!r}")
+        self.num_holes = num_holes
+        self.value = check_value(value)
+        self.p = check_prob("p", p)
+        self.draws = 1 + 2 * num_holes
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "draws"}
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        h, w = sizes[:, 0], sizes[:, 1]
+        sh, sw = (np.round(s * side) if isinstance(s, float) else np.full_like(side, s)
+                  for s, side in zip(self.size, (h, w)))
+        centre = draws.uniforms_np(range(1, 1 + 2 * self.num_holes)).astype(np.float64).reshape(-1, self.num_holes, 2)
+        cy = np.floor(centre[:, :, 0] * h[:, None])
+        cx = np.floor(centre[:, :, 1] * w[:, None])
+        top, left = cy - np.floor(sh / 2)[:, None], cx - np.floor(sw / 2)[:, None]
+        on = draws.bernoulli_np(0, self.p)[:, None]
+        holes = np.ones_like(top)
+        return {"top": top, "left": left, "height": np.where(on, sh[:, None] * holes, 0),
+                "width": np.where(on, sw[:, None] * holes, 0)}
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        where = torch.zeros((x.shape[0], 1, *x.shape[2:]), dtype=torch.bool, device=x.device)
+        for k in range(self.num_holes):  # a pass per hole, over the whole batch
+            top, left = params["top"][:, k], params["left"][:, k]
+            where |= inside(top, left, top + params["height"][:, k], left + params["width"][:, k], x.shape[2:],
+                            x.device)
+        return fill(x, where, self.value, draws, self.draws)
+
+
+class GridMask(PixelOp):
+    """Erase a grid of squares (Chen et al., "GridMask Data Augmentation", 2020), with
+    probability p.
+
+    The image is tiled by cells of d x d pixels, d drawn per image; in each cell a square of
+    side d - l is erased, l = round(ratio * d) (clamped to 1..d-1), so that a fraction
+    (1 - ratio)**2 of the image is erased. The grid is shifted by a random offset in [0, d) on
+    each axis and turned by a random angle about the image's centre.
+
+    Args:
+        d: (low, high) cell sides in output pixels, a whole number drawn uniform per image,
+            both ends included (the paper's (96, 224) for 224-pixel ImageNet crops).
+        ratio: the kept share of each cell's side (the paper's r; 0.6 on ImageNet).
+        rotate: angles are drawn uniform in [0, rotate) degrees (the paper: 0, no rotation).
+        invert: erase the grid lines instead, keeping the squares (the paper's mode 0).
+        value: the fill: a number, one per channel, or "random" (per-pixel standard normal).
+        p: probability that an image is masked.
+
+    Example: ``GridMask((32, 96), ratio=0.6, rotate=45, p=0.7)`` for 224-pixel images.
+    """
+
+    draws = 5
+
+    def __init__(self, d: tuple[int, int] = (96, 224), ratio: float = 0.6, rotate: float = 0.0,
+                 invert: bool = False, value: Value = 0.0, p: float = 0.5) -> None:
+        lo, hi = check_range("d", d, 2.0)
+        if lo != int(lo) or hi != int(hi):
+            raise ValueError(f"d must be whole numbers of pixels >= 2, got {d!r}")
+        self.d = (int(lo), int(hi))
+        ratio = float(ratio)
+        if not 0.0 < ratio < 1.0:
+            raise ValueError(f"ratio must be in (0, 1), got {ratio}")
+        self.ratio = ratio
+        rotate = float(rotate)
+        if not 0.0 <= rotate <= 360.0:
+            raise ValueError(f"rotate must be in [0, 360] degrees, got {rotate}")
+        self.rotate = rotate
+        self.invert = bool(invert)
+        self.value = check_value(value)
+        self.p = check_prob("p", p)
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        lo, hi = self.d
+        d = np.minimum(lo + np.floor(draws.uniform_np(1) * (hi - lo + 1)), hi).astype(np.float64)
+        keep = np.clip(np.floor(d * self.ratio + 0.5), 1, d - 1)
+        return {"d": d, "keep": keep, "dy": np.floor(draws.uniform_np(2) * d), "dx": np.floor(draws.uniform_np(3) * d),
+                "angle": np.deg2rad(draws.uniform_np(4, 0.0, self.rotate).astype(np.float64)),
+                "on": draws.bernoulli_np(0, self.p)}
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        h, w = x.shape[2:]
+        dev = x.device
+        f64 = torch.float64
+        ys = torch.arange(h, device=dev, dtype=f64).view(1, h, 1) + 0.5 - h / 2
+        xs = torch.arange(w, device=dev, dtype=f64).view(1, 1, w) + 0.5 - w / 2
+        cos, sin = (torch.from_numpy(np.ascontiguousarray(f(params["angle"]))).to(dev).view(-1, 1, 1)
+                    for f in (np.cos, np.sin))
+        u = cos * xs + sin * ys + w / 2  # the grid's coordinates of each pixel centre
+        v = -sin * xs + cos * ys + h / 2
+        d, keep = (torch.from_numpy(params[k]).to(dev).view(-1, 1, 1) for k in ("d", "keep"))
+        dy, dx = (torch.from_numpy(params[k]).to(dev).view(-1, 1, 1) for k in ("dy", "dx"))
+        in_lines = (torch.remainder(v - dy, d) < keep) | (torch.remainder(u - dx, d) < keep)
+        erase = in_lines if self.invert else ~in_lines
+        where = (erase.unsqueeze(1) & column(params["on"], x)).expand(-1, 1, h, w)
+        return fill(x, where, self.value, draws, self.draws)

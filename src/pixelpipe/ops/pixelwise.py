@@ -1,0 +1,53 @@
+"""Small tensor helpers the pixel and batch ops share: per-sample numbers as broadcastable
+tensors, grey levels, mirrored indices and rectangles in output coordinates.
+
+The ops compute their per-sample parameters on the host (numpy [N] arrays, see
+`pixelpipe.ops.kinds`); these helpers bring them to the image's device in one copy each, so
+no op branches on a sample in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["column", "grey_levels", "inside", "reflect_indices"]
+
+
+def column(values: np.ndarray, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Per-sample values (numpy [N]) as a tensor [N, 1, 1, 1] on x's device, of x's dtype
+    (or `dtype`), ready to broadcast against an [N, C, H, W] batch."""
+    t = torch.from_numpy(np.ascontiguousarray(values))
+    t = t.to(device=x.device, dtype=dtype or (x.dtype if t.dtype != torch.bool else torch.bool))
+    return t.view(-1, 1, 1, 1)
+
+
+def grey_levels(x: torch.Tensor) -> torch.Tensor:
+    """int64 grey levels round(255 x), clamped to 0..255: the uint8 image a [0, 1] float image
+    stands for (exact for images that came in as uint8 and were not resampled)."""
+    return (x * 255.0).round_().clamp_(0, 255).to(torch.int64)
+
+
+def reflect_indices(n: int, before: int, after: int, device: torch.device) -> torch.Tensor:
+    """int64 [before + n + after]: the source index of each position of a row of n values padded
+    by mirroring without repeating the edge (torch's and numpy's "reflect": ... 2 1 | 0 1 2 ...
+    n-1 | n-2 ...), for any padding, also wider than the row (the mirror repeats)."""
+    i = torch.arange(-before, n + after, device=device)
+    if n == 1:
+        return torch.zeros_like(i)
+    period = 2 * (n - 1)
+    i = i.remainder(period)
+    return torch.where(i < n, i, period - i)
+
+
+def inside(y0: np.ndarray, x0: np.ndarray, y1: np.ndarray, x1: np.ndarray, shape: tuple[int, int],
+           device: torch.device) -> torch.Tensor:
+    """bool [N, 1, H, W]: pixel (i, j) of sample n lies in rows [y0[n], y1[n]) and columns
+    [x0[n], x1[n]) (integer pixel bounds, numpy [N]; empty where y1 <= y0 or x1 <= x0)."""
+    h, w = shape
+    b = torch.from_numpy(np.stack([y0, y1, x0, x1], 1).astype(np.int64)).to(device)
+    rows = torch.arange(h, device=device).view(1, h)
+    cols = torch.arange(w, device=device).view(1, w)
+    in_rows = (rows >= b[:, 0:1]) & (rows < b[:, 1:2])  # [N, H]
+    in_cols = (cols >= b[:, 2:3]) & (cols < b[:, 3:4])  # [N, W]
+    return (in_rows[:, :, None] & in_cols[:, None, :]).unsqueeze(1)

@@ -1,0 +1,89 @@
+"""What the detection readers (Coco, Voc, Yolo) share: image files listed with per-image
+targets parsed at construction, read by index like Folder's files.
+
+A sample's targets are a dict of numpy arrays: "boxes" [K, 4] (in the reader's `box_format`),
+"labels" int64 [K], and what else the format holds ("keypoints" [K, J, 3], "masks", an
+"image_id"). The arrays are the reader's own: a sample hands out views, which nothing writes to
+(the pipeline copies what it moves).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._base import MAX_BYTES, ReaderError, Sample, check_index
+from ._files import read_files
+
+__all__ = ["AnnotatedFiles", "check_max_bytes"]
+
+
+def check_max_bytes(name: str, max_bytes: Any) -> int:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ReaderError(f"{name}: max_bytes must be an int >= 1, got {max_bytes!r}")
+    return max_bytes
+
+
+class AnnotatedFiles:
+    """An indexable reader of image files, each with a dict of targets.
+
+    Subclasses fill `_paths` (one image file per sample) and `_targets` (its dict), and may
+    override `targets(i)` to make part of a sample's targets when it is read (COCO's masks)."""
+
+    indexable = True
+    reads_files = True  # read() opens a file: a Pipeline reads ahead on threads
+    box_format = "xyxy"  # how the boxes are given: give it to the Compose (box_format=)
+    classes: list[str] | None = None  # the name of label l is classes[l] where it is known
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = check_max_bytes(type(self).__name__, max_bytes)
+        self._paths: list[str] = []
+        self._targets: list[dict[str, Any]] = []
+
+    def _done(self, what: str) -> None:
+        if not self._paths:
+            raise ReaderError(f"{type(self).__name__}: {what} lists no images")
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def targets(self, i: int) -> dict[str, Any]:
+        """Sample i's targets, without reading its image."""
+        return dict(self._targets[check_index(i, len(self._paths), type(self).__name__)])
+
+    def read(self, i: int) -> Sample:
+        """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
+        (got,) = self.read_many([i])
+        if isinstance(got, OSError):
+            raise got
+        return got
+
+    def read_many(self, indices: list[int]) -> list[Sample | OSError]:
+        """read(i) of each index, the files read in one call (readers._files): each sample,
+        or the OSError reading its file raised."""
+        paths = [self.sources(i) for i in indices]
+        return [d if isinstance(d, OSError) else Sample(d, None, p, i, self.targets(i))
+                for i, p, d in zip(indices, paths, read_files(paths, self.max_bytes))]
+
+    def sources(self, i: int) -> str:
+        """The path of sample i's image."""
+        return self._paths[check_index(i, len(self._paths), type(self).__name__)]
+
+    @property
+    def labels(self) -> torch.Tensor | None:
+        """None: the samples' class ids are per box (their targets' "labels"), not per image."""
+        return None
+
+    def box_counts(self) -> np.ndarray:
+        """int64 [N]: the boxes of every sample."""
+        return np.array([len(t["boxes"]) for t in self._targets], dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(samples={len(self)}, boxes={int(self.box_counts().sum())})"
+
+
+def resolve(root: str, name: str) -> str:
+    return name if os.path.isabs(name) else os.path.join(root, name)
