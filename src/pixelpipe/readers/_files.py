@@ -20,10 +20,11 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["read_files"]
+__all__ = ["read_files", "read_one"]
 
 _SIGNATURES = {
     "pp_file_sizes": (None, [C.c_void_p, C.c_int64, C.c_void_p]),
@@ -104,3 +105,11 @@ def _read_python(path: str, max_bytes: int | None = None) -> bytes | OSError:
         return OSError(e.errno, e.strerror, path)
     finally:
         os.close(fd)
+
+
+def read_one(reader: Any, i: int) -> Any:
+    """A reader's read(i) through its read_many: the sample, or the OSError reading it raised."""
+    (got,) = reader.read_many([i])
+    if isinstance(got, OSError):
+        raise got
+    return got

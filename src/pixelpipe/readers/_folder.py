@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, check_index
-from ._files import read_files
+from ._files import read_files, read_one
 
 __all__ = ["Folder"]
 
@@ -235,10 +235,7 @@ class Folder:
 
     def read(self, i: int) -> Sample:
         """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
-        (got,) = self.read_many([i])
-        if isinstance(got, OSError):
-            raise got
-        return got
+        return read_one(self, i)
 
     def read_many(self, indices: list[int]) -> list[Sample | OSError]:
         """read(i) of each index, the files read in one call (readers._files): each sample,
