@@ -9,8 +9,8 @@ kernels/cpu/warp.py).
 
 Why: a batch's planning is a few hundred numpy calls on arrays of a few hundred numbers, so it
 costs numpy's per-call overhead, not arithmetic. On a 16-core H100 host a Compose call of the
-rn50 pipeline spent about 1.3 ms of its 1.7 ms of host time planning (session 10's profile in
-docs/benchmarks.md) while its kernels take 0.63 ms: the host bounds augment-only batches and
+rn50 pipeline spent about 1.3 ms of its 1.7 ms of host time planning (measured with cProfile)
+while its kernels take 0.63 ms: the host bounds augment-only batches and
 cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's window, RandomFlip's
 and RandomAffine's matrices, ColorJitter's parameters and colour maps, the affine inverse and
 source regions, and the warp kernel's rows in one call each.

@@ -2,7 +2,7 @@
 in one (see decode/nvimgcodec_open.py).
 
 Why: made one by one from Python, these three calls per image held the GIL for about 4.7 ms per
-batch of 256 on the planning thread of a GPU Pipeline (session 12, docs/benchmarks.md), and the
+batch of 256 on the planning thread of a GPU Pipeline (measured on a 16-core H100 host), and the
 Pipeline's threads were bound by the GIL. Called through ctypes without the GIL, the same calls
 leave the GIL to the other threads.
 
