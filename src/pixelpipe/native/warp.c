@@ -270,6 +270,20 @@ static void finish_pixel(const Job *J, int64_t i, int64_t j, const float *c) {
 /* ------------------------------------------------------------------------- the entry point */
 /* Sample warp + pointwise into dst. src: buffer pixel (0, 0); returns 0, or -1 for arguments it
  * cannot take (the caller then runs the reference). */
+/* The pointwise epilogue's maps (pw[3..20]: the colour matrix, then the per-channel scale and
+ * offset) and the destination's address and strides, shared by both entry points. */
+static void set_epilogue(Job *J, const float *pw, void *dst, int64_t dsy, int64_t dsx, int64_t dsc) {
+    for (int q = 0; q < 3; q++) {
+        J->k[q] = pw[15 + q];
+        J->b[q] = pw[18 + q];
+    }
+    for (int q = 0; q < 12; q++) J->a[q] = pw[3 + q];
+    J->dst = (char *)dst;
+    J->dsy = dsy;
+    J->dsx = dsx;
+    J->dsc = dsc;
+}
+
 int64_t pp_warp_general(const uint8_t *src, const int64_t *geo, const double *row, const float *pw, void *dst) {
     Job J;
     const int64_t H = geo[G_OUT_H], W = geo[G_OUT_W], C = geo[G_SRC_C];
@@ -303,16 +317,8 @@ int64_t pp_warp_general(const uint8_t *src, const int64_t *geo, const double *ro
         J.sx_const = fmin(fmax(hypot(J.m[0], J.m[1]), 1.0), J.lim_x);
         J.sy_const = fmin(fmax(hypot(J.m[3], J.m[4]), 1.0), J.lim_y);
     }
-    for (int q = 0; q < 3; q++) {
-        J.fill[q] = pw[q];
-        J.k[q] = pw[15 + q];
-        J.b[q] = pw[18 + q];
-    }
-    for (int q = 0; q < 12; q++) J.a[q] = pw[3 + q];
-    J.dst = (char *)dst;
-    J.dsy = geo[G_DST_SY];
-    J.dsx = geo[G_DST_SX];
-    J.dsc = geo[G_DST_SC];
+    for (int q = 0; q < 3; q++) J.fill[q] = pw[q];
+    set_epilogue(&J, pw, dst, geo[G_DST_SY], geo[G_DST_SX], geo[G_DST_SC]);
 #ifdef PP_AVX2
     /* 4-byte loads hold a pixel's channels (channel stride 1, or grey); int32 offsets */
     if (has_avx2() && (C == 1 || sc == 1) && J.bytes < ((int64_t)1 << 31) - 64 && (int64_t)row[9] < (1 << 30) &&
@@ -439,15 +445,7 @@ int64_t pp_pointwise(const void *src, const int64_t *geo, const float *pw, void 
     J.color = (int)geo[P_COLOR];
     J.clamp = (int)geo[P_CLAMP];
     if ((geo[P_SRC_DTYPE] != 0 && !f32) || (J.out_c != 1 && J.out_c != 3) || J.dtype < U8 || J.dtype > BF16) return -1;
-    for (int q = 0; q < 3; q++) {
-        J.k[q] = pw[15 + q];
-        J.b[q] = pw[18 + q];
-    }
-    for (int q = 0; q < 12; q++) J.a[q] = pw[3 + q];
-    J.dst = (char *)dst;
-    J.dsy = geo[P_DST_SY];
-    J.dsx = geo[P_DST_SX];
-    J.dsc = geo[P_DST_SC];
+    set_epilogue(&J, pw, dst, geo[P_DST_SY], geo[P_DST_SX], geo[P_DST_SC]);
 #ifdef PP_AVX2
     if (has_avx2()) {
         pointwise_avx2(&J, src, f32, H, W, sy, sx, sc);

@@ -25,7 +25,7 @@ import torch
 
 from ..data.random import Draws
 from .checks import check_finite, check_prob, check_range
-from .kinds import ColorOp, Op, Params
+from .kinds import AppliedWithP, ColorOp, Op, Params
 
 __all__ = ["ColorJitter", "RandomGrayscale", "Normalize"]
 
@@ -167,20 +167,13 @@ class ColorJitter(ColorOp):
         return out if stacked else out[0]
 
 
-class RandomGrayscale(ColorOp):
+class RandomGrayscale(AppliedWithP, ColorOp):
     """Turn a sample grey (all three channels = 0.299 R + 0.587 G + 0.114 B) with probability p."""
 
+    flag = "grey"
+
     def __init__(self, p: float = 0.1) -> None:
-        self.p = check_prob("p", p)
-
-    draws = 1
-
-    def eval_form(self, style: str) -> list[Op]:
-        """Greyed with probability 1 is no random choice: kept."""
-        return [self] if self.p == 1.0 else []
-
-    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        return {"grey": draws.bernoulli_np(0, self.p)}
+        super().__init__(p)
 
     def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
         keep = np.where(params["grey"], 0.0, 1.0)

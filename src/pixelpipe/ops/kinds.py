@@ -29,8 +29,9 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from .checks import check_prob
 
-__all__ = ["EVAL_STYLES", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp"]
+__all__ = ["EVAL_STYLES", "AppliedWithP", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp"]
 
 Params = dict[str, np.ndarray]
 # the styles of an evaluation form (Op.eval_form; pixelpipe.eval says what each means)
@@ -139,3 +140,22 @@ class BatchOp(Op):
 
     def apply(self, batch: dict[str, Any], params: Params, draws: Draws) -> dict[str, Any]:
         raise NotImplementedError
+
+
+class AppliedWithP:
+    """Mixin for an op whose only randomness is whether it applies to a sample: draw 0, with
+    probability p, lands in params[flag]. Put it before the kind: ``class X(AppliedWithP,
+    PixelOp)``. With p = 1 there is no random choice, so the op keeps itself in an evaluation
+    Compose; otherwise it is dropped."""
+
+    draws = 1
+    flag = "on"
+
+    def __init__(self, p: float = 0.5) -> None:
+        self.p = check_prob("p", p)
+
+    def eval_form(self, style: str) -> list[Op]:
+        return [self] if self.p == 1.0 else []  # type: ignore[list-item]
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        return {self.flag: draws.bernoulli_np(0, self.p)}

@@ -18,7 +18,7 @@ import torch
 
 from ..data.random import Draws
 from .checks import check_prob, check_range
-from .kinds import Op, Params, PixelOp
+from .kinds import AppliedWithP, Op, Params, PixelOp
 from .pixelwise import column, grey_levels
 
 __all__ = ["RandomAutocontrast", "RandomEqualize", "RandomGamma", "RandomPosterize", "RandomSolarize"]
@@ -33,22 +33,6 @@ def _pair(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
 
 def _one_or_pair(value: tuple[float, float]) -> Any:
     return value[0] if value[0] == value[1] else value
-
-
-class _ProbabilityOnly(PixelOp):
-    """A pixel op whose only randomness is whether it applies (draw 0)."""
-
-    draws = 1
-
-    def __init__(self, p: float = 0.5) -> None:
-        self.p = check_prob("p", p)
-
-    def eval_form(self, style: str) -> list[Op]:
-        """Applied with probability 1 is no random choice: kept."""
-        return [self] if self.p == 1.0 else []
-
-    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        return {"on": draws.bernoulli_np(0, self.p)}
 
 
 class RandomPosterize(PixelOp):
@@ -130,7 +114,7 @@ class RandomSolarize(PixelOp):
         return torch.where(flip, 1.0 - x, x)
 
 
-class RandomAutocontrast(_ProbabilityOnly):
+class RandomAutocontrast(AppliedWithP, PixelOp):
     """Stretch each channel of each image to the full range: (x - min) / (max - min), min and
     max of that channel over the image (torchvision's autocontrast on float images; Pillow's
     ImageOps.autocontrast with cutoff 0), with probability p. A channel of one value is kept.
@@ -151,7 +135,7 @@ class RandomAutocontrast(_ProbabilityOnly):
         return torch.where(column(params["on"], x), out, x)
 
 
-class RandomEqualize(_ProbabilityOnly):
+class RandomEqualize(AppliedWithP, PixelOp):
     """Equalize the histogram of each channel of each image (Pillow's ImageOps.equalize,
     torchvision's RandomEqualize), with probability p.
 

@@ -10,12 +10,12 @@ import numpy as np
 
 from ..data.random import Draws
 from .checks import check_prob, check_range
-from .kinds import ColorOp, Op, Params
+from .kinds import AppliedWithP, ColorOp, Op, Params
 
 __all__ = ["ChannelShuffle", "RGBShift", "RandomInvert"]
 
 
-class RandomInvert(ColorOp):
+class RandomInvert(AppliedWithP, ColorOp):
     """Invert the colours of each image (x -> 255 - x, as Pillow's ImageOps.invert and
     torchvision's RandomInvert) with probability p. A colour op: it folds into the pointwise
     pass with the other colour ops, at no cost of its own.
@@ -23,17 +23,7 @@ class RandomInvert(ColorOp):
     Example: ``RandomInvert(0.2)``.
     """
 
-    draws = 1
-
-    def __init__(self, p: float = 0.5) -> None:
-        self.p = check_prob("p", p)
-
-    def eval_form(self, style: str) -> list[Op]:
-        """Inverted with probability 1 is no random choice: kept."""
-        return [self] if self.p == 1.0 else []
-
-    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        return {"invert": draws.bernoulli_np(0, self.p)}
+    flag = "invert"
 
     def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:
         sign = np.where(params["invert"], -1.0, 1.0)

@@ -30,14 +30,13 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import importlib.util
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from datetime import datetime
+from typing import Any
 
 import torch
 
@@ -45,7 +44,7 @@ from ...data.batch import ImageBatch
 from .batches import augment_spans, decode_head, drainer, head, spans
 from .engine_use import open_meter
 from .pipelines import pipeline_ops
-from .timing import Result, in_rounds, print_round_ratios, print_table, time_runs
+from .timing import Result, in_rounds, report, time_runs
 
 RunPass = Callable[[int], Iterator[int]]
 Factory = Callable[[], RunPass]
@@ -162,22 +161,7 @@ def pixelpipe_files(file_list: str, total: int, pipeline: str, batch: int, threa
                     device: torch.device) -> RunPass:
     """The user's path: a Pipeline over a file list, its files read from disk (page cache
     warm after the warm-up pass), one pass = one epoch, shuffled, the last batch padded."""
-    from ...compose import Compose
-    from ...loader.pipeline import Pipeline
-
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
-    pipe = Pipeline(file_list, t, batch, device=str(device), num_threads=threads, prefetch=2)
-
-    def run(epoch: int) -> Iterator[int]:
-        left = total
-        for _ in pipe:
-            k = min(batch, left)
-            left -= k
-            yield k
-
-    run.close = pipe.close  # type: ignore[attr-defined]
-    run.stats = pipe.stats  # type: ignore[attr-defined]
-    return run
+    return _over_pipeline(file_list, total, pipeline, batch, threads, device, None)
 
 
 def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
@@ -187,20 +171,26 @@ def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: i
     With `cache`, the Pipeline's cache is on (cache="gpu" on CUDA, "device" elsewhere): the
     warm-up pass is its first epoch, which decodes every image whole into the cache, and the
     timed passes are later epochs, planning the next batch while this one's kernels run."""
-    from ...compose import Compose
-    from ...loader.pipeline import Pipeline
     from ...readers import Memory
 
-    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
     where = ("gpu" if device.type == "cuda" else "device") if cache else None
-    pipe = Pipeline(Memory(list(blobs)), t, batch, device=str(device), num_threads=threads, prefetch=2,
-                    cache=where)
+    return _over_pipeline(Memory(list(blobs)), len(blobs), pipeline, batch, threads, device, where)
+
+
+def _over_pipeline(source: Any, total: int, pipeline: str, batch: int, threads: int, device: torch.device,
+                   cache: str | None) -> RunPass:
+    """One pass = one epoch of a Pipeline over `source` (`total` samples)."""
+    from ...compose import Compose
+    from ...loader.pipeline import Pipeline
+
+    t = Compose(pipeline_ops(pipeline), dtype=torch.float16)
+    pipe = Pipeline(source, t, batch, device=str(device), num_threads=threads, prefetch=2, cache=cache)
 
     def run(epoch: int) -> Iterator[int]:
         # the valid samples of each batch, counted on the host: every batch is full but the
         # last, padded one (no sample fails here); b["valid"].sum() would wait for the GPU
         # once per batch, which no peer's loop does
-        left = len(blobs)
+        left = total
         for _ in pipe:
             k = min(batch, left)
             left -= k
@@ -357,12 +347,5 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache, files)
     jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]
     results, per_round = in_rounds(jobs, rounds)
-    if as_json:
-        print(json.dumps({"header": header, "versions": package_versions(),
-                          "results": [asdict(r) | {"images_per_s": r.rate} for r in results],
-                          "rounds": [[asdict(r) | {"images_per_s": r.rate} for r in row] for row in per_round]},
-                         indent=2))
-    else:
-        print_table(results, header)
-        print_round_ratios(per_round)
+    report(results, per_round, header, as_json, {"versions": package_versions()})
     return results

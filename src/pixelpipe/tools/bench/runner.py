@@ -11,20 +11,18 @@ val or a preset's), so the ratio compares like work.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
 from .pipelines import BENCH_PIPELINES, pipeline_ops
-from .timing import Result, in_rounds, print_round_ratios, print_table, time_runs
+from .timing import Result, in_rounds, report, time_runs
 
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
 
@@ -130,13 +128,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
               f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
-    if as_json:
-        print(json.dumps({"header": header, "results": [asdict(r) | {"images_per_s": r.rate} for r in results],
-                          "rounds": [[asdict(r) | {"images_per_s": r.rate} for r in row] for row in per_round]},
-                         indent=2))
-    else:
-        print_table(results, header)
-        print_round_ratios(per_round)
+    report(results, per_round, header, as_json)
     return results
 
 

@@ -5,10 +5,11 @@ per-round ratios and their spread."""
 from __future__ import annotations
 
 import gc
+import json
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from ..progress import Progress
 from .engine_use import EngineMeter
@@ -204,3 +205,18 @@ def _median_result(runs: list[Result]) -> Result:
     mean = statistics.fmean(rates)
     return replace(pick, note=pick.note + f"; median of {len(runs)} rounds", rounds_min=min(rates),
                    rounds_cv=statistics.pstdev(rates) / mean if mean else None)
+
+
+def report(results: list[Result], per_round: list[list[Result]], header: str, as_json: bool,
+           extra: dict | None = None) -> None:
+    """Print a benchmark's results: the table and the per-round lines, or one JSON object with
+    the header, `extra` (e.g. package versions), the median results and every round's."""
+    if as_json:
+        def rows(rs: list[Result]) -> list[dict]:
+            return [asdict(r) | {"images_per_s": r.rate} for r in rs]
+
+        print(json.dumps({"header": header, **(extra or {}), "results": rows(results),
+                          "rounds": [rows(row) for row in per_round]}, indent=2))
+    else:
+        print_table(results, header)
+        print_round_ratios(per_round)
