@@ -153,6 +153,10 @@ def test_to_detection_converts_other_formats():
                                                                   for b in BOXES], labels=LABELS)
     det = to_detection(out, "cxcywhn")
     assert det[0]["boxes"].tolist() == [[10, 10, 30, 30], [60, 40, 60, 40], [40, 20, 60, 30]]
+    padded = pp.Compose([CROP], box_format="cxcywhn", targets="padded")(
+        IMAGES, boxes=[convert_boxes(b, "xyxy", "cxcywhn", [W, H]) for b in BOXES], labels=LABELS)
+    for a, b in zip(to_detection(padded, "cxcywhn"), det):
+        assert torch.allclose(a["boxes"], b["boxes"], atol=1e-4) and torch.equal(a["labels"], b["labels"])
 
 
 def test_a_pipeline_yields_labels_and_kept():

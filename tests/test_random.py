@@ -262,3 +262,16 @@ def test_op_blocks_equal_each_op_and_draw_hashed_alone():
         for draw in (0, 5, 6, 11):
             assert np.array_equal(given.uniform_np(draw), alone.uniform_np(draw)), (op, draw)
         assert np.array_equal(given.uniforms_np(range(3, 9)), alone.uniforms_np(range(3, 9)))
+
+
+def test_per_pixel_field_equals_its_numpy_twin():
+    """Draws.field (int32 torch arithmetic, on any device) gives exactly field_np's uint32
+    reference, and a sample's field does not depend on its batch."""
+    idx = torch.tensor([5, 0, 2**33 + 1, -7])
+    d = Draws(11, 2, idx, 7)
+    f = d.field(3, (2, 5, 6))
+    assert f.shape == (4, 2, 5, 6) and f.dtype == torch.float32
+    assert torch.equal(f, torch.from_numpy(d.field_np(3, (2, 5, 6))))
+    assert float(f.min()) >= 0.0 and float(f.max()) < 1.0
+    assert torch.equal(Draws(11, 2, idx[2:3], 7).field(3, (2, 5, 6))[0], f[2])
+    assert not torch.equal(d.field(4, (2, 5, 6)), f)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .transfer import to_device
+
 __all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
@@ -290,7 +292,7 @@ class Draws:
         `shape`) is a hash of draw `draw` of sample n and of e, so a sample gets the same field
         in any batch and on any device (`field_np` is the numpy twin)."""
         device = torch.device("cpu") if device is None else torch.device(device)
-        state = torch.from_numpy(self._hash_np(draw).view(np.int32).copy()).to(device)  # uint32 bits
+        state = to_device(self._hash_np(draw).view(np.int32), device)  # uint32 bits
         size = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
         key = _mix_i32(torch.arange(size, dtype=torch.int32, device=device) + _GOLDEN_I32)
         h = _mix_i32(state.view(-1, 1) ^ key.view(1, -1))

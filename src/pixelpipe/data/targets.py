@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import SampleError
+from .transfer import to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
            "Targets", "convert_boxes", "to_detection"]
@@ -176,7 +177,7 @@ class _Ragged:
 
     def tensors(self, device: torch.device | str = "cpu") -> list[torch.Tensor]:
         """One float32 tensor per sample, views of one upload to `device`."""
-        flat = torch.from_numpy(self.data.astype(np.float32)).to(device)
+        flat = to_device(self.data.astype(np.float32), device)
         return list(torch.split(flat, self.counts.tolist()))
 
     def __repr__(self) -> str:
@@ -385,15 +386,14 @@ class BoxRules:
 def _per_sample(values: np.ndarray, counts: np.ndarray, form: str, fill: float, device: Any) -> Any:
     """Rows [K, ...] of ragged samples as a list of tensors ("list") or one tensor [N, max K,
     ...] padded with `fill` ("padded"), on `device`."""
-    flat = torch.from_numpy(np.ascontiguousarray(values)).to(device)
     if form == "list":
-        return list(torch.split(flat, counts.tolist()))
+        return list(torch.split(to_device(np.ascontiguousarray(values), device), counts.tolist()))
     n, most = len(counts), int(counts.max()) if len(counts) else 0
-    out = flat.new_full((n, most, *flat.shape[1:]), fill)
+    out = np.full((n, most, *values.shape[1:]), fill, dtype=values.dtype)  # padded on the host, one copy
     sample = np.repeat(np.arange(n), counts)
     row = np.arange(len(sample)) - np.concatenate([[0], np.cumsum(counts)[:-1]])[sample]
-    out[torch.from_numpy(sample).to(device), torch.from_numpy(row).to(device)] = flat
-    return out
+    out[sample, row] = values
+    return to_device(out, device)
 
 
 @dataclass(frozen=True)
@@ -426,14 +426,14 @@ class TargetForm:
             if b.labels is not None:
                 out["labels"] = _per_sample(b.labels, b.counts, form, -1, device)
             if form == "padded":
-                out["box_counts"] = torch.from_numpy(b.counts.copy()).to(device)
+                out["box_counts"] = to_device(b.counts.copy(), device)
         if k is not None:
             data = k.data.astype(np.float32)
             if k.joints is not None:
                 data = data.reshape(-1, k.joints, 3)
             out["keypoints"] = _per_sample(data, k.instances(), form, 0.0, device)
             if form == "padded":
-                out["keypoint_counts"] = torch.from_numpy(k.instances()).to(device)
+                out["keypoint_counts"] = to_device(k.instances(), device)
         return out
 
 
@@ -462,14 +462,25 @@ def to_detection(batch: dict[str, Any], box_format: str = "xyxy") -> list[dict[s
     image = batch["image"]
     n, (h, w) = image.shape[0], image.shape[-2:]
     counts = batch.get("box_counts")
-    cut = (lambda v, i: v[i]) if counts is None else (lambda v, i: v[i, : int(counts[i])])
+    counts = None if counts is None else counts.tolist()  # one read of the counts, not one per sample
+    cut = (lambda v, i: v[i]) if counts is None else (lambda v, i: v[i, : counts[i]])
     masks, kept = batch.get("masks"), batch.get("kept")
+    all_boxes = batch["boxes"]
+    if box_format != "xyxy":  # the whole batch's boxes in one conversion
+        def to_xyxy(b: torch.Tensor) -> torch.Tensor:
+            flat = convert_boxes(b.reshape(-1, 4).cpu().numpy(), box_format, "xyxy", np.array([w, h]))
+            return to_device(flat.astype(np.float32), b.device).view(b.shape)
+
+        if isinstance(all_boxes, torch.Tensor):
+            all_boxes = to_xyxy(all_boxes)
+        else:
+            sizes = [len(b) for b in all_boxes]
+            all_boxes = list(torch.split(to_xyxy(torch.cat(all_boxes)), sizes)) if all_boxes else []
+    kc = batch.get("keypoint_counts")
+    kc = None if kc is None else kc.tolist()
     out = []
     for i in range(n):
-        boxes = cut(batch["boxes"], i)
-        if box_format != "xyxy":
-            boxes = torch.from_numpy(convert_boxes(boxes.cpu().numpy(), box_format, "xyxy", np.array([w, h])))
-            boxes = boxes.to(torch.float32).to(image.device)
+        boxes = cut(all_boxes, i)
         d = {"boxes": boxes, "labels": cut(batch["labels"], i)}
         if masks is not None:
             m = masks[i]
@@ -479,8 +490,7 @@ def to_detection(batch: dict[str, Any], box_format: str = "xyxy") -> list[dict[s
             else:
                 d["masks"] = (m[where.to(m.device)] != 0).to(torch.uint8)
         if "keypoints" in batch:
-            kc = batch.get("keypoint_counts")
-            d["keypoints"] = batch["keypoints"][i] if kc is None else batch["keypoints"][i][: int(kc[i])]
+            d["keypoints"] = batch["keypoints"][i] if kc is None else batch["keypoints"][i][: kc[i]]
         out.append(d)
     return out
 

@@ -25,6 +25,7 @@ from ..data.batch import ImageBatch
 from ..data.random import Draws, epochs
 from ..data.targets import Targets
 from ..data.threads import one_torch_thread
+from ..data.transfer import device_constant
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.reference.masks import warp_masks
@@ -348,9 +349,9 @@ def _normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
     norm = stage.normalize
     assert norm is not None
     c = x.shape[1]
-    mean = torch.tensor(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c], dtype=x.dtype, device=x.device)
-    std = torch.tensor(norm.std * c if len(norm.std) == 1 else norm.std[:c], dtype=x.dtype, device=x.device)
-    return (x - mean.view(1, c, 1, 1)) / std.view(1, c, 1, 1)
+    mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
+    std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
+    return (x - mean.view(1, c, 1, 1).to(x.dtype)) / std.view(1, c, 1, 1).to(x.dtype)
 
 
 def _outputs(targets: Targets, program: Program, x: torch.Tensor) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.random import Draws
+from ..data.transfer import to_device
 from .checks import check_prob, check_range
 from .kinds import Op, Params, PixelOp
 from .pixelwise import column, reflect_indices
@@ -146,10 +147,10 @@ class GaussianBlur(PixelOp):
         kh, kw = self.kernel_size
         out = x
         if kw > 1:
-            k = torch.from_numpy(gaussian_kernels(kw, params["sigma"])).to(x.device)
+            k = to_device(gaussian_kernels(kw, params["sigma"]), x.device)
             out = _filter(out, k, 3, kw // 2, kw // 2)
         if kh > 1:
-            k = torch.from_numpy(gaussian_kernels(kh, params["sigma"])).to(x.device)
+            k = to_device(gaussian_kernels(kh, params["sigma"]), x.device)
             out = _filter(out, k, 2, kh // 2, kh // 2)
         return torch.where(column(params["on"], x), out, x)
 
@@ -219,7 +220,7 @@ class MotionBlur(PixelOp):
         if x.shape[0] == 0:
             return x
         k = motion_kernels(self.kernel_size, params["length"], params["angle"], params["direction"])
-        out = _filter2d(x, torch.from_numpy(k).to(x.device))
+        out = _filter2d(x, to_device(k, x.device))
         return torch.where(column(params["on"], x), out, x)
 
 
@@ -264,7 +265,7 @@ class MedianBlur(PixelOp):
         sizes = params["kernel_size"]
         for k in np.unique(sizes[sizes > 1]).tolist():  # a pass per distinct size, not per sample
             rows = np.flatnonzero(sizes == k)
-            pick = torch.from_numpy(rows).to(x.device)
+            pick = to_device(rows, x.device)
             part = x.index_select(0, pick)
             r = k // 2
             h, w = part.shape[2:]

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from ..data.transfer import to_device
 from .checks import check_prob, check_range, check_size
 from .kinds import Op, Params, PixelOp
 from .pixelwise import column, inside
@@ -232,12 +233,12 @@ class GridMask(PixelOp):
         f64 = torch.float64
         ys = torch.arange(h, device=dev, dtype=f64).view(1, h, 1) + 0.5 - h / 2
         xs = torch.arange(w, device=dev, dtype=f64).view(1, 1, w) + 0.5 - w / 2
-        cos, sin = (torch.from_numpy(np.ascontiguousarray(f(params["angle"]))).to(dev).view(-1, 1, 1)
+        cos, sin = (to_device(np.ascontiguousarray(f(params["angle"])), dev).view(-1, 1, 1)
                     for f in (np.cos, np.sin))
         u = cos * xs + sin * ys + w / 2  # the grid's coordinates of each pixel centre
         v = -sin * xs + cos * ys + h / 2
-        d, keep = (torch.from_numpy(params[k]).to(dev).view(-1, 1, 1) for k in ("d", "keep"))
-        dy, dx = (torch.from_numpy(params[k]).to(dev).view(-1, 1, 1) for k in ("dy", "dx"))
+        d, keep = (to_device(params[k], dev).view(-1, 1, 1) for k in ("d", "keep"))
+        dy, dx = (to_device(params[k], dev).view(-1, 1, 1) for k in ("dy", "dx"))
         in_lines = (torch.remainder(v - dy, d) < keep) | (torch.remainder(u - dx, d) < keep)
         erase = in_lines if self.invert else ~in_lines
         where = (erase.unsqueeze(1) & column(params["on"], x)).expand(-1, 1, h, w)

@@ -153,8 +153,8 @@ class RandomEqualize(AppliedWithP, PixelOp):
         if x.numel() == 0:
             return x
         levels = grey_levels(x).view(n * c, -1)  # [NC, HW]
-        rows = torch.arange(n * c, device=x.device).view(-1, 1) * 256
-        hist = torch.bincount((levels + rows).view(-1), minlength=n * c * 256).view(n * c, 256)
+        # scatter_add_, not bincount: CUDA's bincount reads the largest value back to the host
+        hist = torch.zeros(n * c, 256, dtype=torch.int64, device=x.device).scatter_add_(1, levels, torch.ones_like(levels))
         present = hist > 0
         top = 255 - present.flip(1).to(torch.int8).argmax(1, keepdim=True)  # highest level present
         total = levels.shape[1]

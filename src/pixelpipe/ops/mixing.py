@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from ..data.transfer import to_device
 from .checks import check_prob
 from .kinds import BatchOp, Op, Params
 
@@ -147,13 +148,13 @@ class _Mix(BatchOp):
                                  f"(num_classes={self.num_classes}); -1 marks a sample without a label")
             k = self.num_classes
             t = torch.zeros(n, k, dtype=torch.float32, device=labels.device)
-            hit = torch.from_numpy((own >= 0) & (own < k)).to(labels.device)
+            hit = to_device((own >= 0) & (own < k), labels.device)
             t[hit, labels[hit]] = 1.0
             if self.label_smoothing:
                 t = t * (1.0 - self.label_smoothing) + self.label_smoothing / k
         t = t.to(device)
-        w = torch.from_numpy(lam.astype(np.float32)).to(device).view(-1, 1)
-        return w * t + (1.0 - w) * t[torch.from_numpy(partner).to(device)]
+        w = to_device(lam.astype(np.float32), device).view(-1, 1)
+        return w * t + (1.0 - w) * t[to_device(partner, device)]
 
 
 def _cast(mixed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -195,9 +196,9 @@ class MixUp(_Mix):
         partner, mixed = self.partners(batch, params)
         lam = np.where(mixed, params["lam"], 1.0)
         soft = self.soft_labels(batch, partner, lam, x.device)
-        w = torch.from_numpy(lam.astype(np.float32)).to(x.device).view(-1, *([1] * (x.dim() - 1)))
+        w = to_device(lam.astype(np.float32), x.device).view(-1, *([1] * (x.dim() - 1)))
         xf = x.to(torch.float32)
-        out = _cast(w * xf + (1.0 - w) * xf[torch.from_numpy(partner).to(x.device)], x)
+        out = _cast(w * xf + (1.0 - w) * xf[to_device(partner, x.device)], x)
         return {**batch, "image": out, self.label_key: soft}
 
 
@@ -270,11 +271,11 @@ def _paste(x: torch.Tensor, partner: np.ndarray, box: np.ndarray, size: tuple[in
     else:
         rows_dim, cols_dim = x.dim() - 2, x.dim() - 1
     dev = x.device
-    b = torch.from_numpy(box.astype(np.int64)).to(dev)
+    b = to_device(box.astype(np.int64), dev)
     rows = torch.arange(h, device=dev).view(1, h)
     cols = torch.arange(w, device=dev).view(1, w)
     inside = (((rows >= b[:, 0:1]) & (rows < b[:, 2:3]))[:, :, None]
               & ((cols >= b[:, 1:2]) & (cols < b[:, 3:4]))[:, None, :])  # [N, H, W]
     shape = [x.shape[0]] + [1] * (x.dim() - 1)
     shape[rows_dim], shape[cols_dim] = h, w
-    return torch.where(inside.view(shape), x[torch.from_numpy(partner).to(dev)], x)
+    return torch.where(inside.view(shape), x[to_device(partner, dev)], x)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from ..data.transfer import to_device
 from .checks import check_prob, check_range
 from .kinds import Op, Params, PixelOp
 
@@ -59,8 +60,8 @@ class GaussianNoise(PixelOp):
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         n = x.shape[0]
-        sigma = torch.from_numpy(params["sigma"].astype(np.float32)).to(x.device).view(n, 1, 1, 1)
-        on = torch.from_numpy(params["on"]).to(x.device).view(n, 1, 1, 1)
+        sigma = to_device(params["sigma"].astype(np.float32), x.device).view(n, 1, 1, 1)
+        on = to_device(params["on"], x.device).view(n, 1, 1, 1)
         noise = draws.normal_field(2, x.shape[1:], x.device)
         out = torch.where(on, x + (self.mean + sigma * noise), x)
         return out.clamp_(0.0, 1.0) if self.clip else out

@@ -11,15 +11,23 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..data.transfer import to_device
+
 __all__ = ["column", "grey_levels", "inside", "reflect_indices"]
+
+# the dtypes numpy can hold, for a cast before the copy (bfloat16 is cast on the device)
+_NUMPY_TWIN = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16, torch.bool: np.bool_,
+               torch.int64: np.int64, torch.int32: np.int32, torch.uint8: np.uint8}
 
 
 def column(values: np.ndarray, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Per-sample values (numpy [N]) as a tensor [N, 1, 1, 1] on x's device, of x's dtype
     (or `dtype`), ready to broadcast against an [N, C, H, W] batch."""
-    t = torch.from_numpy(np.ascontiguousarray(values))
-    t = t.to(device=x.device, dtype=dtype or (x.dtype if t.dtype != torch.bool else torch.bool))
-    return t.view(-1, 1, 1, 1)
+    values = np.asarray(values)
+    want = torch.bool if values.dtype == np.bool_ else (dtype or x.dtype)
+    if want in _NUMPY_TWIN:  # cast on the host, one asynchronous copy
+        return to_device(values.astype(_NUMPY_TWIN[want], copy=False), x.device).view(-1, 1, 1, 1)
+    return to_device(values, x.device).to(want).view(-1, 1, 1, 1)
 
 
 def grey_levels(x: torch.Tensor) -> torch.Tensor:
@@ -45,7 +53,7 @@ def inside(y0: np.ndarray, x0: np.ndarray, y1: np.ndarray, x1: np.ndarray, shape
     """bool [N, 1, H, W]: pixel (i, j) of sample n lies in rows [y0[n], y1[n]) and columns
     [x0[n], x1[n]) (integer pixel bounds, numpy [N]; empty where y1 <= y0 or x1 <= x0)."""
     h, w = shape
-    b = torch.from_numpy(np.stack([y0, y1, x0, x1], 1).astype(np.int64)).to(device)
+    b = to_device(np.stack([y0, y1, x0, x1], 1).astype(np.int64), device)
     rows = torch.arange(h, device=device).view(1, h)
     cols = torch.arange(w, device=device).view(1, w)
     in_rows = (rows >= b[:, 0:1]) & (rows < b[:, 1:2])  # [N, H]

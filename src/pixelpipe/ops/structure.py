@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from ..data.transfer import to_device
 from .checks import check_prob
 from .kinds import ColorOp, GeometryOp, Op, Params, PixelOp
 
@@ -172,7 +173,7 @@ class _Structure(Op):
                 if len(rows) == n:
                     x = op.apply(x, op.sample(sub, sizes), sub)
                     continue
-                pick = torch.from_numpy(rows).to(x.device)
+                pick = to_device(rows, x.device)
                 y = op.apply(x.index_select(0, pick), op.sample(sub, sizes), sub)
                 if y.shape[1:] != x.shape[1:]:
                     raise ValueError(f"{type(self).__name__}: {type(op).__name__} changed the image's shape "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...data.transfer import to_device
 from ..filters import border_index
 
 __all__ = ["warp_masks"]
@@ -33,9 +34,12 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
         return torch.zeros(0, H, W, 1, dtype=torch.uint8, device=device)
     c, dtype = masks[0].shape[2], masks[0].dtype
     sizes = [m.shape[0] * m.shape[1] * c for m in masks]
-    flat = torch.cat([m.reshape(-1).to(device) for m in masks])
-    offsets = torch.tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]), dtype=torch.int64, device=device)
-    inv = torch.from_numpy(np.ascontiguousarray(inverse, dtype=np.float64)).to(device).reshape(n, 9, 1, 1)
+    if all(m.device.type == "cpu" for m in masks):  # joined on the host, one asynchronous copy
+        flat = to_device(torch.cat([m.reshape(-1) for m in masks]), device)
+    else:
+        flat = torch.cat([m.reshape(-1).to(device) for m in masks])
+    offsets = to_device(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), device)
+    inv = to_device(np.ascontiguousarray(inverse, dtype=np.float64), device).reshape(n, 9, 1, 1)
     ys = torch.arange(H, device=device, dtype=torch.float64) + 0.5
     xs = torch.arange(W, device=device, dtype=torch.float64) + 0.5
     y, x = torch.meshgrid(ys, xs, indexing="ij")
@@ -45,7 +49,7 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
     limit = float(1 << 30)  # far points (a perspective's other side) held where int64 cannot overflow
     iu = torch.floor(u.nan_to_num(limit).clamp(-limit, limit)).to(torch.int64)
     iv = torch.floor(v.nan_to_num(limit).clamp(-limit, limit)).to(torch.int64)
-    hw = torch.from_numpy(np.round(image_sizes).astype(np.int64)).to(device)
+    hw = to_device(np.round(image_sizes).astype(np.int64), device)
     mh, mw = hw[:, 0].view(n, 1, 1), hw[:, 1].view(n, 1, 1)
     ku, out_u = border_index(iu, mw, border)
     kv, out_v = border_index(iv, mh, border)
