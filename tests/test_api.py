@@ -15,7 +15,7 @@ from pixelpipe import Compose
 
 PUBLIC = [
     "ImageBatch", "Compose", "Engine", "GpuDecoding", "Pipeline", "SampleError", "decode",
-    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp",
+    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",

@@ -194,3 +194,14 @@ def test_the_gpu_gives_the_cpus_targets(form):
         assert all(torch.equal(x, y.cpu()) for x, y in zip(a, b)) if form == "list" else torch.equal(a, b.cpu())
     for d_cpu, d_gpu in zip(to_detection(cpu), to_detection(gpu)):
         assert d_gpu["masks"].is_cuda and torch.equal(d_cpu["masks"], d_gpu["masks"].cpu())
+
+
+def test_sanitize_boxes_is_one_targets_op_and_leaves_a_plain_call_a_tensor():
+    """SanitizeBoxes states rules on the targets: without targets a call still returns the
+    image tensor; a second SanitizeBoxes is refused rather than one of them silently ignored."""
+    out = pp.Compose([CROP, pp.SanitizeBoxes()])(IMAGES)
+    assert isinstance(out, torch.Tensor)
+    with pytest.raises(ValueError, match="a second SanitizeBoxes"):
+        pp.Compose([CROP, pp.SanitizeBoxes(), pp.SanitizeBoxes(min_size=5)])
+    with pytest.raises(ValueError, match="comes after the batch op SanitizeBoxes"):
+        pp.Compose([pp.SanitizeBoxes(), CROP])

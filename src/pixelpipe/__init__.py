@@ -54,6 +54,7 @@ from .ops import (
     SanitizeBoxes,
     ScaleJitter,
     SomeOf,
+    TargetsOp,
     Warp,
 )
 from .tools.show import show
@@ -73,6 +74,7 @@ __all__ = [
     "ColorOp",
     "PixelOp",
     "BatchOp",
+    "TargetsOp",
     "Resize",
     "Crop",
     "CenterCrop",

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .data.targets import TARGET_KEYS, BoxRules, TargetForm, Targets
+from .data.targets import TARGET_KEYS, TargetForm, Targets
 from .engine import Engine, SampleError, default_engine
 from .ops.kinds import EVAL_STYLES, Op
 from .plan import Output, Program, Stage, build
@@ -83,9 +83,8 @@ class Compose:
                 raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
         self.ops = ops
         self.output = Output(dtype, layout, channels, antialias, mask_fill)
-        rules = [op.box_rules for op in ops if isinstance(getattr(op, "box_rules", None), BoxRules)]
-        self.targets = TargetForm(box_format, targets, rules[-1] if rules else None)
-        self.program: Program = build(ops, self.output, self.targets)
+        self.program: Program = build(ops, self.output, TargetForm(box_format, targets))
+        self.targets = self.program.targets
 
     @property
     def dtype(self) -> torch.dtype:

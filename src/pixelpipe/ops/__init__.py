@@ -7,7 +7,7 @@ from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomResizedCrop, R
 from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
 from .erasing import Cutout, GridMask, RandomErasing
 from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, Warp
-from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp
+from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp, TargetsOp
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
 from .mixing import CutMix, MixUp
@@ -17,7 +17,7 @@ from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
 
 __all__ = [
-    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp",
+    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
     "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",

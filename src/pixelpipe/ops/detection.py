@@ -13,7 +13,7 @@ import numpy as np
 from ..data.random import Draws
 from ..data.targets import BoxRules, Targets
 from .checks import check_fill, check_finite, check_prob, check_range
-from .kinds import BatchOp, GeometryOp, Op, Params
+from .kinds import GeometryOp, Op, Params, TargetsOp
 from .matrices import affine
 
 __all__ = ["RandomIoUCrop", "RandomZoomOut", "SanitizeBoxes"]
@@ -184,7 +184,7 @@ class RandomZoomOut(GeometryOp):
         return m, np.stack([params["height"], params["width"]], 1)
 
 
-class SanitizeBoxes(BatchOp):
+class SanitizeBoxes(TargetsOp):
     """Drop the boxes that the geometry made too small or pushed out of the picture, with
     their labels and their keypoints when those are per box (torchvision's
     SanitizeBoundingBoxes, albumentations' min_area / min_visibility).
@@ -193,8 +193,8 @@ class SanitizeBoxes(BatchOp):
     `min_area` square pixels, and at least `min_visibility` of the area of the moved box
     (before clipping, over all stages) lies inside the output image. The batch's "kept" says
     which boxes stayed: per sample, their positions among the boxes given (int64). The rules
-    apply to the moved boxes before they are put in the output form; as a batch op it stands
-    at the end of the ops and leaves the finished batch as it is. Masks are not changed
+    apply to the moved boxes before they are put in the output form; like a batch op it stands
+    at the end of the ops (a Compose takes one). Masks are not changed
     (pixelpipe.data.targets.to_detection picks the kept boxes' instance masks).
     """
 
@@ -210,5 +210,3 @@ class SanitizeBoxes(BatchOp):
         r = self.box_rules
         return {"min_size": r.min_size, "min_area": r.min_area, "min_visibility": r.min_visibility}
 
-    def apply(self, batch: dict[str, Any], params: Params, draws: Draws) -> dict[str, Any]:
-        return batch

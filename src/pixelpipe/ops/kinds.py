@@ -12,6 +12,8 @@ from a `Draws` and states its contribution through one of four kinds:
   erasing, blur, a user's `Lambda`), run on the warped float image where the plan puts it.
 - `BatchOp`: a function of the whole output batch (image and targets), for ops that mix
   samples (MixUp, CutMix); it runs last.
+- `TargetsOp`: rules on the targets alone (SanitizeBoxes' `box_rules`), applied when the
+  targets are put in their output form; it touches no pixel and stands with the batch ops.
 
 A new op subclasses one kind and is found by the planner through that kind: nothing else
 changes. Parameters, sizes and matrices are numpy float64 arrays with one row per sample:
@@ -29,9 +31,11 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
+from ..data.targets import BoxRules
 from .checks import check_prob
 
-__all__ = ["EVAL_STYLES", "AppliedWithP", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp"]
+__all__ = ["EVAL_STYLES", "AppliedWithP", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp",
+           "TargetsOp"]
 
 Params = dict[str, np.ndarray]
 # the styles of an evaluation form (Op.eval_form; pixelpipe.eval says what each means)
@@ -140,6 +144,16 @@ class BatchOp(Op):
 
     def apply(self, batch: dict[str, Any], params: Params, draws: Draws) -> dict[str, Any]:
         raise NotImplementedError
+
+
+class TargetsOp(Op):
+    """Rules on the output targets: `box_rules` (data.targets.BoxRules) say which moved boxes
+    are dropped when the batch's targets are put in their output form. A Compose takes one;
+    like a batch op it comes after every op that moves pixels."""
+
+    kind = "targets"
+    deterministic = True
+    box_rules: BoxRules
 
 
 class AppliedWithP:

@@ -13,7 +13,7 @@ Per batch, `Stage.sample` turns a stage into a `StagePlan` (pixelpipe.plan.stage
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from ..data.random import Draws, epochs
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
-from ..ops.kinds import BatchOp, ColorOp, GeometryOp, Op, Params, PixelOp
+from ..ops.kinds import BatchOp, ColorOp, GeometryOp, Op, Params, PixelOp, TargetsOp
 from ..ops.matrices import host
 from . import fast
 from .output import INTERMEDIATE, Form, Output
@@ -122,6 +122,7 @@ class Program:
     stages: list[Stage]
     batch_ops: list[tuple[int, BatchOp]]
     targets: TargetForm = field(default_factory=TargetForm)  # how boxes come in and targets go out
+    targets_op: TargetsOp | None = None  # whose rules `targets` carries
 
     def form(self, k: int) -> Form:
         """What stage k's pointwise pass writes: the output form (with the normalisation) when
@@ -143,8 +144,9 @@ class Program:
                  f"{str(out.dtype).replace('torch.', '')}, {out.channels} channel(s)"]
         for k, s in enumerate(self.stages):
             lines.append(f"  stage {k}: {s.describe()}")
-        if self.batch_ops:
-            lines.append(f"  then on the batch: {', '.join(_name(op) for _, op in self.batch_ops)}")
+        last = [op for _, op in self.batch_ops] + ([self.targets_op] if self.targets_op is not None else [])
+        if last:
+            lines.append(f"  then on the batch: {', '.join(_name(op) for op in last)}")
         return "\n".join(lines)
 
     def mix(self, batch: dict[str, Any], seed: int, epoch: Any, indices: np.ndarray) -> dict[str, Any]:
@@ -167,14 +169,23 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
     """Plan the op list into stages (see the module docstring); errors name the op's place."""
     stages: list[Stage] = []
     batch_ops: list[tuple[int, BatchOp]] = []
+    targets_op: TargetsOp | None = None
+    last: Op | None = None  # the first batch or targets op: every op after it must be one too
     current: Stage | None = None
     normalized = False
     for pos, op in enumerate(ops):
-        if batch_ops and not isinstance(op, BatchOp):
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after the batch op {_name(batch_ops[-1][1])}: "
+        if last is not None and not isinstance(op, (BatchOp, TargetsOp)):
+            raise ValueError(f"op {pos} ({type(op).__name__}) comes after the batch op {_name(last)}: "
                              "batch ops work on the finished batch and come last")
+        if isinstance(op, TargetsOp):
+            if targets_op is not None:
+                raise ValueError(f"op {pos}: a second {_name(op)} (after {_name(targets_op)}); give one, with all the "
+                                 "rules")
+            targets_op, last = op, last or op
+            continue
         if isinstance(op, BatchOp):
             batch_ops.append((pos, op))
+            last = last or op
             continue
         if isinstance(op, (GeometryOp, ColorOp)) and normalized:
             raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
@@ -200,9 +211,12 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
             current.pixels.append((pos, op))
         else:
             raise TypeError(f"op {pos}: {op!r} is of no kind the planner knows: subclass one of pixelpipe.ops "
-                            "GeometryOp, ColorOp, PixelOp or BatchOp")
+                            "GeometryOp, ColorOp, PixelOp or BatchOp (or TargetsOp, for rules on the targets)")
     stages.append(current if current is not None else Stage())  # a plain conversion still needs one pass
-    program = Program(list(ops), output, stages, batch_ops, targets or TargetForm())
+    form = targets or TargetForm()
+    if targets_op is not None:
+        form = replace(form, rules=targets_op.box_rules)
+    program = Program(list(ops), output, stages, batch_ops, form, targets_op)
     _check_output(program)
     return program
 
