@@ -167,6 +167,11 @@ def test_yolo(tmp_path):
     (labels / "a.txt").write_text("0 0.5 0.5 0.25 0.5\n2 0.1 0.1 0.2 0.2\n")
     (labels / "c.txt").write_text("1 0.1 0.2 0.3 0.2 0.3 0.6\n")  # a polygon
     yolo = Yolo(images, classes=["x", "y", "z"])
+    assert len(Yolo(images, extensions="png")) == 3  # one extension as a string, as Folder takes it
+    with pytest.raises(ReaderError, match="lists no images"):
+        Yolo(images, extensions=["jpg"])
+    with pytest.raises(ReaderError, match="extensions is empty"):
+        Yolo(images, extensions=[])
     assert len(yolo) == 3 and yolo.labels_dir == str(labels) and yolo.box_format == "cxcywhn"
     assert len(yolo.targets(1)["boxes"]) == 0  # no label file: a background image
     np.testing.assert_allclose(yolo.targets(2)["boxes"], [[0.2, 0.4, 0.2, 0.4]])

@@ -55,7 +55,6 @@ from .ops.kinds import EVAL_STYLES as STYLES
 
 __all__ = ["CenterResizedCrop", "STYLES", "eval_form", "preprocess"]
 
-_EVAL_FORMS: weakref.WeakSet[Compose] = weakref.WeakSet()  # Composes made here
 _CACHE: weakref.WeakKeyDictionary[Compose, Compose] = weakref.WeakKeyDictionary()
 
 
@@ -76,17 +75,16 @@ def eval_form(compose: Compose, style: str = "center") -> Compose:
     """
     if not isinstance(compose, Compose):
         raise TypeError(f"eval_form needs a Compose, got {type(compose).__name__}")
-    out = compose.eval(style)
-    _EVAL_FORMS.add(out)
-    return out
+    return compose.eval(style)
 
 
 def preprocess(compose: Compose, image: Any) -> torch.Tensor:
     """One image through the evaluation form of `compose`: the row a batch would give.
 
     Args:
-        compose: a training Compose (its evaluation form, style "center", is built once and
-            cached) or an evaluation Compose made by `Compose.eval` or `eval_form` (used as it is).
+        compose: a Compose; its evaluation form (style "center") is built once and cached.
+            An evaluation form's own evaluation form is itself, so one made by `Compose.eval`
+            or `eval_form` gives the same rows.
         image: an HWC (or HW) uint8 numpy array or tensor with 1, 3 or 4 channels, a PIL image
             (EXIF orientation applied, converted as decoded files are), or the encoded bytes of
             a JPEG, PNG, WebP or BMP file (decoded as the training pipeline decodes them).
@@ -97,12 +95,9 @@ def preprocess(compose: Compose, image: Any) -> torch.Tensor:
     """
     if not isinstance(compose, Compose):
         raise TypeError(f"preprocess needs a Compose, got {type(compose).__name__}")
-    if compose in _EVAL_FORMS:
-        ev = compose
-    else:
-        ev = _CACHE.get(compose)
-        if ev is None:
-            ev = _CACHE[compose] = eval_form(compose)
+    ev = _CACHE.get(compose)
+    if ev is None:
+        ev = _CACHE[compose] = eval_form(compose)
     return ev([_one_image(image)])[0]
 
 

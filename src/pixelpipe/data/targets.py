@@ -175,10 +175,6 @@ class _Ragged:
             index = np.concatenate([np.arange(ends[i], ends[i + 1]) for i in idx])
         return self._take(index, self.counts[sel])
 
-    def tensors(self, device: torch.device | str = "cpu") -> list[torch.Tensor]:
-        """One float32 tensor per sample, views of one upload to `device`."""
-        flat = to_device(self.data.astype(np.float32), device)
-        return list(torch.split(flat, self.counts.tolist()))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({int(self.counts.sum())} rows over {len(self)} samples)"

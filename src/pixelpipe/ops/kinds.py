@@ -96,10 +96,6 @@ class GeometryOp(Op):
         """Return (matrix float64 [N, 3, 3], output sizes float64 [N, 2] of (height, width))."""
         raise NotImplementedError
 
-    def plan(self, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """transform(sample(draws, sizes), sizes): what a stage asks of a geometric op per batch."""
-        return self.transform(self.sample(draws, sizes), sizes)
-
 
 class ColorOp(Op):
     """A colour op: a per-sample affine colour transform on RGB in 0..255 units."""

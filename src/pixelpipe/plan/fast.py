@@ -76,7 +76,7 @@ def block_draws(op: Op) -> int:
 
 # ----------------------------------------------------------------------------- per op
 def plan_geometry(op: GeometryOp, draws: Draws, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """op.plan(draws, sizes), from planner.c where the op has a path there."""
+    """op.transform(op.sample(draws, sizes), sizes), from planner.c where the op has a path there."""
     fast = _PLAN.get(type(op))
     lib = native.library() if fast is not None else None
     if lib is None:

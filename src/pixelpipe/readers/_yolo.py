@@ -51,7 +51,9 @@ class Yolo(AnnotatedFiles):
             labels = os.sep.join(parts)
         self.labels_dir = os.fspath(labels)
         self.classes = None if classes is None else list(classes)
-        exts = tuple("." + e.lower().lstrip(".") for e in extensions)
+        exts = tuple("." + e.lower().lstrip(".") for e in ((extensions,) if isinstance(extensions, str) else extensions))
+        if not exts:
+            raise ReaderError("Yolo: extensions is empty; nothing would count as an image")
         for folder, dirs, files in os.walk(self.images):
             dirs.sort()
             for name in sorted(files):

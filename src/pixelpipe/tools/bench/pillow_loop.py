@@ -210,15 +210,6 @@ def run_one(data: bytes, seed: int, ops: Sequence[PilOp]) -> np.ndarray:
     return a.astype(np.float16).transpose(2, 0, 1)
 
 
-def train_one(data: bytes, seed: int, size: int = SIZE) -> np.ndarray:
-    """One image through the rn50 training transforms: float16 [3, size, size]."""
-    return run_one(data, seed, [resized_crop(size), flip()])
-
-
-def val_one(data: bytes, seed: int, size: int = SIZE, resize: int = VAL_RESIZE) -> np.ndarray:
-    return run_one(data, seed, [resize_shorter(resize), centre_crop(size)])
-
-
 def pillow_batches(blobs: Sequence[bytes], batch_size: int, threads: int, pipeline: str = "rn50",
                    seed: int = 0) -> Iterator[torch.Tensor]:
     """Yield float16 [B, 3, 224, 224] batches made by the Pillow loop with `threads` threads."""
