@@ -34,10 +34,12 @@ import numpy as np
 import torch
 from PIL import Image, ImageEnhance
 
+from ...ops.geometry import homography
+from ...presets import IMAGENET_MEAN, IMAGENET_STD
 from .pipelines import SHEAR_DEGREES
 
-MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+MEAN = np.array(IMAGENET_MEAN, dtype=np.float32)
+STD = np.array(IMAGENET_STD, dtype=np.float32)
 SIZE, VAL_RESIZE = 224, 256
 
 PilOp = Callable[[Image.Image, random.Random], Image.Image]
@@ -137,12 +139,8 @@ def perspective(distortion: float, p: float = 0.5) -> PilOp:
         start = [(0, 0), (w - 1, 0), (w - 1, h - 1), (0, h - 1)]
         end = [(rng.uniform(0, dx), rng.uniform(0, dy)), (w - 1 - rng.uniform(0, dx), rng.uniform(0, dy)),
                (w - 1 - rng.uniform(0, dx), h - 1 - rng.uniform(0, dy)), (rng.uniform(0, dx), h - 1 - rng.uniform(0, dy))]
-        a = np.zeros((8, 8))
-        for k, ((x, y), (u, v)) in enumerate(zip(start, end)):  # output (u, v) -> input (x, y)
-            a[2 * k] = [u, v, 1, 0, 0, 0, -x * u, -x * v]
-            a[2 * k + 1] = [0, 0, 0, u, v, 1, -y * u, -y * v]
-        coeffs = np.linalg.solve(a, np.array(start, dtype=np.float64).reshape(8))
-        return im.transform(im.size, Image.PERSPECTIVE, tuple(coeffs), Image.BILINEAR)
+        inverse = homography(np.array([end], dtype=np.float64), np.array([start], dtype=np.float64))[0]  # out -> in
+        return im.transform(im.size, Image.PERSPECTIVE, tuple(inverse.reshape(9)[:8]), Image.BILINEAR)
     return op
 
 
