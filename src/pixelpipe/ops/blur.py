@@ -13,8 +13,6 @@ the outermost pixels as they are.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -63,35 +61,21 @@ def _filter(x: torch.Tensor, kernels: torch.Tensor, dim: int, before: int, after
     return out
 
 
-@contextmanager
-def _exact_float32(device: torch.device) -> Iterator[None]:
-    """cuDNN's convolutions round their inputs to TF32 (10 bits) unless told not to: a
-    quarter of a grey level. Off for the duration of one call (a process-wide switch, put
-    back as it was)."""
-    if device.type != "cuda":
-        yield
-        return
-    was = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = was
-
-
 def _filter2d(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
     """Correlate each sample with its own 2-D kernel (float [N, kh, kw], odd sides), padded by
-    reflection: one grouped convolution over the batch (a group per sample and channel), in
-    full float32 on a GPU too."""
+    reflection: one grouped convolution over the batch (a group per sample and channel). On a
+    GPU it runs in float64: cuDNN may round float32 inputs to TF32 (a quarter of a grey level)
+    unless a process-wide switch is off, and flipping that switch here would race with the
+    Pipeline's other threads and the training loop; float64 is never rounded so."""
     n, c, h, w = x.shape
     kh, kw = kernels.shape[1:]
     rows = reflect_indices(h, kh // 2, kh // 2, x.device)
     cols = reflect_indices(w, kw // 2, kw // 2, x.device)
     padded = x.index_select(2, rows).index_select(3, cols)
-    weight = kernels.to(device=x.device, dtype=x.dtype).repeat_interleave(c, 0).view(n * c, 1, kh, kw)
-    with _exact_float32(x.device):
-        out = F.conv2d(padded.reshape(1, n * c, *padded.shape[2:]), weight, groups=n * c)
-    return out.view(n, c, h, w)
+    dt = torch.float64 if x.device.type == "cuda" else x.dtype
+    weight = kernels.to(device=x.device, dtype=dt).repeat_interleave(c, 0).view(n * c, 1, kh, kw)
+    out = F.conv2d(padded.reshape(1, n * c, *padded.shape[2:]).to(dt), weight, groups=n * c)
+    return out.view(n, c, h, w).to(x.dtype)
 
 
 def gaussian_kernels(size: int, sigma: np.ndarray) -> np.ndarray:
