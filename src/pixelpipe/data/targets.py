@@ -27,7 +27,7 @@ from .errors import SampleError
 from .transfer import to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
-           "Targets", "convert_boxes", "to_detection"]
+           "Targets", "convert_boxes", "targets_of", "to_detection"]
 
 # the per-image target keys of a Compose call and of a reader's dict samples ("labels": the
 # boxes' class ids, one per box)
@@ -489,6 +489,15 @@ def to_detection(batch: dict[str, Any], box_format: str = "xyxy") -> list[dict[s
             d["keypoints"] = batch["keypoints"][i] if kc is None else batch["keypoints"][i][: kc[i]]
         out.append(d)
     return out
+
+
+def targets_of(dicts: Sequence[dict[str, Any] | None]) -> Targets | None:
+    """The targets of a batch from its samples' target dicts (None where a sample has none);
+    None when no sample has any."""
+    if not any(dicts):
+        return None
+    given = {k: v for k in TARGET_KEYS if (v := sample_values(dicts, k)) is not None}
+    return Targets.from_args(len(dicts), **given) if given else None
 
 
 def sample_values(items: Sequence[dict[str, Any] | None], key: str) -> list[Any] | None:

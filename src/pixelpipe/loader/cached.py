@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.targets import TARGET_KEYS, Targets, sample_values
+from ..data.targets import Targets, targets_of
 from ..engine import Engine
 from ..engine.stats import BatchDecode
 from ..plan import Program
@@ -199,11 +199,7 @@ class CachedBatches:
 
     def _targets(self, index: np.ndarray) -> Targets | None:
         """The targets of these cached samples, from their records (None: none has any)."""
-        dicts = [self.records[i].targets for i in index.tolist()]
-        if not any(dicts):
-            return None
-        given = {k: v for k in TARGET_KEYS if (v := sample_values(dicts, k)) is not None}
-        return Targets.from_args(len(dicts), **given) if given else None
+        return targets_of([self.records[i].targets for i in index.tolist()])
 
     def _placed_ahead(self, index: np.ndarray, valid: np.ndarray, k: int) -> list[tuple[torch.Tensor, ...]]:
         """Per batch of the window, its (label, index, valid) tensors on the pipeline's device,

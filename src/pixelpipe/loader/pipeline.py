@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..compose import Compose
-from ..data.targets import TARGET_KEYS, Targets, sample_values
+from ..data.targets import TARGET_KEYS, Targets, sample_values, targets_of
 from ..data.threads import one_torch_thread
 from ..engine import Engine, GpuDecoding, SampleError
 from ..engine.stats import DecodeStats
@@ -445,8 +445,4 @@ class Pipeline:
 
 def _targets(items: list[Item]) -> Targets | None:
     """The batch's targets from its items' target dicts (None: no item has any)."""
-    dicts = [it.targets for it in items]
-    if not any(dicts):
-        return None
-    given = {k: v for k in TARGET_KEYS if (v := sample_values(dicts, k)) is not None}
-    return Targets.from_args(len(items), **given) if given else None
+    return targets_of([it.targets for it in items])

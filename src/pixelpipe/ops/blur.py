@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..data.random import Draws
 from ..data.transfer import to_device
-from .checks import check_prob, check_range
+from .checks import check_prob, check_range, one_or_pair
 from .kinds import Op, Params, PixelOp
 from .pixelwise import column, reflect_indices
 
@@ -40,10 +40,6 @@ def _odd_sizes(name: str, value: Any, allow_one: bool = True) -> tuple[int, int]
         if isinstance(k, bool) or not isinstance(k, int) or k < least or k % 2 == 0:
             raise ValueError(f"{name} must be odd whole numbers >= {least}, got {value!r}")
     return (kh, kw)
-
-
-def _one_or_pair(value: tuple[Any, Any]) -> Any:
-    return value[0] if value[0] == value[1] else value
 
 
 def _filter(x: torch.Tensor, kernels: torch.Tensor, dim: int, before: int, after: int) -> torch.Tensor:
@@ -116,7 +112,7 @@ class GaussianBlur(PixelOp):
         self.p = check_prob("p", p)
 
     def _fields(self) -> dict[str, Any]:
-        return {"kernel_size": _one_or_pair(self.kernel_size), "sigma": _one_or_pair(self.sigma), "p": self.p}
+        return {"kernel_size": one_or_pair(self.kernel_size), "sigma": one_or_pair(self.sigma), "p": self.p}
 
     def eval_form(self, style: str) -> list[Op]:
         return [self] if self.p == 1.0 and self.sigma[0] == self.sigma[1] else []
@@ -233,7 +229,7 @@ class MedianBlur(PixelOp):
         self.p = check_prob("p", p)
 
     def _fields(self) -> dict[str, Any]:
-        return {"kernel_size": _one_or_pair(self.kernel_size), "p": self.p}
+        return {"kernel_size": one_or_pair(self.kernel_size), "p": self.p}
 
     def eval_form(self, style: str) -> list[Op]:
         return [self] if self.p == 1.0 and self.kernel_size[0] == self.kernel_size[1] else []

@@ -8,10 +8,15 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["BORDERS", "INTERPOLATIONS", "check_choice", "check_fill", "check_finite", "check_prob", "check_range",
-           "check_size"]
+           "check_size", "one_or_pair"]
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 BORDERS = ("constant", "reflect", "replicate", "wrap")
+
+
+def one_or_pair(value: tuple[Any, Any]) -> Any:
+    """A (low, high) range as an op's repr shows it: one value where low == high."""
+    return value[0] if value[0] == value[1] else value
 
 
 def check_prob(name: str, p: float) -> float:

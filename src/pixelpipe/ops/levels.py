@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
-from .checks import check_prob, check_range
+from .checks import check_prob, check_range, one_or_pair
 from .kinds import AppliedWithP, Op, Params, PixelOp
 from .pixelwise import column, grey_levels
 
@@ -29,10 +29,6 @@ def _pair(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = (value, value)
     return check_range(name, value, lo, hi)
-
-
-def _one_or_pair(value: tuple[float, float]) -> Any:
-    return value[0] if value[0] == value[1] else value
 
 
 class RandomPosterize(PixelOp):
@@ -58,7 +54,7 @@ class RandomPosterize(PixelOp):
         self.p = check_prob("p", p)
 
     def _fields(self) -> dict[str, Any]:
-        return {"bits": _one_or_pair(self.bits), "p": self.p}
+        return {"bits": one_or_pair(self.bits), "p": self.p}
 
     def eval_form(self, style: str) -> list[Op]:
         return [self] if self.p == 1.0 and self.bits[0] == self.bits[1] else []
@@ -98,7 +94,7 @@ class RandomSolarize(PixelOp):
         self.p = check_prob("p", p)
 
     def _fields(self) -> dict[str, Any]:
-        return {"threshold": _one_or_pair(self.threshold), "p": self.p}
+        return {"threshold": one_or_pair(self.threshold), "p": self.p}
 
     def eval_form(self, style: str) -> list[Op]:
         return [self] if self.p == 1.0 and self.threshold[0] == self.threshold[1] else []
@@ -192,7 +188,7 @@ class RandomGamma(PixelOp):
         self.p = check_prob("p", p)
 
     def _fields(self) -> dict[str, Any]:
-        return {"gamma": _one_or_pair(self.gamma), "gain": self.gain, "p": self.p}
+        return {"gamma": one_or_pair(self.gamma), "gain": self.gain, "p": self.p}
 
     def eval_form(self, style: str) -> list[Op]:
         return [self] if self.p == 1.0 and self.gamma[0] == self.gamma[1] else []
