@@ -134,9 +134,10 @@ def general_library() -> C.CDLL | None:
 def with_general(kind: torch.Tensor) -> torch.Tensor:
     """kind (classify's, for uint8 sources) with its REFERENCE samples taking the "general"
     path where warp.c was built."""
-    if not bool((kind == REFERENCE).any()) or general_library() is None:
+    k = kind.numpy()  # numpy, not torch ops on [N]: see classify
+    if not (k == REFERENCE).any() or general_library() is None:
         return kind
-    return torch.where(kind == REFERENCE, GENERAL, kind)
+    return torch.from_numpy(np.where(k == REFERENCE, GENERAL, k))
 
 
 def _general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, dst: torch.Tensor,
