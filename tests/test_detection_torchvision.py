@@ -69,7 +69,7 @@ def test_ssd_geometry_matches_torchvision():
         differ = out["masks"][i] != mk
         assert float(differ.float().mean()) <= 0.03 and not (differ & ~edge_pixels(mk)).any(), i
         exact = pp.Compose([zoom, crop, pp.Resize((ch, cw), interpolation="nearest")], dtype=torch.uint8)
-        same = exact([img], seed=3, indices=[i], masks=[mask])["masks"][0]
+        same = exact([img], seed=3, indices=[i], boxes=[boxes], masks=[mask])["masks"][0]  # RandomIoUCrop draws from the boxes
         if same.shape == cropped.shape:  # this sample's own window size: no resampling, identical
             assert torch.equal(same, cropped)
 
