@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["VideoError", "VideoInfo", "decode_clips", "import_av", "probe"]
+__all__ = ["VideoError", "VideoInfo", "decode_clips", "decode_sampled", "import_av", "probe"]
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -182,7 +182,7 @@ def decode_clips(source: Source, clips: Sequence[Sequence[int]], info: VideoInfo
     Args:
         source: a path, or the encoded file's bytes.
         clips: the frame indices of each clip, in [0, info.frames).
-        info: the video's `probe` (probed here when None).
+        info: the video's `probe` (probed here, in the same opening of the file, when None).
         threads: FFmpeg decoding threads for this file (0: FFmpeg's choice). A loader decoding
             many files at once gives 1: the files are the parallelism.
 
@@ -190,12 +190,19 @@ def decode_clips(source: Source, clips: Sequence[Sequence[int]], info: VideoInfo
         VideoError: an index outside the video, or frames the stream did not give (a damaged
             or truncated file), naming the file and the frames.
     """
+    return decode_sampled(source, lambda _: clips, info, threads)[1]
+
+
+def decode_sampled(source: Source, pick: Callable[[VideoInfo], Sequence[Sequence[int]]],
+                   info: VideoInfo | None = None, threads: int = 0) -> tuple[VideoInfo, list[np.ndarray]]:
+    """Probe a video, choose its clips from what the probe found (`pick(info)`: the frame
+    indices of each clip, e.g. a ClipSampler's), and decode them, opening the file once.
+    Returns the probe and the clips (as decode_clips)."""
     name = _name(source)
     with _open(source) as container:
         if info is None:
             info = _probe_open(container, name)
-            container.seek(0)
-        want = [np.asarray(c, dtype=np.int64).reshape(-1) for c in clips]
+        want = [np.asarray(c, dtype=np.int64).reshape(-1) for c in pick(info)]
         for c, idx in enumerate(want):
             if len(idx) == 0:
                 raise VideoError(f"{name}: clip {c} asks for no frames")
@@ -210,7 +217,7 @@ def decode_clips(source: Source, clips: Sequence[Sequence[int]], info: VideoInfo
         for group in _passes(want, info):
             needed = np.unique(np.concatenate([want[c] for c in group]))
             _decode_pass(container, stream, info, needed, pts_index, frames, name)
-        return [np.stack([frames[int(i)] for i in idx.tolist()]) for idx in want]
+        return info, [np.stack([frames[int(i)] for i in idx.tolist()]) for idx in want]
 
 
 def _decode_pass(container: Any, stream: Any, info: VideoInfo, needed: np.ndarray, pts_index: dict[int, int],
