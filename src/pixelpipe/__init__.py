@@ -4,6 +4,7 @@ and one pointwise pass, on the CPU and the GPU."""
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
 from .data.batch import ImageBatch
+from .data.clips import ClipSampler, augment_clips
 from .engine import Engine, GpuDecoding
 from .ops import (
     BatchOp,
@@ -69,6 +70,9 @@ __all__ = [
     "Pipeline",
     "SampleError",
     "decode",
+    "VideoPipeline",
+    "ClipSampler",
+    "augment_clips",
     "Op",
     "GeometryOp",
     "ColorOp",
@@ -128,6 +132,10 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .loader.pipeline import Pipeline
 
         return Pipeline
+    if name == "VideoPipeline":
+        from .loader.video import VideoPipeline
+
+        return VideoPipeline
     if name in _MODULES:
         import importlib
 
