@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import pixelpipe as pp
-from pixelpipe.data.clips import Clip, ClipSampler, augment_clips, clip_ids, to_layout
+from pixelpipe.data.clips import Clip, ClipSampler, clip_ids, to_layout
+from pixelpipe.engine.clips import augment_clips
 
 
 def fake_info(frames: int, fps: float = 30.0) -> SimpleNamespace:

@@ -4,8 +4,9 @@ and one pointwise pass, on the CPU and the GPU."""
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
 from .data.batch import ImageBatch
-from .data.clips import ClipSampler, augment_clips
+from .data.clips import ClipSampler
 from .engine import Engine, GpuDecoding
+from .engine.clips import augment_clips
 from .ops import (
     BatchOp,
     CenterCrop,

@@ -6,7 +6,7 @@ frames apart (or, with `fps=`, 1 / fps * stride seconds apart, whatever the vide
 starts are counter-based draws keyed by (seed, epoch, video index, clip number): the same
 clip comes out in any batch, on any rank and after a resume, and another epoch draws another.
 
-`augment_clips` runs a Compose on the frames of N clips at once, as one batch of N * T images
+`pixelpipe.engine.clips.augment_clips` runs a Compose on the frames of N clips at once, as one batch of N * T images
 whose sample indices are the clips' ids repeated T times. Every random draw of every op is a
 function of (seed, epoch, sample index, op), so the frames of a clip share one draw of each op
 (the same crop, flip, colour, noise field, erased rectangle) and the clips of a batch differ;
@@ -18,7 +18,6 @@ same weight and rectangle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ import torch
 
 from .random import Draws
 
-__all__ = ["LAYOUTS", "Clip", "ClipSampler", "augment_clips", "clip_ids", "to_layout"]
+__all__ = ["LAYOUTS", "Clip", "ClipSampler", "clip_ids", "to_layout"]
 
 LAYOUTS = ("NTCHW", "NCTHW", "NTHWC")
 STARTS = ("random", "uniform")
@@ -182,69 +181,3 @@ def to_layout(video: torch.Tensor, layout: str) -> torch.Tensor:
     if layout == "NTHWC":
         return video.permute(0, 1, 3, 4, 2).contiguous()
     raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
-
-
-def augment_clips(compose: Any, clips: torch.Tensor | Sequence[Any], ids: Any, seed: int = 0, epoch: int = 0,
-                  layout: str = "NTCHW", engine: Any = None, device: str | torch.device | None = None,
-                  **values: Any) -> Any:
-    """Run a Compose on N clips, every frame of a clip with the same draws (module docstring).
-
-    Args:
-        compose: a pixelpipe.Compose with layout "NCHW" (the frames' layout; `layout` gives
-            the clips').
-        clips: uint8 [N, T, H, W, 3] (CPU or CUDA), or N arrays/tensors [T, H, W, 3] (clips may
-            differ in size, not in T).
-        ids: int64 [N], each clip's global id (see clip_ids): with seed and epoch it fixes the
-            clip's augmentation, whatever the batch.
-        layout: "NTCHW", "NCTHW" or "NTHWC".
-        engine, device: where the Compose runs (as Compose's arguments of the same names).
-        values: what batch ops need, per clip: label=int64 [N] for MixUp/CutMix, and valid=
-            bool [N] (rows False are neither mixed nor partners).
-
-    Returns the clips [N, T, C, H, W] (in `layout`); with batch ops, a dict with "video" and
-    what the batch ops return (e.g. soft labels under "label").
-
-    Example:
-        >>> import torch, pixelpipe as pp
-        >>> from pixelpipe.data.clips import augment_clips
-        >>> t = pp.Compose([pp.RandomResizedCrop(16), pp.RandomFlip()])
-        >>> augment_clips(t, torch.zeros(2, 4, 24, 32, 3, dtype=torch.uint8), [0, 1]).shape
-        torch.Size([2, 4, 3, 16, 16])
-    """
-    from ..engine import default_engine
-
-    if compose.layout != "NCHW":
-        raise ValueError(f"augment_clips needs a Compose with layout 'NCHW' (the frames' layout), got "
-                         f"{compose.layout!r}; choose the clips' layout with layout=")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
-    if engine is not None and device is not None:
-        raise ValueError("give an engine or a device, not both (the engine has its device)")
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    n = len(clips)
-    if len(ids) != n:
-        raise ValueError(f"{n} clips but {len(ids)} ids")
-    shapes = [tuple(c.shape) for c in clips]
-    for k, s in enumerate(shapes):
-        if len(s) != 4 or s[3] != 3 or s[0] != shapes[0][0]:
-            raise ValueError(f"clip {k} has shape {s}; every clip must be uint8 [T, H, W, 3] with the same T "
-                             f"(clip 0 has {shapes[0]})")
-    t = shapes[0][0] if n else 0
-    frames = [torch.as_tensor(c[f]) for c in clips for f in range(t)]
-    eng = engine if engine is not None else default_engine(device if device is not None else
-                                                           (frames[0].device if frames else None))
-    program = compose.program
-    if n == 0:
-        c = compose.channels
-        size = (0, 0)
-        empty = torch.empty(0, t, c, *size, dtype=compose.dtype)
-        return to_layout(empty, layout) if not program.batch_ops else {"video": to_layout(empty, layout), **values}
-    prepared = eng.prepare(program, frames, seed, epoch, np.repeat(ids, t))
-    out = eng.finish(prepared)["image"]
-    video = out.view(n, t, *out.shape[1:])
-    if not program.batch_ops:
-        return to_layout(video, layout)
-    c, h, w = video.shape[2:]
-    batch = program.mix({"image": video.reshape(n, t * c, h, w), **values}, seed, epoch, ids)
-    batch["video"] = to_layout(batch.pop("image").view(n, t, c, h, w), layout)
-    return batch

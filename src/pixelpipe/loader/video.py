@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from ..compose import Compose
-from ..data.clips import LAYOUTS, Clip, ClipSampler, augment_clips, clip_ids
+from ..data.clips import LAYOUTS, Clip, ClipSampler, clip_ids
 from ..decode.video_gpu import NvdecVideoDecoder, VideoDecodeStats
 from ..engine import Engine
+from ..engine.clips import augment_clips
 from ..ops.kinds import Op
 from .arguments import flag, whole
 from .collate import shard_of
