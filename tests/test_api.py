@@ -15,6 +15,7 @@ from pixelpipe import Compose
 
 PUBLIC = [
     "ImageBatch", "Compose", "Engine", "GpuDecoding", "Pipeline", "SampleError", "decode",
+    "VideoPipeline", "ClipSampler", "augment_clips",
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",

@@ -4,7 +4,9 @@ and one pointwise pass, on the CPU and the GPU."""
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
 from .data.batch import ImageBatch
+from .data.clips import ClipSampler
 from .engine import Engine, GpuDecoding
+from .engine.clips import augment_clips
 from .ops import (
     BatchOp,
     CenterCrop,
@@ -69,6 +71,9 @@ __all__ = [
     "Pipeline",
     "SampleError",
     "decode",
+    "VideoPipeline",
+    "ClipSampler",
+    "augment_clips",
     "Op",
     "GeometryOp",
     "ColorOp",
@@ -128,6 +133,10 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .loader.pipeline import Pipeline
 
         return Pipeline
+    if name == "VideoPipeline":
+        from .loader.video import VideoPipeline
+
+        return VideoPipeline
     if name in _MODULES:
         import importlib
 

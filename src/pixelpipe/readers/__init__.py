@@ -4,7 +4,8 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 `Iterable` over a sequence or a function of the index. Streaming readers (`iter_shard`):
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
 Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
-`Yolo`.
+`Yolo`. Videos, indexable, one sample per video (a VideoPipeline cuts clips from them):
+`VideoFolder`, `VideoFileList`.
 """
 
 from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable
@@ -15,6 +16,7 @@ from ._iterable import Iterable
 from ._memory import Memory
 from ._open import open_reader
 from ._tar import TarShards
+from ._video import VIDEO_EXTENSIONS, VideoFileList, VideoFolder
 from ._voc import Voc
 from ._yolo import Yolo
 
@@ -30,6 +32,9 @@ __all__ = [
     "StreamingReader",
     "TarShards",
     "Unreadable",
+    "VIDEO_EXTENSIONS",
+    "VideoFileList",
+    "VideoFolder",
     "Voc",
     "Yolo",
     "open_reader",
