@@ -201,6 +201,51 @@ def test_oversized_headers_are_refused_before_decoding(tmp_path: Path) -> None:
         run(pipe)
 
 
+BROKEN = {  # three samples that fail where the header is read, or where the pixels are decoded
+    "header": lambda data: [b"not an image " + bytes([k]) * 40 for k in range(3)],
+    "body": lambda data: [d[: len(d) // 3] for d in data[:3]],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_every_failing_sample_of_a_batch_is_reported_at_once(kind: str) -> None:
+    data = [it.data for it in samples(6)]
+    blobs = data[:2] + BROKEN[kind](data) + data[2:]
+    with pytest.raises(SampleError) as caught:
+        Compose([Resize((16, 16))])(blobs)
+    assert [p for p, _ in caught.value.failures] == [2, 3, 4] and caught.value.position == 2
+    assert "2 more failing: samples 3, 4" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_a_batch_with_several_failures_is_made_again_once(kind: str) -> None:
+    """With every failure of a batch reported at once, "skip" makes a batch with three
+    undecodable samples again once, not once per failing sample."""
+    data = [it.data for it in samples(8)]
+    mixed = [(d, 0) for d in data[:2] + BROKEN[kind](data) + data[2:]]
+    with make(mixed, "skip", batch_size=8, shuffle=False, prefetch=1) as pipe:
+        epochs: list[int] = []
+        prepare = pipe.engine.prepare
+        pipe.engine.prepare = lambda *a, **k: (epochs.append(a[3]), prepare(*a, **k))[1]
+        batches = run(pipe)
+    assert sorted(e[0] for e in pipe.errors) == [2, 3, 4], pipe.errors
+    assert sorted(valid(batches)) == [0, 1, *range(5, 11)]
+    made = epochs.count(0)  # the producer starts the next epoch ahead: those are not counted
+    if kind == "header":  # found while planning: the first batch planned twice, the padding batch once
+        assert made == len(batches) + 1, made
+    else:  # found while decoding: the first batch split, then made again in one piece once (and
+        # the batch after it, planned ahead before the failure was known, planned again)
+        assert made == len(batches) + 3, made
+
+
+def test_sample_error_lists_every_failure() -> None:
+    e = SampleError.of([(7, "seven"), (2, "two"), (4, "four")])
+    assert (e.position, e.reason) == (2, "two") and e.failures == [(2, "two"), (4, "four"), (7, "seven")]
+    assert str(e).startswith("sample 2: two") and "2 more failing: samples 4, 7" in str(e)
+    with pytest.raises(ValueError, match="no failures"):
+        SampleError.of([])
+
+
 # ----------------------------------------------------------------------------- generated corpus
 def identity_pipeline(reader: object, h: int, w: int) -> Pipeline:
     return Pipeline(reader, Compose([CenterCrop((h, w))], dtype=torch.uint8, layout="NHWC"),

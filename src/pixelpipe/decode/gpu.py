@@ -74,7 +74,7 @@ from ..data.views import DeviceViews
 from . import nvimgcodec_alloc, nvimgcodec_c
 from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath
-from .gpu_fallback import CpuUpload, decode_sample
+from .gpu_fallback import CpuUpload, SampleDecodeError, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, view_row
 from .roi_probe import LAST_FAILURE, roi_decode_safe
@@ -411,8 +411,15 @@ class GpuDecoder(BindingPath):
             on_gpu = self._decode_gpu(planned, stream, why)
             late = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why.keys() - early.samples))
             uploads = [early, late]
-            for i in sorted(why):  # the lowest failure raises
-                (early if i in early.samples else late).result(i)
+            unreadable: list[SampleDecodeError] = []  # all reported at once; any other error raises
+            for i in sorted(why):
+                try:
+                    (early if i in early.samples else late).result(i)
+                except SampleDecodeError as e:
+                    unreadable.append(e)
+            if unreadable:
+                first = unreadable[0]
+                raise SampleDecodeError(first.sample, first.reason, [(e.sample, e.reason) for e in unreadable[1:]])
             for upload in uploads:
                 upload.into(stream)  # the stream waits for the copy
             views = as_views(n, on_gpu, uploads, self.device, None if self._c else self._recycle)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 import numpy as np
@@ -26,11 +27,12 @@ __all__ = ["CpuUpload", "SampleDecodeError", "decode_sample"]
 
 
 class SampleDecodeError(DecodeError):
-    """Neither decoder can read sample `sample` ("sample i: reason")."""
+    """Neither decoder can read sample `sample` ("sample i: reason"); `more` lists (sample,
+    reason) of the batch's other samples neither can read, so that they are all reported at once."""
 
-    def __init__(self, sample: int, reason: str) -> None:
-        super().__init__(f"sample {sample}: {reason}")
-        self.sample, self.reason = sample, reason
+    def __init__(self, sample: int, reason: str, more: Sequence[tuple[int, str]] = ()) -> None:
+        super().__init__(f"sample {sample}: {reason}" + (f" (and {len(more)} more failing)" if more else ""))
+        self.sample, self.reason, self.more = sample, reason, list(more)
 
 
 def decode_sample(blobs: list[bytes], regions: list[tuple[int, int, int, int]] | None, exif: bool,
@@ -95,12 +97,23 @@ class CpuUpload:
             if self.error is not None:
                 raise RuntimeError(f"copying the CPU-decoded samples to the device failed: {self.error}") \
                     from self.error
-            for i in sorted(self._futures):
-                self.result(i)  # raises
+            self._raise_failures()
         if stream is not None and self.event is not None:
             stream.wait_event(self.event)
             assert self.data is not None
             self.data.record_stream(stream)  # made on the upload stream, read on this one
+
+    def _raise_failures(self) -> None:
+        """Raise the lowest failing sample's error; when every failure is a SampleDecodeError,
+        one that names them all."""
+        errors = [(i, self._futures[i].exception()) for i in sorted(self._futures)]
+        errors = [(i, e) for i, e in errors if e is not None]
+        if not errors:
+            return
+        if all(isinstance(e, SampleDecodeError) for _, e in errors):
+            first = errors[0][1]
+            raise SampleDecodeError(first.sample, first.reason, [(e.sample, e.reason) for _, e in errors[1:]]) from first
+        self.result(errors[0][0])  # raises the lowest one
 
     def _one_done(self, _: Future[np.ndarray]) -> None:
         with self._lock:

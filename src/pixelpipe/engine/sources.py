@@ -32,6 +32,7 @@ class EncodedSource:
         # so no header is parsed twice (None where that parse failed: the decoder says why);
         # the batch in one C call first, parse_jpeg for what that leaves
         self.jpeg_headers: list[Any] = []
+        failures: list[tuple[int, str]] = []  # every sample whose header fails, reported at once
         for i, (b, header) in enumerate(zip(self.blobs, parse_jpegs(self.blobs))):
             try:
                 if header is None and b[:3] == b"\xff\xd8\xff":
@@ -41,13 +42,16 @@ class EncodedSource:
                         pass
                 info = header[0] if header is not None else read_header(b)
             except ValueError as e:
-                raise SampleError(i, str(e)) from e
+                failures.append((i, str(e)))
+                continue
             if info.height * info.width > max_pixels:
-                raise SampleError(i, f"{info.width}x{info.height} image has more pixels than max_pixels={max_pixels}")
-            if info.height == 0 or info.width == 0:
-                raise SampleError(i, f"{info.width}x{info.height} image has no pixels")
+                failures.append((i, f"{info.width}x{info.height} image has more pixels than max_pixels={max_pixels}"))
+            elif info.height == 0 or info.width == 0:
+                failures.append((i, f"{info.width}x{info.height} image has no pixels"))
             self.infos.append(info)
             self.jpeg_headers.append(header)
+        if failures:
+            raise SampleError.of(failures)
 
     def __len__(self) -> int:
         return len(self.blobs)

@@ -73,7 +73,7 @@ class PendingDecode:
         try:
             views, fallback, reasons = self.decoder.decode_views(x.blobs, planned=self.planned)
         except SampleDecodeError as e:  # neither decoder could read it: the pipeline's policy decides
-            raise SampleError(e.sample, e.reason) from e
+            raise SampleError(e.sample, e.reason, e.more) from e
         index = self.idx.tolist() if len(fallback) else []
         record = BatchDecode(gpu=len(x) - len(fallback), fallbacks=[(index[i], why) for i, why in zip(fallback, reasons)])
         self.stats.add(record)

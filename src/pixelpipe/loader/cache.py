@@ -221,7 +221,7 @@ class DeviceCache:
         try:
             images, fallback, reasons = decode_many(blobs)
         except SampleDecodeError as e:  # neither decoder can read it: the pipeline's policy decides
-            raise SampleError(encoded[e.sample][0], e.reason) from e
+            raise SampleError(encoded[e.sample][0], e.reason, [(encoded[k][0], r) for k, r in e.more]) from e
         record.gpu += len(blobs) - len(fallback)
         record.fallbacks += [(encoded[i][1].index, why) for i, why in zip(fallback, reasons)]
         return [(it, image) for (_, it), image in zip(encoded, one_channel_if_grey(blobs, images))]

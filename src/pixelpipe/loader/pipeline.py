@@ -358,8 +358,11 @@ class Pipeline:
             if not split:
                 batch = self._wrap(engine.finish(prepared), items, index, epoch)
                 return (lambda: batch), record, rest
-        except SampleError as e:
-            return None, None, self._reading.refill(run, items + rest, items[e.position], e.reason)
+        except SampleError as e:  # every failing sample of the batch at once: it is made again once
+            left = items + rest
+            for position, reason in e.failures:
+                left = self._reading.refill(run, left, items[position], reason)
+            return None, None, left
         return (lambda: self._wrap(engine.finish(prepared), items, index, epoch)), record, rest
 
     def _wrap(self, out: dict[str, Any], items: list[Item], index: np.ndarray, epoch: int) -> dict[str, Any]:

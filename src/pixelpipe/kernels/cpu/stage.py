@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ...data.batch import ImageBatch
+from ...data.errors import SampleError
 from ..reference.pointwise import GREY, channel_means, pointwise_reference
 from ..reference.warp import warp_reference
 from ..spec import PointwiseSpec, WarpSpec
@@ -143,9 +144,11 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
              meanwhile: Callable[[], None] | None = None) -> None:
     """fn(i) for every item, on the threads behind map_fn, raising the error of the first
     failing item in `items` (as iterating map_fn(fn, items) would; for a sorted list, the
-    lowest failing one). meanwhile(), if given, runs on the
-    caller's thread once the tasks are handed out (before the first item with a lazy map such
-    as the builtin one); it must not raise.
+    lowest failing one). A sample that cannot be read (SampleError) does not stop the others:
+    when such are the only failures, one SampleError reports them all, so that a pipeline
+    skipping them makes the batch again once. meanwhile(), if given, runs on the caller's
+    thread once the tasks are handed out (before the first item with a lazy map such as the
+    builtin one); it must not raise.
 
     One task per worker rather than per item: each task takes items from a shared iterator
     until none are left (as balanced as one task per item). With a task per item the caller's
@@ -158,16 +161,19 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
         return
     it = enumerate(items)  # next() on it is atomic under the GIL: each item goes once
     failed: list[tuple[int, BaseException]] = []
+    unreadable: list[SampleError] = []  # samples that could not be read: the others go on
 
     def work(_: int) -> None:
-        # every item taken is run, and none is taken after a failure: all items before the
-        # first failing one were taken before it, so it is found
+        # every item taken is run, and none is taken after a failure other than a sample's:
+        # all items before the first failing one were taken before it, so it is found
         while not failed:
             k, i = next(it, (None, None))
             if k is None:
                 return
             try:
                 fn(i)
+            except SampleError as e:  # every unreadable sample of the batch is reported at once
+                unreadable.append(e)
             except BaseException as e:  # re-raised below, in the caller's thread
                 failed.append((k, e))
 
@@ -178,6 +184,8 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
         pass
     if failed:
         raise min(failed, key=lambda f: f[0])[1]
+    if unreadable:
+        raise SampleError.of([f for e in unreadable for f in e.failures])
 
 
 def _reference(load: Callable[[int], torch.Tensor], spec: WarpSpec, rows: torch.Tensor,
