@@ -144,6 +144,8 @@ def catalogue_strips() -> dict[str, list[Column]]:
     arguments or epochs (`run_any` runs it; batch ops mix the image with itself turned)."""
     flip, turn = pp.RandomFlip(1.0), pp.RandomRotate((90, 90))
     return {
+        "random_crop": [Column("RandomCrop(160, padding=30)", [pp.RandomCrop(160, padding=30)], 1)],
+        "random_rotate90": [Column("epoch 1, then Resize", [pp.RandomRotate90(1.0), pp.Resize((180, 240))], 1)],
         "channel_shuffle": [Column("ChannelShuffle", [pp.ChannelShuffle(1.0)], 1)],
         "rgb_shift": [Column("red +80", [pp.RGBShift((80, 80), 0, 0, p=1.0)])],
         "random_posterize": [Column("2 bits", [pp.RandomPosterize(2, p=1.0)])],

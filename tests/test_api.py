@@ -16,8 +16,8 @@ from pixelpipe import Compose
 PUBLIC = [
     "ImageBatch", "Compose", "Engine", "GpuDecoding", "Pipeline", "SampleError", "decode",
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
-    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
+    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "RandomCrop", "CenterResizedCrop", "Pad",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
     "ChannelShuffle", "RGBShift",
     "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",

@@ -3,10 +3,10 @@ of the kinds in `pixelpipe.ops.kinds`; the planner (pixelpipe.plan) fuses them."
 
 from .blur import GaussianBlur, MedianBlur, MotionBlur, RandomAdjustSharpness, RandomSharpness
 from .color import ColorJitter, Normalize, RandomGrayscale
-from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomResizedCrop, Resize
+from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomCrop, RandomResizedCrop, Resize
 from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
 from .erasing import Cutout, GridMask, RandomErasing
-from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, Warp
+from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, RandomRotate90, Warp
 from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp, TargetsOp
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
@@ -18,8 +18,8 @@ from .tensor import Lambda
 
 __all__ = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
-    "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
+    "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "RandomCrop", "Pad",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
     "ChannelShuffle", "RGBShift",
     "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
