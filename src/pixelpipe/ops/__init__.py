@@ -7,11 +7,13 @@ from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomCrop, RandomRe
 from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
 from .erasing import Cutout, GridMask, RandomErasing
 from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, RandomRotate90, Warp
+from .hsv import RandomHSV
+from .jpeg import JpegQuality
 from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp, TargetsOp
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
 from .mixing import CutMix, MixUp
-from .noise import GaussianNoise
+from .noise import GaussianNoise, SaltAndPepper
 from .photometric import ChannelShuffle, RandomInvert, RGBShift
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
@@ -20,9 +22,9 @@ __all__ = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
     "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "RandomCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
-    "ChannelShuffle", "RGBShift",
-    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
+    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
+    "ChannelShuffle", "RGBShift", "RandomHSV",
+    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma", "JpegQuality",
     "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
