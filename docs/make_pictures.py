@@ -173,6 +173,9 @@ def catalogue_strips() -> dict[str, list[Column]]:
         "some_of": [Column("2 of 3",
                            [pp.SomeOf([pp.RandomEqualize(1.0), pp.RandomSolarize(0.5, p=1.0),
                                        pp.GaussianBlur(9, 3.0)], n=2)])],
+        "rand_augment": [Column(f"epoch {k}", [pp.RandAugment(2, 15)], k) for k in (0, 1)],
+        "trivial_augment_wide": [Column("epoch 2", [pp.TrivialAugmentWide()], 2)],
+        "auto_augment": [Column("epoch 3", [pp.AutoAugment()], 3)],
         "random_order": [Column(f"epoch {k}",
                                 [pp.RandomOrder([pp.RandomRotate((30, 30)), pp.RandomAffine(0, shear=(30, 30))])], k)
                          for k in (0, 1)],

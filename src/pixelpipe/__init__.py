@@ -6,6 +6,7 @@ from .compose import Compose, SampleError
 from .data.batch import ImageBatch
 from .engine import Engine, GpuDecoding
 from .ops import (
+    AutoAugment,
     BatchOp,
     CenterCrop,
     CenterResizedCrop,
@@ -30,6 +31,7 @@ from .ops import (
     Op,
     Pad,
     PixelOp,
+    RandAugment,
     RandomAdjustSharpness,
     RandomAffine,
     RandomAutocontrast,
@@ -60,6 +62,7 @@ from .ops import (
     ScaleJitter,
     SomeOf,
     TargetsOp,
+    TrivialAugmentWide,
     Warp,
 )
 from .tools.show import show
@@ -129,6 +132,9 @@ __all__ = [
     "RandomChoice",
     "SomeOf",
     "RandomOrder",
+    "AutoAugment",
+    "RandAugment",
+    "TrivialAugmentWide",
     "show",
 ]
 

@@ -9,17 +9,18 @@ from .erasing import Cutout, GridMask, RandomErasing
 from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, RandomRotate90, Warp
 from .hsv import RandomHSV
 from .jpeg import JpegQuality
-from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp, TargetsOp
+from .kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, PixelOp, TargetsOp
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
 from .mixing import CutMix, MixUp
 from .noise import GaussianNoise, SaltAndPepper
 from .photometric import ChannelShuffle, RandomInvert, RGBShift
+from .policies import AutoAugment, RandAugment, TrivialAugmentWide
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
 
 __all__ = [
-    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
+    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp", "CompoundOp",
     "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "RandomCrop", "Pad",
     "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
@@ -29,5 +30,5 @@ __all__ = [
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide",
 ]

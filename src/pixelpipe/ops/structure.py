@@ -105,6 +105,12 @@ class _Structure(Op):
         """int64 [N, S]: the inner op each sample takes at each step, -1 for none."""
         raise NotImplementedError
 
+    def stream(self, k: int) -> int:
+        """The number of the inner draws the k-th inner op takes (`inner_draws`): k itself; a
+        structure that is one part of a larger one (pixelpipe.ops.policies) numbers its ops
+        in the whole, so that parts never share a stream."""
+        return k
+
     # ------------------------------------------------------------------ the three kinds
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         steps = self.steps(draws, len(sizes))
@@ -114,7 +120,7 @@ class _Structure(Op):
         if self.kind == "color":
             params = {"steps": steps}
             for k in self._used(steps):
-                for name, v in self.ops[k].sample(inner_draws(draws, k), sizes).items():
+                for name, v in self.ops[k].sample(inner_draws(draws, self.stream(k)), sizes).items():
                     params[f"{k}:{name}"] = v
             return params
         return {"steps": steps}
@@ -132,7 +138,7 @@ class _Structure(Op):
             for k in self._used(col):
                 op = self.ops[k]
                 # sampled at each sample's current size: the same draws, so the same numbers
-                m, s = op.transform(op.sample(inner_draws(draws, k), cur), cur)
+                m, s = op.transform(op.sample(inner_draws(draws, self.stream(k)), cur), cur)
                 rows = col == k
                 step[rows], out[rows] = m[rows], s[rows]
             matrix, cur = step @ matrix, out
@@ -167,7 +173,7 @@ class _Structure(Op):
             col = steps[:, j]
             for k in self._used(col):
                 rows = np.flatnonzero(col == k)
-                sub = inner_draws(draws, k, rows)
+                sub = inner_draws(draws, self.stream(k), rows)
                 sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (len(rows), 1))
                 op = self.ops[k]
                 if len(rows) == n:
