@@ -25,6 +25,9 @@ still depend on seed, epoch and index); write an evaluation Compose by hand for 
 Each op says what it becomes through its ``eval_form(self, style) -> list[Op]`` (an empty list
 drops it); an op of your own defines it, or sets ``deterministic = True`` to be kept.
 
+`FiveCrop` and `TenCrop` (pixelpipe.multicrop) give several fixed views of each image, for
+test-time averaging.
+
 `preprocess(compose, image)` runs the evaluation form on one image (an HWC uint8 array or
 tensor, a PIL image, or the encoded bytes of a file) and returns one image tensor; calling the
 evaluation Compose on a list does the same to a batch, row by row identically.
@@ -50,10 +53,11 @@ import numpy as np
 import torch
 
 from .compose import Compose
+from .multicrop import FiveCrop, TenCrop
 from .ops.crop import CenterResizedCrop
 from .ops.kinds import EVAL_STYLES as STYLES
 
-__all__ = ["CenterResizedCrop", "STYLES", "eval_form", "preprocess"]
+__all__ = ["CenterResizedCrop", "FiveCrop", "STYLES", "TenCrop", "eval_form", "preprocess"]
 
 _CACHE: weakref.WeakKeyDictionary[Compose, Compose] = weakref.WeakKeyDictionary()
 
