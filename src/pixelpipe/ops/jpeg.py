@@ -91,7 +91,7 @@ class JpegQuality(PixelOp):
             return x
         pick = to_device(rows, x.device)
         # the one host copy: only the affected rows, as uint8 HWC
-        levels = (x.index_select(0, pick).clamp(0.0, 1.0) * 255.0).round_().to(torch.uint8)
+        levels = (x[pick].clamp(0.0, 1.0) * 255.0).round_().to(torch.uint8)
         host = levels.permute(0, 2, 3, 1).contiguous().cpu().numpy()
         quality = params["quality"][rows]
         done = list(_pool().map(jpeg_round_trip, host, quality))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..data.random import Draws
 from ..data.transfer import to_device
 
-__all__ = ["column", "grey_levels", "inside", "reflect_indices"]
+__all__ = ["column", "draws_of_rows", "grey_levels", "inside", "reflect_indices"]
 
 # the dtypes numpy can hold, for a cast before the copy (bfloat16 is cast on the device)
 _NUMPY_TWIN = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16, torch.bool: np.bool_,
@@ -59,3 +60,12 @@ def inside(y0: np.ndarray, x0: np.ndarray, y1: np.ndarray, x1: np.ndarray, shape
     in_rows = (rows >= b[:, 0:1]) & (rows < b[:, 1:2])  # [N, H]
     in_cols = (cols >= b[:, 2:3]) & (cols < b[:, 3:4])  # [N, W]
     return (in_rows[:, :, None] & in_cols[:, None, :]).unsqueeze(1)
+
+
+def draws_of_rows(draws: Draws, rows: np.ndarray) -> Draws:
+    """The draws of some samples of a batch (host int64 row numbers): the same numbers for
+    them as in the whole batch, per-pixel fields included, so an op can make noise for the
+    rows it changes alone."""
+    idx = draws.indices.detach().cpu().numpy()[rows]
+    epoch = draws.epoch[rows] if isinstance(draws.epoch, np.ndarray) else draws.epoch
+    return Draws(draws.seed, epoch, idx, draws.op, draws.prefix_np()[rows])

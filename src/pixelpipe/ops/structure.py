@@ -169,6 +169,9 @@ class _Structure(Op):
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         steps = params["steps"]
         n = x.shape[0]
+        # the rows an op changed are copied into x in place once x is this call's own copy:
+        # one copy of the batch per call, not one per op and step (a policy runs a dozen)
+        own = False
         for j in range(steps.shape[1]):
             col = steps[:, j]
             for k in self._used(col):
@@ -177,14 +180,17 @@ class _Structure(Op):
                 sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (len(rows), 1))
                 op = self.ops[k]
                 if len(rows) == n:
-                    x = op.apply(x, op.sample(sub, sizes), sub)
+                    x, own = op.apply(x, op.sample(sub, sizes), sub), False  # it may return its input
                     continue
                 pick = to_device(rows, x.device)
-                y = op.apply(x.index_select(0, pick), op.sample(sub, sizes), sub)
+                y = op.apply(x[pick], op.sample(sub, sizes), sub)  # indexing: CPU index_select is far slower
                 if y.shape[1:] != x.shape[1:]:
                     raise ValueError(f"{type(self).__name__}: {type(op).__name__} changed the image's shape "
                                      f"{tuple(x.shape[1:])} to {tuple(y.shape[1:])}; ops chosen per sample must keep it")
-                x = x.index_copy(0, pick, y.to(x.dtype))
+                if own:
+                    x.index_copy_(0, pick, y.to(x.dtype))
+                else:
+                    x, own = x.index_copy(0, pick, y.to(x.dtype)), True
         return x
 
 
