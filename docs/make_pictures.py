@@ -171,6 +171,7 @@ def catalogue_strips() -> dict[str, list[Column]]:
         "grid_mask": [Column("d 40-80, turned", [pp.GridMask((40, 80), rotate=45, p=1.0)])],
         "mix_up": [Column("with a 2nd image", [pp.MixUp(num_classes=2)])],
         "cut_mix": [Column("with a 2nd image", [pp.CutMix(num_classes=2)], 2)],
+        "mosaic": [Column("with the 2nd image", [pp.Mosaic()], 1)],
         "one_of": [Column(f"epoch {k}", [pp.OneOf([flip, turn])], k) for k in (0, 1)],
         "random_choice": [Column("epoch 4", [pp.RandomChoice([flip, turn])], 4)],
         "some_of": [Column("2 of 3",

@@ -24,7 +24,7 @@ PUBLIC = [
     "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
-    "MixUp", "CutMix",
+    "MixUp", "CutMix", "Mosaic",
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide", "show",
 ]
 

@@ -183,3 +183,14 @@ def test_random_crop_of_varied_images_keeps_values():
         found = any(np.array_equal(a, img.numpy()[y:y + 16, x:x + 16])
                     for y in range(img.shape[0] - 15) for x in range(img.shape[1] - 15))
         assert found
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_whole_pixel_ops_are_exact_on_the_gpu():
+    """Whole-pixel moves read one source pixel per output pixel: the GPU warp gives the CPU's
+    bytes exactly."""
+    imgs = [torch.from_numpy(make_image(24, 24, seed=k)) for k in range(16)]
+    t = pp.Compose([pp.RandomCrop(20, padding=3, border="reflect"), pp.RandomRotate90(0.9)], dtype=U8)
+    cpu = t(imgs, seed=2)
+    gpu = t(pp.ImageBatch.from_list(imgs).to("cuda"), seed=2)
+    assert gpu.is_cuda and torch.equal(gpu.cpu(), cpu)

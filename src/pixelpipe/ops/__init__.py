@@ -13,6 +13,7 @@ from .kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, PixelOp, Target
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
 from .mixing import CutMix, MixUp
+from .mosaic import Mosaic
 from .noise import GaussianNoise, SaltAndPepper
 from .photometric import ChannelShuffle, RandomInvert, RGBShift
 from .policies import AutoAugment, RandAugment, TrivialAugmentWide
@@ -29,6 +30,6 @@ __all__ = [
     "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
-    "MixUp", "CutMix",
+    "MixUp", "CutMix", "Mosaic",
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide",
 ]
