@@ -72,6 +72,12 @@ class TestContract:
         imgs = [make_image(20, 20, seed=k) for k in range(6)]
         assert torch.equal(pickle.loads(pickle.dumps(t))(imgs), t(imgs))
 
+    def test_after_normalize_is_an_error_naming_the_policy(self):
+        with pytest.raises(ValueError, match=r"op 1 \(RandAugment\) comes after Normalize"):
+            pp.Compose([pp.Normalize([0.5] * 3, [0.5] * 3), pp.RandAugment()])
+        with pytest.raises(ValueError, match=r"ops\[0\] \(RandAugment\) is a compound op"):
+            pp.OneOf([pp.RandAugment(), pp.RandomFlip()])
+
     def test_eval_drops_them(self):
         t = pp.Compose([pp.Resize((16, 16)), pp.RandAugment(), pp.AutoAugment(), pp.TrivialAugmentWide()])
         assert [type(op).__name__ for op in t.eval().ops] == ["Resize"]

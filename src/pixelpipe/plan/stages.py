@@ -175,7 +175,7 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
     normalized = False
     for pos, op in _placed(ops):
         if last is not None and not isinstance(op, (BatchOp, TargetsOp)):
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after the batch op {_name(last)}: "
+            raise ValueError(f"op {pos} ({type(ops[pos]).__name__}) comes after the batch op {_name(last)}: "
                              "batch ops work on the finished batch and come last")
         if isinstance(op, TargetsOp):
             if targets_op is not None:
@@ -188,7 +188,7 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
             last = last or op
             continue
         if isinstance(op, (GeometryOp, ColorOp)) and normalized:
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
+            raise ValueError(f"op {pos} ({type(ops[pos]).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
                              "and batch ops may follow Normalize (colour and geometric ops work on pixel values)")
         if current is None or (isinstance(op, (GeometryOp, ColorOp)) and current.pixels):
             if current is not None:
