@@ -9,7 +9,7 @@ import torch
 from helpers import make_image
 
 import pixelpipe as pp
-from pixelpipe.multicrop import FiveCrop, TenCrop
+from pixelpipe.eval import FiveCrop, TenCrop
 
 
 def torchvision_five(img: np.ndarray, h: int, w: int) -> list[np.ndarray]:
