@@ -180,6 +180,7 @@ def catalogue_strips() -> dict[str, list[Column]]:
         "rand_augment": [Column(f"epoch {k}", [pp.RandAugment(2, 15)], k) for k in (0, 1)],
         "trivial_augment_wide": [Column("epoch 2", [pp.TrivialAugmentWide()], 2)],
         "auto_augment": [Column("epoch 3", [pp.AutoAugment()], 3)],
+        "aug_mix": [Column("severity 6", [pp.AugMix(severity=6)], 1)],
         "random_order": [Column(f"epoch {k}",
                                 [pp.RandomOrder([pp.RandomRotate((30, 30)), pp.RandomAffine(0, shear=(30, 30))])], k)
                          for k in (0, 1)],

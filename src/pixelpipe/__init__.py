@@ -6,6 +6,7 @@ from .compose import Compose, SampleError
 from .data.batch import ImageBatch
 from .engine import Engine, GpuDecoding
 from .ops import (
+    AugMix,
     AutoAugment,
     BatchOp,
     CenterCrop,
@@ -137,6 +138,7 @@ __all__ = [
     "AutoAugment",
     "RandAugment",
     "TrivialAugmentWide",
+    "AugMix",
     "show",
 ]
 

@@ -1,6 +1,7 @@
 """Augmentation ops. Each samples per-sample parameters and states its contribution through one
 of the kinds in `pixelpipe.ops.kinds`; the planner (pixelpipe.plan) fuses them."""
 
+from .augmix import AugMix
 from .blur import GaussianBlur, MedianBlur, MotionBlur, RandomAdjustSharpness, RandomSharpness
 from .color import ColorJitter, Normalize, RandomGrayscale
 from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomCrop, RandomResizedCrop, Resize
@@ -31,5 +32,5 @@ __all__ = [
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix", "Mosaic",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix",
 ]

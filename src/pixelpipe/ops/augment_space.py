@@ -35,7 +35,7 @@ from .levels import RandomAutocontrast, RandomEqualize, RandomPosterize, RandomS
 from .matrices import affine
 from .pixelwise import column
 
-__all__ = ["AUTOAUGMENT_SPACE", "RANDAUGMENT_SPACE", "TRIVIALAUGMENT_SPACE", "Space", "Table", "primitive"]
+__all__ = ["AUGMIX_COLOUR", "AUGMIX_SPACE", "AUTOAUGMENT_SPACE", "RANDAUGMENT_SPACE", "TRIVIALAUGMENT_SPACE", "Space", "Table", "primitive"]
 
 
 class Table:
@@ -70,12 +70,13 @@ class _OfSide(Table):
 
 @dataclass(frozen=True)
 class _Posterize(Table):
-    """8 - round(arange(bins) / ((bins - 1) / span)) bits (numpy and torch round half to even)."""
+    """top - round(arange(bins) / ((bins - 1) / span)) bits (numpy and torch round half to even)."""
 
     span: int
+    top: int = 8
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
-        return np.tile(8 - np.round(np.arange(bins) / ((bins - 1) / self.span)), (len(sizes), 1))
+        return np.tile(self.top - np.round(np.arange(bins) / ((bins - 1) / self.span)), (len(sizes), 1))
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ RANDAUGMENT_SPACE = {"Identity": Space("Identity", None, False), **_space(*_TORC
 TRIVIALAUGMENT_SPACE = {"Identity": Space("Identity", None, False),
                         **_space(0.99, (_Linspace(0.0, 32.0), _Linspace(0.0, 32.0)), 135.0, 0.99, 6)}
 
+# AugMix's: shears, translations of a third of the side, rotations; posterize from 4 bits; the
+# colour operations only with all_ops
+AUGMIX_SPACE = _space(0.3, (_OfSide(1 / 3, 1), _OfSide(1 / 3, 0)), 30.0, 0.9, 4)
+AUGMIX_SPACE["Posterize"] = Space("Posterize", _Posterize(4, top=4), False)
+AUGMIX_COLOUR = ("Brightness", "Color", "Contrast", "Sharpness")
+
 GEOMETRIC = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 
 
@@ -117,8 +124,9 @@ class _Primitive(Op):
 
     draws = 2
 
-    def _init(self, space: Space, bins: int, bin: int | None) -> None:
+    def _init(self, space: Space, bins: int, bin: int | None, span: int | None = None) -> None:
         self.space, self.bins, self.bin = space, bins, bin
+        self.span = bins if span is None else span  # a drawn bin is uniform in 0..span-1
         self.name = space.name
 
     def __repr__(self) -> str:
@@ -134,7 +142,7 @@ class _Primitive(Op):
             return {"magnitude": np.zeros(n)}
         table = self.space.table(self.bins, np.asarray(sizes, dtype=np.float64))
         if self.bin is None:
-            at = np.minimum(np.floor(draws.uniform_np(0) * self.bins), self.bins - 1).astype(np.int64)
+            at = np.minimum(np.floor(draws.uniform_np(0) * self.span), self.span - 1).astype(np.int64)
         else:
             at = np.full(n, self.bin, dtype=np.int64)
         magnitude = table[np.arange(n), at]
@@ -147,8 +155,8 @@ class GeometricPrimitive(_Primitive, GeometryOp):
     """A shear, translation or rotation of a policy, as a matrix (see the module docstring)."""
 
     def __init__(self, space: Space, bins: int, bin: int | None, interpolation: str | None = None,
-                 fill: tuple[float, ...] | None = None) -> None:
-        self._init(space, bins, bin)
+                 fill: tuple[float, ...] | None = None, span: int | None = None) -> None:
+        self._init(space, bins, bin, span)
         self.interpolation, self.fill = interpolation, fill
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -211,8 +219,8 @@ _NO_DRAWS: Any = None  # those apply() draw nothing
 class PixelPrimitive(_Primitive, PixelOp):
     """A colour or pixel operation of a policy, run on the float image and clamped after it."""
 
-    def __init__(self, space: Space, bins: int, bin: int | None) -> None:
-        self._init(space, bins, bin)
+    def __init__(self, space: Space, bins: int, bin: int | None, span: int | None = None) -> None:
+        self._init(space, bins, bin, span)
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         if x.shape[0] == 0:
@@ -221,12 +229,12 @@ class PixelPrimitive(_Primitive, PixelOp):
 
 
 def primitive(space: Space, bins: int, bin: int | None, interpolation: str | None = None,
-              fill: tuple[float, ...] | None = None) -> Op | None:
+              fill: tuple[float, ...] | None = None, span: int | None = None) -> Op | None:
     """The op of one policy operation (None for Identity), at bin `bin` of `bins` (None: a bin
-    drawn per sample)."""
+    drawn per sample, uniform in 0..span-1, all bins by default)."""
     if space.name == "Identity":
         return None
     if space.name in GEOMETRIC:
-        return GeometricPrimitive(space, bins, bin, interpolation, fill)
-    return PixelPrimitive(space, bins, bin)
+        return GeometricPrimitive(space, bins, bin, interpolation, fill, span)
+    return PixelPrimitive(space, bins, bin, span)
 
