@@ -49,7 +49,9 @@ class Mosaic(BatchOp):
     point cut off its box has no rule here). "kept" (SanitizeBoxes' positions) no longer
     names given boxes and is removed. Put a LetterBox or Resize((h, w)) before it: every
     image of the batch has one size. Rows whose "valid" is False (a Pipeline's padding) are
-    neither mixed nor partners.
+    neither mixed nor partners. The pixels are one gather on the image's device; the boxes
+    (a few numbers per sample) are cut on the host, so on a GPU a batch with boxes reads them
+    back once (as MixUp and CutMix read the labels).
 
     Example: ``Compose([LetterBox(640, fill=114), Mosaic(p=1.0)], targets="list")``.
     """
