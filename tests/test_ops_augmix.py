@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import check_op, make_image, run
-from test_ops_policies import reference
+from helpers import check_op, make_image, run, torchvision_pixel_op
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
@@ -86,7 +85,7 @@ class TestAugMix:
             for c, k in enumerate(ks):
                 e = op.entry(c, 0, int(k))
                 mag = op._ops[k].sample(inner_draws(draws, e, np.array([i])), sizes[i:i + 1])["magnitude"][0]
-                mix = mix + p["w"][i, c] * reference(op._ops[k].name, x, float(mag))
+                mix = mix + p["w"][i, c] * torchvision_pixel_op(op._ops[k].name, x, float(mag))
             diffs.append(np.abs(out[i].transpose(1, 2, 0) - np.clip(mix, 0, 1)).ravel() * 255)
             checked += 1
         d = np.concatenate(diffs)

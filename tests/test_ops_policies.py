@@ -15,8 +15,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from helpers import check_op, make_image, run
-from PIL import Image, ImageOps
+from helpers import check_op, make_image, run, torchvision_pixel_op
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
@@ -29,7 +28,6 @@ CHI2_999 = {13: 34.53, 25: 52.62}  # chi-square 0.1% critical values by degrees 
 RANDAUGMENT_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
                    "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
 GEOMETRIC = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
-GREY_TV = np.array([0.2989, 0.587, 0.114])  # torchvision's rgb_to_grayscale
 
 
 def draws_at(n: int, seed: int = 0, pos: int = 0, indices=None) -> Draws:
@@ -245,37 +243,6 @@ def test_boxes_follow_the_policy_geometry():
 
 
 # ----------------------------------------------------------------------------- colour and pixels
-def reference(name: str, x: np.ndarray, m: float) -> np.ndarray:
-    """torchvision's definition of one colour or pixel operation on a float HWC image in
-    [0, 1] (uint8 semantics for the level operations, on round(255 x)), clamped."""
-    clip = lambda v: np.clip(v, 0.0, 1.0)
-    if name == "Brightness":
-        return clip(x * (1 + m))
-    if name == "Color":
-        return clip((1 + m) * x - m * (x @ GREY_TV)[..., None])
-    if name == "Contrast":
-        return clip((1 + m) * x - m * (x @ GREY_TV).mean())
-    if name == "Sharpness":  # the 3x3 smoothing inside, the outermost pixels kept, then the blend
-        k = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]]) / 13.0
-        smooth = x.copy()
-        h, w = x.shape[:2]
-        smooth[1:-1, 1:-1] = sum(k[i, j] * x[i:i + h - 2, j:j + w - 2] for i in range(3) for j in range(3))
-        return clip(smooth + (1 + m) * (x - smooth))
-    levels = np.clip(np.round(x * 255), 0, 255).astype(np.uint8)
-    if name == "Posterize":
-        return (levels & ((0xFF << (8 - int(m))) & 0xFF)) / 255.0
-    if name == "Solarize":
-        return np.where(x >= m, 1 - x, x)
-    if name == "AutoContrast":
-        lo, hi = x.min((0, 1)), x.max((0, 1))
-        return np.where(hi > lo, (x - lo) / np.where(hi > lo, hi - lo, 1), x)
-    if name == "Equalize":
-        return np.asarray(ImageOps.equalize(Image.fromarray(levels))) / 255.0
-    if name == "Invert":
-        return 1 - x
-    raise AssertionError(name)
-
-
 @pytest.mark.parametrize("make", [lambda: pp.RandAugment(3, 15), pp.TrivialAugmentWide,
                                   lambda: pp.AutoAugment("imagenet"), lambda: pp.AutoAugment("cifar10")],
                          ids=["rand", "trivial", "auto-imagenet", "auto-cifar10"])
@@ -295,7 +262,7 @@ def test_colour_and_pixel_operations_are_torchvision_in_order(make):
         x = imgs[k] / 255.0
         for e, name in zip(chosen[k], names):
             if name != "Identity":
-                x = reference(name, x, float(mags[e][k]))
+                x = torchvision_pixel_op(name, x, float(mags[e][k]))
         diffs.append(np.abs(out[k].transpose(1, 2, 0) - x).ravel() * 255)
         checked += 1
     d = np.concatenate(diffs)
