@@ -178,6 +178,7 @@ def catalogue_strips() -> dict[str, list[Column]]:
                            [pp.SomeOf([pp.RandomEqualize(1.0), pp.RandomSolarize(0.5, p=1.0),
                                        pp.GaussianBlur(9, 3.0)], n=2)])],
         "rand_augment": [Column(f"epoch {k}", [pp.RandAugment(2, 15)], k) for k in (0, 1)],
+        "timm_rand_augment": [Column("rand-m9-mstd0.5-inc1", [pp.TimmRandAugment(prob=1.0)], 2)],
         "trivial_augment_wide": [Column("epoch 2", [pp.TrivialAugmentWide()], 2)],
         "auto_augment": [Column("epoch 3", [pp.AutoAugment()], 3)],
         "aug_mix": [Column("severity 6", [pp.AugMix(severity=6)], 1)],

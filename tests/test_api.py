@@ -25,7 +25,7 @@ PUBLIC = [
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix", "Mosaic",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "show",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix", "show",
 ]
 
 

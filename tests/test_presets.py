@@ -186,7 +186,9 @@ def test_simclr_is_the_papers_view() -> None:
 
 def test_deit_erases_after_normalising_with_noise() -> None:
     names = [type(op).__name__ for op in presets.deit(224).ops]
-    assert names == ["RandomResizedCrop", "RandomFlip", "RandAugment", "Normalize", "RandomErasing"]
+    assert names == ["RandomResizedCrop", "RandomFlip", "TimmRandAugment", "Normalize", "RandomErasing"]
+    ra = presets.deit(224).ops[2]
+    assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.interpolation) == (2, 9.0, 0.5, True, "bicubic")
     erase = presets.deit(224).ops[-1]
     assert erase.p == 0.25 and erase.value == "random"
     assert presets.deit(224).ops[0].interpolation == "bicubic"

@@ -64,6 +64,7 @@ from .ops import (
     ScaleJitter,
     SomeOf,
     TargetsOp,
+    TimmRandAugment,
     TrivialAugmentWide,
     Warp,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "RandomOrder",
     "AutoAugment",
     "RandAugment",
+    "TimmRandAugment",
     "TrivialAugmentWide",
     "AugMix",
     "show",

@@ -32,7 +32,6 @@ from .ops import (
     GaussianBlur,
     Normalize,
     Op,
-    RandAugment,
     RandomAffine,
     RandomErasing,
     RandomFlip,
@@ -41,6 +40,7 @@ from .ops import (
     RandomResizedCrop,
     RandomRotate,
     Resize,
+    TimmRandAugment,
 )
 
 __all__ = [
@@ -273,22 +273,20 @@ def simclr(size: int = 224, strength: float = 1.0, blur: float = 0.5, *, dtype: 
     return _finish(ops, dtype, layout, normalize, mean, std)
 
 
-def deit(size: int = 224, magnitude: int = 9, random_erasing: float = 0.25, *, dtype: torch.dtype = torch.float32,
+def deit(size: int = 224, magnitude: float = 9.0, random_erasing: float = 0.25, *, dtype: torch.dtype = torch.float32,
          layout: str = "NCHW", normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
          std: Sequence[float] = IMAGENET_STD) -> Compose:
     """DeiT's training transform (Touvron et al. 2021, timm's create_transform with
-    auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25, re_mode="pixel"): a random resized
-    crop (8-100%, bicubic) and a flip, RandAugment with two operations at `magnitude`, the
-    normalisation, then RandomErasing of one rectangle for `random_erasing` of the samples,
-    filled with per-pixel normal noise in normalised units (timm's "pixel" mode; black, 0, when
-    the output is not normalised).
+    auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25, re_mode="pixel", bicubic): a random
+    resized crop (8-100%, bicubic) and a flip; timm's RandAugment (`TimmRandAugment`: two of
+    its fifteen operations, each firing half the time, at levels drawn from N(magnitude, 0.5),
+    the "increasing" set, uncovered areas in the ImageNet mean colour); the normalisation; then
+    RandomErasing of one rectangle for `random_erasing` of the samples, filled with per-pixel
+    normal noise in normalised units (timm's "pixel" mode; black, 0, when the output is not
+    normalised).
 
-    The RandAugment is torchvision's (fourteen operations, fixed magnitude, random signs), the
-    closest built-in to timm's rand-m9-mstd0.5-inc1, which draws each magnitude from a normal
-    of std 0.5 around 9 and uses the "increasing" variants of its operations: the recipes'
-    strengths are alike, their op lists not identical. DeiT's MixUp (0.8) and CutMix (1.0),
-    one of them per batch, are batch ops to add at the end (pp.MixUp, pp.CutMix with the
-    number of classes); the preset leaves them out.
+    DeiT's MixUp (0.8) and CutMix (1.0), one of them per batch, are batch ops to add at the end
+    (pp.MixUp, pp.CutMix with the number of classes); the preset leaves them out.
 
     When to use it: training vision transformers (ViT, DeiT) or other data-hungry models on
     ImageNet-like data with long schedules.
@@ -299,7 +297,7 @@ def deit(size: int = 224, magnitude: int = 9, random_erasing: float = 0.25, *, d
     ops: list[Op] = [
         RandomResizedCrop(size, interpolation="bicubic"),
         RandomFlip(horizontal=0.5),
-        RandAugment(2, magnitude),
+        TimmRandAugment(2, magnitude, 0.5, increasing=True, interpolation="bicubic"),
     ]
     normalised = normalize if normalize is not None else dtype != torch.uint8
     after: list[Op] = []

@@ -20,6 +20,7 @@ from .photometric import ChannelShuffle, RandomInvert, RGBShift
 from .policies import AutoAugment, RandAugment, TrivialAugmentWide
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
+from .timm_augment import TimmRandAugment
 
 __all__ = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp", "CompoundOp",
@@ -32,5 +33,5 @@ __all__ = [
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix", "Mosaic",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix",
 ]
