@@ -141,3 +141,15 @@ class TestTimmRandAugment:
     def test_bad_arguments(self, kwargs, name):
         with pytest.raises(ValueError, match=name):
             pp.TimmRandAugment(**kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_agrees_on_the_gpu():
+    """The same draws on both devices; values within 2 grey levels (the warps' roundings differ
+    by device), on average well under one."""
+    imgs = [make_image(40, 48, seed=k) for k in range(32)]
+    t = pp.Compose([pp.RandomResizedCrop(32), pp.TimmRandAugment(prob=1.0)], dtype=torch.uint8)
+    cpu = t(imgs, seed=4).float()
+    gpu = t(pp.ImageBatch.from_list([torch.from_numpy(i) for i in imgs]).to("cuda"), seed=4)
+    diff = (gpu.cpu().float() - cpu).abs()
+    assert gpu.is_cuda and float(diff.mean()) < 0.5 and float((diff > 2).float().mean()) < 0.01
