@@ -42,6 +42,9 @@ COLOURS = 256
 # strip above starts with) are smaller, so that docs/img stays under its cap
 SMALL_TILE = 112
 SMALL_COLOURS = 64
+# the presets drawn in docs/getting-started.md (a grid each, 75-90 KiB: the later presets, simclr
+# and deit, would take docs/img over its cap)
+PICTURED_PRESETS = ("imagenet_train", "imagenet_val", "fastai_like", "light", "heavy")
 
 
 @dataclass
@@ -144,8 +147,13 @@ def catalogue_strips() -> dict[str, list[Column]]:
     arguments or epochs (`run_any` runs it; batch ops mix the image with itself turned)."""
     flip, turn = pp.RandomFlip(1.0), pp.RandomRotate((90, 90))
     return {
+        "random_crop": [Column("RandomCrop(160, padding=30)", [pp.RandomCrop(160, padding=30)], 1)],
+        "random_rotate90": [Column("epoch 1, then Resize", [pp.RandomRotate90(1.0), pp.Resize((180, 240))], 1)],
         "channel_shuffle": [Column("ChannelShuffle", [pp.ChannelShuffle(1.0)], 1)],
         "rgb_shift": [Column("red +80", [pp.RGBShift((80, 80), 0, 0, p=1.0)])],
+        "random_hsv": [Column("hue +0.25 turns", [pp.RandomHSV((0.25, 0.25), p=1.0)])],
+        "salt_and_pepper": [Column("amount 0.1", [pp.SaltAndPepper(0.1, p=1.0)])],
+        "jpeg_quality": [Column("quality 5", [pp.JpegQuality(5, p=1.0)])],
         "random_posterize": [Column("2 bits", [pp.RandomPosterize(2, p=1.0)])],
         "random_solarize": [Column("threshold 0.5", [pp.RandomSolarize(0.5, p=1.0)])],
         "random_autocontrast": [Column("autocontrast", [pp.RandomAutocontrast(1.0)])],
@@ -163,11 +171,17 @@ def catalogue_strips() -> dict[str, list[Column]]:
         "grid_mask": [Column("d 40-80, turned", [pp.GridMask((40, 80), rotate=45, p=1.0)])],
         "mix_up": [Column("with a 2nd image", [pp.MixUp(num_classes=2)])],
         "cut_mix": [Column("with a 2nd image", [pp.CutMix(num_classes=2)], 2)],
+        "mosaic": [Column("with the 2nd image", [pp.Mosaic()], 1)],
         "one_of": [Column(f"epoch {k}", [pp.OneOf([flip, turn])], k) for k in (0, 1)],
         "random_choice": [Column("epoch 4", [pp.RandomChoice([flip, turn])], 4)],
         "some_of": [Column("2 of 3",
                            [pp.SomeOf([pp.RandomEqualize(1.0), pp.RandomSolarize(0.5, p=1.0),
                                        pp.GaussianBlur(9, 3.0)], n=2)])],
+        "rand_augment": [Column(f"epoch {k}", [pp.RandAugment(2, 15)], k) for k in (0, 1)],
+        "timm_rand_augment": [Column("rand-m9-mstd0.5-inc1", [pp.TimmRandAugment(prob=1.0)], 2)],
+        "trivial_augment_wide": [Column("epoch 2", [pp.TrivialAugmentWide()], 2)],
+        "auto_augment": [Column("epoch 3", [pp.AutoAugment()], 3)],
+        "aug_mix": [Column("severity 6", [pp.AugMix(severity=6)], 1)],
         "random_order": [Column(f"epoch {k}",
                                 [pp.RandomOrder([pp.RandomRotate((30, 30)), pp.RandomAffine(0, shear=(30, 30))])], k)
                          for k in (0, 1)],
@@ -357,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
              lambda tiles=tiles, captions=captions: show(tiles, captions=captions, columns=len(tiles) - 1, tile=TILE))
     save_catalogue(image, save)
     save("design-flow", draw_flow)
-    for preset in presets.PRESETS:
+    for preset in PICTURED_PRESETS:
         save(f"preset-{preset.replace('_', '-')}",
              lambda preset=preset: show([photo], preset, captions=[f"presets.{preset}()"], columns=4, tile=TILE))
     total = sum(n for _, n in written)

@@ -1,5 +1,6 @@
-"""Shared test helpers: deterministic test images, `check_op` (the contract every op keeps) and
-where the ImageNet sample lives (`SAMPLE_DIR`, `need_sample`).
+"""Shared test helpers: deterministic test images, `check_op` (the contract every op keeps),
+torchvision's policy operations written out (`torchvision_pixel_op`) and where the ImageNet
+sample lives (`SAMPLE_DIR`, `need_sample`).
 
 `check_op` is called by exactly one test class per op (STYLE.md, idea 8). Expected values are
 never produced by the code under test alone: each check compares two runs that must agree by
@@ -104,6 +105,43 @@ def grey(x: torch.Tensor, dim: int = 1) -> torch.Tensor:
     shape = [1] * x.dim()
     shape[dim] = 3
     return (x * w.view(shape)).sum(dim, keepdim=True)
+
+
+# ----------------------------------------------------------------------------- policies
+TORCHVISION_GREY = np.array([0.2989, 0.587, 0.114])  # torchvision's rgb_to_grayscale
+
+
+def torchvision_pixel_op(name: str, x: np.ndarray, m: float) -> np.ndarray:
+    """torchvision's definition of one colour or pixel operation on a float HWC image in
+    [0, 1] (uint8 semantics for the level operations, on round(255 x)), clamped."""
+    clip = lambda v: np.clip(v, 0.0, 1.0)
+    if name == "Brightness":
+        return clip(x * (1 + m))
+    if name == "Color":
+        return clip((1 + m) * x - m * (x @ TORCHVISION_GREY)[..., None])
+    if name == "Contrast":
+        return clip((1 + m) * x - m * (x @ TORCHVISION_GREY).mean())
+    if name == "Sharpness":  # the 3x3 smoothing inside, the outermost pixels kept, then the blend
+        k = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]]) / 13.0
+        smooth = x.copy()
+        h, w = x.shape[:2]
+        smooth[1:-1, 1:-1] = sum(k[i, j] * x[i:i + h - 2, j:j + w - 2] for i in range(3) for j in range(3))
+        return clip(smooth + (1 + m) * (x - smooth))
+    levels = np.clip(np.round(x * 255), 0, 255).astype(np.uint8)
+    if name == "Posterize":
+        return (levels & ((0xFF << (8 - int(m))) & 0xFF)) / 255.0
+    if name == "Solarize":
+        return np.where(x >= m, 1 - x, x)
+    if name == "AutoContrast":
+        lo, hi = x.min((0, 1)), x.max((0, 1))
+        return np.where(hi > lo, (x - lo) / np.where(hi > lo, hi - lo, 1), x)
+    if name == "Equalize":
+        from PIL import Image, ImageOps
+
+        return np.asarray(ImageOps.equalize(Image.fromarray(levels))) / 255.0
+    if name == "Invert":
+        return 1 - x
+    raise AssertionError(name)
 
 
 # ----------------------------------------------------------------------------- check_op

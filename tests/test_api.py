@@ -17,16 +17,16 @@ PUBLIC = [
     "ImageBatch", "Compose", "Engine", "GpuDecoding", "Pipeline", "SampleError", "decode",
     "VideoPipeline", "ClipSampler", "augment_clips",
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
-    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "CenterResizedCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
-    "ChannelShuffle", "RGBShift",
-    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
+    "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "RandomCrop", "CenterResizedCrop", "Pad",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
+    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
+    "ChannelShuffle", "RGBShift", "RandomHSV",
+    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma", "JpegQuality",
     "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
-    "MixUp", "CutMix",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "show",
+    "MixUp", "CutMix", "Mosaic",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix", "show",
 ]
 
 

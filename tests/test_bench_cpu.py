@@ -216,7 +216,7 @@ def _jpeg(h: int = 180, w: int = 240) -> bytes:
 
 
 @pytest.mark.parametrize("name", ["rn50", "rich", "val", "fastai_like", "heavy", "light", "imagenet_train",
-                                  "imagenet_val"])
+                                  "imagenet_val", "randaugment", "simclr", "deit"])
 def test_the_pillow_loop_runs_the_pipelines_own_ops(name):
     """One Pillow op per pixelpipe op (Normalize is the loop's own last step), every one run
     (p=1 where an op has a probability would not change the count), float16 CHW out."""

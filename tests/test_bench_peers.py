@@ -200,7 +200,7 @@ class TestKorniaPeer:
     def _kornia(self):
         pytest.importorskip("kornia")
 
-    @pytest.mark.parametrize("pipeline", ["rn50", "rich", "val"])
+    @pytest.mark.parametrize("pipeline", ["rn50", "rich", "val", "randaugment", "simclr"])
     def test_transform_gives_normalised_float16_batches(self, pipeline):
         from pixelpipe.tools.bench.peer_kornia import kornia_transform
 
@@ -239,6 +239,18 @@ class TestKorniaPeer:
         assert results[1].images == 3 and results[1].rate > 0, results[1].note
 
 
+@pytest.mark.parametrize("pipeline", ["rn50", "rich", "val", "randaugment", "simclr"])
+def test_torchvision_transforms_give_normalised_float_images(pipeline):
+    """The torchvision peer's v2 list on one uint8 CHW image (what its GPU loop calls per image)."""
+    pytest.importorskip("torchvision")
+    from torchvision.transforms import v2
+
+    from pixelpipe.tools.bench.peer_torchvision import v2_ops
+
+    out = v2.Compose(v2_ops(pipeline))(torch.randint(0, 256, (3, 256, 300), dtype=torch.uint8))
+    assert out.shape == (3, 224, 224) and out.dtype == torch.float32 and out.min() < 0 < out.max()
+
+
 # ----------------------------------------------------------------------------- on a GPU
 @pytest.mark.gpu
 @needs_cuda
@@ -250,6 +262,19 @@ def test_every_installed_peer_runs_on_the_gpu(pipeline, augment_only, capsys):
                             augment_only=augment_only, cache=True)
     out = json.loads(capsys.readouterr().out)
     assert out["results"][0]["name"] == "pixelpipe"
+    for r in results:
+        if not r.note.startswith("not installed"):
+            assert r.rate > 0 and r.images == len(blobs), f"{r.name}: {r.note}"
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("pipeline", ["randaugment", "simclr"])
+def test_policy_pipelines_run_against_torchvision_and_kornia_on_the_gpu(pipeline, capsys):
+    """The issue's comparisons (DALI has no twin of these lists here)."""
+    blobs = list(_blobs(10))
+    results = run_gpu_bench(blobs, "10 synthetic", pipeline, "cuda", 4, 2, ["torchvision", "kornia"], 1, True, True,
+                            augment_only=True)
     for r in results:
         if not r.note.startswith("not installed"):
             assert r.rate > 0 and r.images == len(blobs), f"{r.name}: {r.note}"

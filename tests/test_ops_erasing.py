@@ -85,15 +85,23 @@ class TestRandomErasing:
         assert aspect.min() > 0.45 and aspect.max() < 2.2 and abs(np.log(aspect).mean()) < 0.03
         assert (p["top"] + p["height"] <= 200).all() and (p["left"] + p["width"] <= 300).all()
 
-    def test_random_value_is_the_samples_normal_field(self):
-        imgs = varied_images(6)
-        op = pp.RandomErasing(1.0, scale=(0.3, 0.3), ratio=(1, 1), value="random")
+    @pytest.mark.parametrize("prob", [1.0, 0.5])
+    def test_random_value_is_the_samples_normal_field(self, prob):
+        """The noise of the batch's field, also where only some rows erase (the op makes the
+        noise of those rows alone); the other rows are left as they are."""
+        imgs = varied_images(8)
+        op = pp.RandomErasing(prob, scale=(0.3, 0.3), ratio=(1, 1), value="random")
         out = run([*SIZE, op], imgs, dtype=torch.float32, seed=1)
-        p = params_of(op, 6, seed=1)
-        z = draws_of(6, seed=1).normal_field(op.draws, (3, 16, 16))
-        for k in range(6):
+        base = run(SIZE, imgs, dtype=torch.float32, seed=1)
+        p = params_of(op, 8, seed=1)
+        z = draws_of(8, seed=1).normal_field(op.draws, (3, 16, 16))
+        erased = p["height"] * p["width"] > 0
+        assert erased.all() if prob == 1.0 else 0 < erased.sum() < 8
+        for k in range(8):
             t, left, eh, ew = (int(p[key][k]) for key in ("top", "left", "height", "width"))
-            assert eh * ew > 0
+            if not erased[k]:
+                assert torch.equal(out[k], base[k])
+                continue
             torch.testing.assert_close(out[k, :, t:t + eh, left:left + ew], z[k, :, t:t + eh, left:left + ew])
 
     def test_grey_output_takes_one_value(self):

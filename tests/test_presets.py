@@ -16,7 +16,10 @@ from pixelpipe.data.random import Draws
 from pixelpipe.tools.datasets import synthetic
 
 SIZE = 24  # small outputs keep the CPU reference warp quick
-RANDOM = ("imagenet_train", "fastai_like", "light", "heavy")
+RANDOM = ("imagenet_train", "fastai_like", "light", "heavy", "simclr", "deit")
+# the noise deit erases with is in normalised units: its rectangles cannot agree with the
+# unnormalised run, so the normalisation check runs without them
+NO_ERASING = {"deit": {"random_erasing": 0.0}}
 MEAN = torch.tensor(presets.IMAGENET_MEAN).view(1, 3, 1, 1)
 STD = torch.tensor(presets.IMAGENET_STD).view(1, 3, 1, 1)
 
@@ -39,7 +42,8 @@ def small(images: list[bytes], side: int = 64) -> list[torch.Tensor]:
 
 
 def test_names_and_docstrings() -> None:
-    assert list(presets.PRESETS) == ["imagenet_train", "imagenet_val", "fastai_like", "light", "heavy"]
+    assert list(presets.PRESETS) == ["imagenet_train", "imagenet_val", "fastai_like", "light", "heavy", "simclr",
+                                     "deit"]
     for name, fn in presets.PRESETS.items():
         assert fn is getattr(presets, name)
         doc = pyinspect.getdoc(fn)
@@ -51,11 +55,11 @@ def test_names_and_docstrings() -> None:
 def test_default_output_is_normalised_float32_nchw(name: str, blobs: list[bytes]) -> None:
     images = small(blobs)
     assert any(im.shape[2] == 1 for im in images) and any(im.shape[2] == 3 for im in images)
-    t = presets.PRESETS[name](SIZE)
+    t = presets.PRESETS[name](SIZE, **NO_ERASING.get(name, {}))
     x = t(images, seed=1)
     assert x.shape == (len(images), 3, SIZE, SIZE) and x.dtype == torch.float32
     # normalised with the ImageNet mean/std: the same ops without Normalize, rescaled, agree
-    raw = presets.PRESETS[name](SIZE, normalize=False)(images, seed=1)
+    raw = presets.PRESETS[name](SIZE, normalize=False, **NO_ERASING.get(name, {}))(images, seed=1)
     assert 0.0 <= float(raw.min()) and float(raw.max()) <= 1.0
     torch.testing.assert_close(x, (raw - MEAN) / STD, atol=1e-4, rtol=1e-4)
     assert float(x.min()) < 0.0  # would not hold for unnormalised values
@@ -166,3 +170,27 @@ def test_bad_size(size: object) -> None:
     for fn in presets.PRESETS.values():
         with pytest.raises(ValueError, match="size"):
             fn(size)
+
+
+def test_simclr_is_the_papers_view() -> None:
+    ops = presets.simclr(224).ops
+    jitter, grey, blur = ops[2], ops[3], ops[4]
+    assert np.allclose(jitter.brightness, (0.2, 1.8)) and jitter.hue == (-0.2, 0.2) and jitter.p == 0.8
+    assert grey.p == 0.2 and blur.kernel_size == (23, 23) and blur.sigma == (0.1, 2.0) and blur.p == 0.5
+    cifar = presets.simclr(32, strength=0.5, blur=0.0).ops
+    assert not any(isinstance(op, pp.GaussianBlur) for op in cifar)
+    assert np.allclose(cifar[2].saturation, (0.6, 1.4))
+    with pytest.raises(ValueError, match="strength"):
+        presets.simclr(strength=2.0)
+
+
+def test_deit_erases_after_normalising_with_noise() -> None:
+    names = [type(op).__name__ for op in presets.deit(224).ops]
+    assert names == ["RandomResizedCrop", "RandomFlip", "TimmRandAugment", "Normalize", "RandomErasing"]
+    ra = presets.deit(224).ops[2]
+    assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.interpolation) == (2, 9.0, 0.5, True, "bicubic")
+    erase = presets.deit(224).ops[-1]
+    assert erase.p == 0.25 and erase.value == "random"
+    assert presets.deit(224).ops[0].interpolation == "bicubic"
+    assert presets.deit(224, dtype=torch.uint8).ops[-1].value == 0.0
+    assert type(presets.deit(224, random_erasing=0.0).ops[-1]).__name__ == "Normalize"

@@ -75,7 +75,12 @@ P_ZERO = [
     pp.RandomPerspective(0.5, p=0.0),
     pp.ColorJitter(0.5, 0.5, 0.5, 0.2, p=0.0),
     pp.RandomGrayscale(0.0),
+    pp.RandomRotate90(0.0),
+    pp.RandAugment(0),
 ]
+# pixel ops run on the stage's output: they come after the Resize
+P_ZERO_PIXEL = [pp.SaltAndPepper(0.3, p=0.0), pp.RandomHSV(0.5, 0.5, 0.5, p=0.0), pp.JpegQuality(5, p=0.0),
+                pp.AugMix(p=0.0)]
 
 
 @FEW
@@ -86,6 +91,28 @@ def test_p_zero_changes_nothing(op, h, w, c, seed, run_seed, epoch, index):
     tail = [pp.Resize((12, 12))]
     kw = {"dtype": U8, "seed": run_seed, "epoch": epoch, "indices": [index]}
     assert torch.equal(run([op, *tail], [img], **kw), run(tail, [img], **kw))
+
+
+@FEW
+@given(op=st.sampled_from(P_ZERO_PIXEL), h=st.integers(4, 40), w=st.integers(4, 40), c=channels, seed=seeds,
+       run_seed=seeds, epoch=st.integers(0, 1000), index=st.integers(0, 2**40))
+def test_p_zero_pixel_ops_change_nothing(op, h, w, c, seed, run_seed, epoch, index):
+    img = image(h, w, c, seed)
+    head = [pp.Resize((12, 12))]
+    kw = {"dtype": U8, "seed": run_seed, "epoch": epoch, "indices": [index]}
+    assert torch.equal(run([*head, op], [img], **kw), run(head, [img], **kw))
+
+
+@FEW
+@given(n=st.integers(1, 30), c=channels, seed=seeds, run_seed=seeds, epoch=st.integers(0, 1000),
+       index=st.integers(0, 2**40))
+def test_quarter_turns_are_numpy_rot90(n, c, seed, run_seed, epoch, index):
+    """A square image comes out as one of its four np.rot90 turns, exactly."""
+    img = image(n, n, c, seed)
+    out = run([pp.RandomRotate90(1.0)], [img], dtype=U8, channels=3, seed=run_seed, epoch=epoch, indices=[index])
+    ref = run([], [img], dtype=U8)[0].permute(1, 2, 0).numpy()
+    got = out[0].permute(1, 2, 0).numpy()
+    assert any(np.array_equal(got, np.rot90(ref, k)) for k in range(4))
 
 
 PIPELINE = [pp.RandomResizedCrop((14, 16), scale=(0.2, 1.0)), pp.RandomFlip(0.5, 0.5),

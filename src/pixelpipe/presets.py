@@ -29,26 +29,31 @@ from .compose import Compose
 from .ops import (
     CenterCrop,
     ColorJitter,
+    GaussianBlur,
     Normalize,
     Op,
     RandomAffine,
+    RandomErasing,
     RandomFlip,
     RandomGrayscale,
     RandomPerspective,
     RandomResizedCrop,
     RandomRotate,
     Resize,
+    TimmRandAugment,
 )
 
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "PRESETS",
+    "deit",
     "fastai_like",
     "heavy",
     "imagenet_train",
     "imagenet_val",
     "light",
+    "simclr",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -56,8 +61,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def _finish(ops: list[Op], dtype: torch.dtype, layout: str, normalize: bool | None,
-            mean: Sequence[float], std: Sequence[float]) -> Compose:
-    """Append Normalize as asked and build the Compose (which checks dtype and layout)."""
+            mean: Sequence[float], std: Sequence[float], after: list[Op] | None = None) -> Compose:
+    """Append Normalize as asked, then `after` (ops that work on the normalised values), and
+    build the Compose (which checks dtype and layout)."""
     if normalize is None:
         normalize = dtype != torch.uint8
     if normalize:
@@ -65,7 +71,7 @@ def _finish(ops: list[Op], dtype: torch.dtype, layout: str, normalize: bool | No
             raise ValueError("normalize=True needs a float dtype (float32, float16 or bfloat16); "
                              "with dtype=torch.uint8 pass normalize=False and normalise later")
         ops = ops + [Normalize(mean, std)]
-    return Compose(ops, dtype=dtype, layout=layout)
+    return Compose(ops + (after or []), dtype=dtype, layout=layout)
 
 
 def _check_size(size: int) -> int:
@@ -225,10 +231,87 @@ def heavy(size: int = 224, *, dtype: torch.dtype = torch.float32, layout: str = 
     return _finish(ops, dtype, layout, normalize, mean, std)
 
 
+def _odd(v: float) -> int:
+    k = max(int(v), 1)
+    return k if k % 2 else k + 1
+
+
+def simclr(size: int = 224, strength: float = 1.0, blur: float = 0.5, *, dtype: torch.dtype = torch.float32,
+           layout: str = "NCHW", normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+           std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """SimCLR's view (Chen et al. 2020, appendix A): a random resized crop (8-100% of the
+    area) and a flip; colour jitter of brightness, contrast and saturation 0.8 * strength and
+    hue 0.2 * strength for 80% of the samples; grayscale for 20%; a Gaussian blur with a kernel
+    a tenth of the size (odd) and sigma uniform in (0.1, 2.0) for `blur` of them.
+
+    `strength` is the paper's colour strength s (1.0 on ImageNet, 0.5 on CIFAR-10); `blur` is
+    the blur's probability (0.5 in the paper; its CIFAR-10 setting leaves the blur out:
+    blur=0). BYOL's second view adds a RandomSolarize(0.5, p=0.2) after the blur: edit the ops.
+    Call the Compose twice with different seeds (or epochs) for the two views of a batch.
+
+    When to use it: contrastive self-supervised pre-training (SimCLR, MoCo v2, BYOL), where
+    two views of an image must differ a lot in colour and framing.
+
+    Example:
+        >>> [type(op).__name__ for op in simclr(224).ops]  # doctest: +NORMALIZE_WHITESPACE
+        ['RandomResizedCrop', 'RandomFlip', 'ColorJitter', 'RandomGrayscale', 'GaussianBlur', 'Normalize']
+    """
+    size = _check_size(size)
+    if not 0.0 <= strength <= 1.25:
+        raise ValueError(f"strength must be in [0, 1.25] (hue 0.2 * strength stays within 0.25 turns), got {strength}")
+    if not 0.0 <= blur <= 1.0:
+        raise ValueError(f"blur must be a probability in [0, 1], got {blur}")
+    s = strength
+    ops: list[Op] = [
+        RandomResizedCrop(size),
+        RandomFlip(horizontal=0.5),
+        ColorJitter(0.8 * s, 0.8 * s, 0.8 * s, 0.2 * s, p=0.8),
+        RandomGrayscale(p=0.2),
+    ]
+    if blur > 0:
+        ops.append(GaussianBlur(_odd(0.1 * size), sigma=(0.1, 2.0), p=blur))
+    return _finish(ops, dtype, layout, normalize, mean, std)
+
+
+def deit(size: int = 224, magnitude: float = 9.0, random_erasing: float = 0.25, *, dtype: torch.dtype = torch.float32,
+         layout: str = "NCHW", normalize: bool | None = None, mean: Sequence[float] = IMAGENET_MEAN,
+         std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """DeiT's training transform (Touvron et al. 2021, timm's create_transform with
+    auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25, re_mode="pixel", bicubic): a random
+    resized crop (8-100%, bicubic) and a flip; timm's RandAugment (`TimmRandAugment`: two of
+    its fifteen operations, each firing half the time, at levels drawn from N(magnitude, 0.5),
+    the "increasing" set, uncovered areas in the ImageNet mean colour); the normalisation; then
+    RandomErasing of one rectangle for `random_erasing` of the samples, filled with per-pixel
+    normal noise in normalised units (timm's "pixel" mode; black, 0, when the output is not
+    normalised).
+
+    DeiT's MixUp (0.8) and CutMix (1.0), one of them per batch, are batch ops to add at the end
+    (pp.MixUp, pp.CutMix with the number of classes); the preset leaves them out.
+
+    When to use it: training vision transformers (ViT, DeiT) or other data-hungry models on
+    ImageNet-like data with long schedules.
+    """
+    size = _check_size(size)
+    if not 0.0 <= random_erasing <= 1.0:
+        raise ValueError(f"random_erasing must be a probability in [0, 1], got {random_erasing}")
+    ops: list[Op] = [
+        RandomResizedCrop(size, interpolation="bicubic"),
+        RandomFlip(horizontal=0.5),
+        TimmRandAugment(2, magnitude, 0.5, increasing=True, interpolation="bicubic"),
+    ]
+    normalised = normalize if normalize is not None else dtype != torch.uint8
+    after: list[Op] = []
+    if random_erasing > 0:
+        after.append(RandomErasing(random_erasing, value="random" if normalised else 0.0))
+    return _finish(ops, dtype, layout, normalize, mean, std, after)
+
+
 PRESETS: dict[str, Callable[..., Compose]] = {
     "imagenet_train": imagenet_train,
     "imagenet_val": imagenet_val,
     "fastai_like": fastai_like,
     "light": light,
     "heavy": heavy,
+    "simclr": simclr,
+    "deit": deit,
 }

@@ -1,31 +1,37 @@
 """Augmentation ops. Each samples per-sample parameters and states its contribution through one
 of the kinds in `pixelpipe.ops.kinds`; the planner (pixelpipe.plan) fuses them."""
 
+from .augmix import AugMix
 from .blur import GaussianBlur, MedianBlur, MotionBlur, RandomAdjustSharpness, RandomSharpness
 from .color import ColorJitter, Normalize, RandomGrayscale
-from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomResizedCrop, Resize
+from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomCrop, RandomResizedCrop, Resize
 from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
 from .erasing import Cutout, GridMask, RandomErasing
-from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, Warp
-from .kinds import BatchOp, ColorOp, GeometryOp, Op, PixelOp, TargetsOp
+from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, RandomRotate90, Warp
+from .hsv import RandomHSV
+from .jpeg import JpegQuality
+from .kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, PixelOp, TargetsOp
 from .letterbox import LetterBox, RandomShortestSize, ScaleJitter
 from .levels import RandomAutocontrast, RandomEqualize, RandomGamma, RandomPosterize, RandomSolarize
 from .mixing import CutMix, MixUp
-from .noise import GaussianNoise
+from .mosaic import Mosaic
+from .noise import GaussianNoise, SaltAndPepper
 from .photometric import ChannelShuffle, RandomInvert, RGBShift
+from .policies import AutoAugment, RandAugment, TrivialAugmentWide
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
+from .timm_augment import TimmRandAugment
 
 __all__ = [
-    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
-    "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomAffine", "RandomPerspective", "Warp",
-    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "Lambda",
-    "ChannelShuffle", "RGBShift",
-    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma",
+    "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp", "CompoundOp",
+    "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "RandomCrop", "Pad",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
+    "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
+    "ChannelShuffle", "RGBShift", "RandomHSV",
+    "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma", "JpegQuality",
     "GaussianBlur", "MotionBlur", "MedianBlur", "RandomSharpness", "RandomAdjustSharpness",
     "RandomIoUCrop", "RandomZoomOut", "ScaleJitter", "RandomShortestSize", "LetterBox", "SanitizeBoxes",
     "RandomErasing", "Cutout", "GridMask",
-    "MixUp", "CutMix",
-    "OneOf", "RandomChoice", "SomeOf", "RandomOrder",
+    "MixUp", "CutMix", "Mosaic",
+    "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix",
 ]

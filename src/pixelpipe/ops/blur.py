@@ -23,7 +23,7 @@ from ..data.random import Draws
 from ..data.transfer import to_device
 from .checks import check_prob, check_range, one_or_pair
 from .kinds import Op, Params, PixelOp
-from .pixelwise import column, reflect_indices
+from .pixelwise import column, pad_reflect
 
 __all__ = ["GaussianBlur", "MedianBlur", "MotionBlur", "RandomAdjustSharpness", "RandomSharpness"]
 
@@ -49,7 +49,7 @@ def _filter(x: torch.Tensor, kernels: torch.Tensor, dim: int, before: int, after
     sums in one order, so the CPU and a GPU give the same bits, whatever the batch (a
     convolution would leave the order, and on a GPU TF32 rounding, to the library)."""
     size = x.shape[dim]
-    padded = x.index_select(dim, reflect_indices(size, before, after, x.device))
+    padded = pad_reflect(x, dim, before, after)
     weights = kernels.to(device=x.device, dtype=x.dtype)
     out = padded.narrow(dim, 0, size) * weights[:, 0].view(-1, 1, 1, 1)
     for t in range(1, kernels.shape[1]):
@@ -65,9 +65,7 @@ def _filter2d(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
     Pipeline's other threads and the training loop; float64 is never rounded so."""
     n, c, h, w = x.shape
     kh, kw = kernels.shape[1:]
-    rows = reflect_indices(h, kh // 2, kh // 2, x.device)
-    cols = reflect_indices(w, kw // 2, kw // 2, x.device)
-    padded = x.index_select(2, rows).index_select(3, cols)
+    padded = pad_reflect(pad_reflect(x, 2, kh // 2, kh // 2), 3, kw // 2, kw // 2)
     dt = torch.float64 if x.device.type == "cuda" else x.dtype
     weight = kernels.to(device=x.device, dtype=dt).repeat_interleave(c, 0).view(n * c, 1, kh, kw)
     out = F.conv2d(padded.reshape(1, n * c, *padded.shape[2:]).to(dt), weight, groups=n * c)
@@ -122,17 +120,19 @@ class GaussianBlur(PixelOp):
         return {"sigma": sigma, "on": draws.bernoulli_np(0, self.p)}
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
-        if x.shape[0] == 0:
+        rows = np.flatnonzero(params["on"])
+        if len(rows) == 0:
             return x
+        # only the rows that are blurred are filtered (each row's taps are its own, so the same
+        # bits as filtering the batch)
+        part = x if len(rows) == x.shape[0] else x[to_device(rows, x.device)]
+        sigma = params["sigma"][rows]
         kh, kw = self.kernel_size
-        out = x
         if kw > 1:
-            k = to_device(gaussian_kernels(kw, params["sigma"]), x.device)
-            out = _filter(out, k, 3, kw // 2, kw // 2)
+            part = _filter(part, to_device(gaussian_kernels(kw, sigma), x.device), 3, kw // 2, kw // 2)
         if kh > 1:
-            k = to_device(gaussian_kernels(kh, params["sigma"]), x.device)
-            out = _filter(out, k, 2, kh // 2, kh // 2)
-        return torch.where(column(params["on"], x), out, x)
+            part = _filter(part, to_device(gaussian_kernels(kh, sigma), x.device), 2, kh // 2, kh // 2)
+        return part if len(rows) == x.shape[0] else x.index_copy(0, to_device(rows, x.device), part)
 
 
 def motion_kernels(size: int, length: np.ndarray, angle: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -246,12 +246,9 @@ class MedianBlur(PixelOp):
         for k in np.unique(sizes[sizes > 1]).tolist():  # a pass per distinct size, not per sample
             rows = np.flatnonzero(sizes == k)
             pick = to_device(rows, x.device)
-            part = x.index_select(0, pick)
+            part = x[pick]  # indexing: CPU index_select of a few rows is far slower
             r = k // 2
-            h, w = part.shape[2:]
-            ri = torch.arange(-r, h + r, device=x.device).clamp_(0, h - 1)
-            ci = torch.arange(-r, w + r, device=x.device).clamp_(0, w - 1)
-            padded = part.index_select(2, ri).index_select(3, ci)
+            padded = F.pad(part, (r, r, r, r), mode="replicate")  # the edge pixel repeated
             windows = padded.unfold(2, k, 1).unfold(3, k, 1)  # [n, C, H, W, k, k]
             med = windows.reshape(*windows.shape[:4], k * k).median(-1).values
             out = out.index_copy(0, pick, med) if len(rows) < x.shape[0] else med

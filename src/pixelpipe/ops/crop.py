@@ -1,4 +1,4 @@
-"""Ops that choose a window and a size: Resize, Crop, CenterCrop, RandomResizedCrop, its
+"""Ops that choose a window and a size: Resize, Crop, CenterCrop, RandomCrop, RandomResizedCrop, its
 deterministic counterpart CenterResizedCrop, and Pad."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .checks import BORDERS, INTERPOLATIONS, check_choice, check_fill, check_ran
 from .kinds import GeometryOp, Op, Params
 from .matrices import affine
 
-__all__ = ["CenterCrop", "CenterResizedCrop", "Crop", "Pad", "RandomResizedCrop", "Resize"]
+__all__ = ["CenterCrop", "CenterResizedCrop", "Crop", "Pad", "RandomCrop", "RandomResizedCrop", "Resize"]
 
 IMAGENET_CROP = 224 / 256  # the usual validation crop keeps 224/256 of the resized shorter side
 
@@ -291,3 +291,115 @@ class Pad(GeometryOp):
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         l, t, r, b = (float(p) for p in self.padding)
         return affine(sizes.shape[0], tx=l, ty=t), sizes + np.array([t + b, l + r])
+
+
+def _padding(padding: Any) -> tuple[int, int, int, int]:
+    """torchvision's padding forms as (left, top, right, bottom) whole pixels >= 0."""
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        padding = (padding,)
+    try:
+        values = tuple(padding)
+    except TypeError:
+        raise ValueError(f"padding must be an int or 1, 2 or 4 ints, got {padding!r}") from None
+    if len(values) not in (1, 2, 4) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+        raise ValueError(f"padding must be ints >= 0: one, (left/right, top/bottom) or (left, top, right, "
+                         f"bottom); got {padding!r}")
+    if len(values) == 1:
+        return (values[0],) * 4
+    if len(values) == 2:
+        return (values[0], values[1], values[0], values[1])
+    return values  # type: ignore[return-value]
+
+
+class RandomCrop(GeometryOp):
+    """Cut a window of a fixed size at a random place (torchvision's RandomCrop), as a matrix.
+
+    Args:
+        size: the window's (height, width) in pixels; one int is a square.
+        padding: pad each image first: one int (all sides), (left/right, top/bottom) or
+            (left, top, right, bottom), as torchvision takes it.
+        pad_if_needed: pad a side that is shorter than the window by the difference on both of
+            its ends (torchvision's rule), so that every image fits.
+        fill: the colour of a "constant" padding (one value or three, 0..255).
+        border: how the padding is filled: "constant" (with `fill`), "reflect" (torchvision's
+            "reflect"), "replicate" (its "edge") or "wrap"; torchvision's "symmetric" has no
+            counterpart.
+
+    The window's top-left corner is uniform among the whole-pixel positions of the padded
+    image, drawn per sample; padding and cropping fold into one translation, so the op reads
+    only the window from the decoder and costs nothing in the warp. An image smaller than the
+    window (after padding) is an error naming the sample, as in torchvision: give
+    pad_if_needed=True or a Resize before. Without padding the op sets no border or fill, so
+    it sits in any stage.
+
+    Example (CIFAR): ``RandomCrop(32, padding=4)``.
+    """
+
+    draws = 2
+
+    def __init__(self, size: int | tuple[int, int], padding: int | tuple[int, ...] | None = None,
+                 pad_if_needed: bool = False, fill: Any = 0, border: str = "constant") -> None:
+        h, w = check_size("size", size)
+        self.size = (int(h), int(w))
+        self.padding = None if padding is None else _padding(padding)
+        self.pad_if_needed = bool(pad_if_needed)
+        self._border = check_choice("border", border, BORDERS, optional=False)
+        self._fill = check_fill(fill)
+        if self.padding is not None or self.pad_if_needed:  # only then can the window read past the image
+            self.border, self.fill = self._border, self._fill
+
+    def _fields(self) -> dict[str, Any]:
+        return {"size": self.size, "padding": self.padding, "pad_if_needed": self.pad_if_needed,
+                "fill": self._fill, "border": self._border}
+
+    def eval_form(self, style: str) -> list[Op]:
+        """CenterCrop(size) of the padded image: the window's expected place."""
+        return [_CenteredRandomCrop(self)]
+
+    def padded(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(left, top, padded height, padded width), float64 [N] each, torchvision's rule."""
+        left, top, right, bottom = (float(v) for v in (self.padding or (0, 0, 0, 0)))
+        ph, pw = sizes[:, 0] + top + bottom, sizes[:, 1] + left + right
+        top_n, left_n = np.full_like(ph, top), np.full_like(pw, left)
+        if self.pad_if_needed:
+            dh = np.maximum(self.size[0] - ph, 0.0)
+            dw = np.maximum(self.size[1] - pw, 0.0)
+            top_n, left_n = top_n + dh, left_n + dw
+            ph, pw = ph + 2 * dh, pw + 2 * dw
+        small = (ph < self.size[0]) | (pw < self.size[1])
+        if small.any():
+            k = int(np.argmax(small))
+            raise ValueError(f"RandomCrop: sample {k} of the batch is {int(sizes[k, 0])}x{int(sizes[k, 1])} "
+                             f"(h x w) after padding {int(ph[k])}x{int(pw[k])}, smaller than the window "
+                             f"{self.size[0]}x{self.size[1]}; give pad_if_needed=True or resize before")
+        return left_n, top_n, ph, pw
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        left, top, ph, pw = self.padded(sizes)
+        y = np.minimum(np.floor(draws.uniform_np(0).astype(np.float64) * (ph - self.size[0] + 1)), ph - self.size[0])
+        x = np.minimum(np.floor(draws.uniform_np(1).astype(np.float64) * (pw - self.size[1] + 1)), pw - self.size[1])
+        return {"dx": left - x, "dy": top - y}
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = sizes.shape[0]
+        return affine(n, tx=params["dx"], ty=params["dy"]), np.broadcast_to(np.array(self.size, np.float64), (n, 2))
+
+
+class _CenteredRandomCrop(GeometryOp):
+    """A RandomCrop's evaluation form: its window centred in the padded image (torchvision's
+    CenterCrop rounding: top = round((padded height - height) / 2))."""
+
+    deterministic = True
+
+    def __init__(self, crop: RandomCrop) -> None:
+        self.crop = crop
+        self.border, self.fill = crop.border, crop.fill
+
+    def __repr__(self) -> str:
+        return f"CenterCrop of {self.crop!r}"
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        left, top, ph, pw = self.crop.padded(sizes)
+        y = np.round((ph - self.crop.size[0]) / 2)
+        x = np.round((pw - self.crop.size[1]) / 2)
+        return self.crop.transform({"dx": left - x, "dy": top - y}, sizes)

@@ -20,7 +20,7 @@ from ..data.random import Draws
 from ..data.transfer import to_device
 from .checks import check_prob, check_range, check_size
 from .kinds import Op, Params, PixelOp
-from .pixelwise import column, inside
+from .pixelwise import column, draws_of_rows, inside
 
 __all__ = ["Cutout", "GridMask", "RandomErasing"]
 
@@ -47,9 +47,17 @@ def check_value(value: Any) -> float | tuple[float, ...] | str:
 
 
 def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] | str, draws: Draws,
-         draw: int) -> torch.Tensor:
+         draw: int, rows: np.ndarray | None = None) -> torch.Tensor:
     """x with `where` (bool [N, 1, H, W]) set to value; "random" takes per-pixel standard
-    normal values from draws.normal_field(draw, ...), the same for a sample in any batch."""
+    normal values from draws.normal_field(draw, ...), the same for a sample in any batch.
+    `rows` (host int64, optional) are the samples where `where` has any pixel: the noise is
+    made for those alone (its field is per sample, so the same numbers), not for the batch."""
+    if isinstance(value, str) and rows is not None and len(rows) < x.shape[0]:
+        if len(rows) == 0:
+            return x
+        pick = to_device(rows, x.device)
+        part = fill(x[pick], where[pick], value, draws_of_rows(draws, rows), draw)
+        return x.index_copy(0, pick, part)
     if isinstance(value, str):
         v = draws.normal_field(draw, x.shape[1:], x.device).to(x.dtype)
     elif isinstance(value, tuple) and len(value) > 1:
@@ -120,7 +128,8 @@ class RandomErasing(PixelOp):
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         top, left = params["top"], params["left"]
         where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
-        return fill(x, where, self.value, draws, self.draws)
+        rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+        return fill(x, where, self.value, draws, self.draws, rows)
 
 
 class Cutout(PixelOp):
@@ -172,7 +181,8 @@ class Cutout(PixelOp):
             top, left = params["top"][:, k], params["left"][:, k]
             where |= inside(top, left, top + params["height"][:, k], left + params["width"][:, k], x.shape[2:],
                             x.device)
-        return fill(x, where, self.value, draws, self.draws)
+        rows = np.flatnonzero(((params["height"] > 0) & (params["width"] > 0)).any(1))
+        return fill(x, where, self.value, draws, self.draws, rows)
 
 
 class GridMask(PixelOp):
@@ -242,4 +252,4 @@ class GridMask(PixelOp):
         in_lines = (torch.remainder(v - dy, d) < keep) | (torch.remainder(u - dx, d) < keep)
         erase = in_lines if self.invert else ~in_lines
         where = (erase.unsqueeze(1) & column(params["on"], x)).expand(-1, 1, h, w)
-        return fill(x, where, self.value, draws, self.draws)
+        return fill(x, where, self.value, draws, self.draws, np.flatnonzero(params["on"]))

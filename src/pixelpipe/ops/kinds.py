@@ -14,6 +14,10 @@ from a `Draws` and states its contribution through one of four kinds:
   samples (MixUp, CutMix); it runs last.
 - `TargetsOp`: rules on the targets alone (SanitizeBoxes' `box_rules`), applied when the
   targets are put in their output form; it touches no pixel and stands with the batch ops.
+- `CompoundOp`: ops of several of these kinds that share one per-sample choice (an
+  augmentation policy picks a rotation for some samples and a posterize for others): its
+  `parts()` are ops of the kinds above, which the planner puts where their kinds go, all at
+  the compound's position, so that they draw the same numbers.
 
 A new op subclasses one kind and is found by the planner through that kind: nothing else
 changes. Parameters, sizes and matrices are numpy float64 arrays with one row per sample:
@@ -34,8 +38,8 @@ from ..data.random import Draws
 from ..data.targets import BoxRules
 from .checks import check_prob
 
-__all__ = ["EVAL_STYLES", "AppliedWithP", "BatchOp", "ColorOp", "GeometryOp", "Op", "Params", "PixelOp",
-           "TargetsOp"]
+__all__ = ["EVAL_STYLES", "AppliedWithP", "BatchOp", "ColorOp", "CompoundOp", "GeometryOp", "Op", "Params",
+           "PixelOp", "TargetsOp"]
 
 Params = dict[str, np.ndarray]
 # the styles of an evaluation form (Op.eval_form; pixelpipe.eval says what each means)
@@ -150,6 +154,22 @@ class TargetsOp(Op):
     kind = "targets"
     deterministic = True
     box_rules: BoxRules
+
+
+class CompoundOp(Op):
+    """Ops of several kinds sharing one per-sample choice (see the module docstring).
+
+    `parts()` returns them in the order they apply, each a GeometryOp, ColorOp or PixelOp. The
+    planner places every part at the compound's position in the list, so each part's `Draws`
+    are the compound's own: a part draws the shared choice as its siblings do. Parts are
+    placed by kind like any op, so a geometric part joins the warp of its stage: where a
+    compound's parts interleave kinds, the folding reorders them, and the compound's
+    docstring says how."""
+
+    kind = "compound"
+
+    def parts(self) -> list[Op]:
+        raise NotImplementedError
 
 
 class AppliedWithP:

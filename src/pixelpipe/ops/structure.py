@@ -105,6 +105,12 @@ class _Structure(Op):
         """int64 [N, S]: the inner op each sample takes at each step, -1 for none."""
         raise NotImplementedError
 
+    def stream(self, k: int) -> int:
+        """The number of the inner draws the k-th inner op takes (`inner_draws`): k itself; a
+        structure that is one part of a larger one (pixelpipe.ops.policies) numbers its ops
+        in the whole, so that parts never share a stream."""
+        return k
+
     # ------------------------------------------------------------------ the three kinds
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         steps = self.steps(draws, len(sizes))
@@ -114,7 +120,7 @@ class _Structure(Op):
         if self.kind == "color":
             params = {"steps": steps}
             for k in self._used(steps):
-                for name, v in self.ops[k].sample(inner_draws(draws, k), sizes).items():
+                for name, v in self.ops[k].sample(inner_draws(draws, self.stream(k)), sizes).items():
                     params[f"{k}:{name}"] = v
             return params
         return {"steps": steps}
@@ -132,7 +138,7 @@ class _Structure(Op):
             for k in self._used(col):
                 op = self.ops[k]
                 # sampled at each sample's current size: the same draws, so the same numbers
-                m, s = op.transform(op.sample(inner_draws(draws, k), cur), cur)
+                m, s = op.transform(op.sample(inner_draws(draws, self.stream(k)), cur), cur)
                 rows = col == k
                 step[rows], out[rows] = m[rows], s[rows]
             matrix, cur = step @ matrix, out
@@ -163,22 +169,28 @@ class _Structure(Op):
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         steps = params["steps"]
         n = x.shape[0]
+        # the rows an op changed are copied into x in place once x is this call's own copy:
+        # one copy of the batch per call, not one per op and step (a policy runs a dozen)
+        own = False
         for j in range(steps.shape[1]):
             col = steps[:, j]
             for k in self._used(col):
                 rows = np.flatnonzero(col == k)
-                sub = inner_draws(draws, k, rows)
+                sub = inner_draws(draws, self.stream(k), rows)
                 sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (len(rows), 1))
                 op = self.ops[k]
                 if len(rows) == n:
-                    x = op.apply(x, op.sample(sub, sizes), sub)
+                    x, own = op.apply(x, op.sample(sub, sizes), sub), False  # it may return its input
                     continue
                 pick = to_device(rows, x.device)
-                y = op.apply(x.index_select(0, pick), op.sample(sub, sizes), sub)
+                y = op.apply(x[pick], op.sample(sub, sizes), sub)  # indexing: CPU index_select is far slower
                 if y.shape[1:] != x.shape[1:]:
                     raise ValueError(f"{type(self).__name__}: {type(op).__name__} changed the image's shape "
                                      f"{tuple(x.shape[1:])} to {tuple(y.shape[1:])}; ops chosen per sample must keep it")
-                x = x.index_copy(0, pick, y.to(x.dtype))
+                if own:
+                    x.index_copy_(0, pick, y.to(x.dtype))
+                else:
+                    x, own = x.index_copy(0, pick, y.to(x.dtype)), True
         return x
 
 

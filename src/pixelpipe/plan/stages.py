@@ -21,7 +21,7 @@ import numpy as np
 from ..data.random import Draws, epochs
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
-from ..ops.kinds import BatchOp, ColorOp, GeometryOp, Op, Params, PixelOp, TargetsOp
+from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
 from ..ops.matrices import host
 from . import fast
 from .output import INTERMEDIATE, Form, Output
@@ -54,8 +54,8 @@ class Stage:
         return [(i, op) for i, op in self.ops if isinstance(op, ColorOp)]
 
     def describe(self) -> str:
-        geo = ", ".join(type(op).__name__ for _, op in self.geometry) or "none"
-        col = ", ".join(type(op).__name__ for _, op in self.colors) or "none"
+        geo = ", ".join(_name(op) for _, op in self.geometry) or "none"
+        col = ", ".join(_name(op) for _, op in self.colors) or "none"
         fused = self.normalize is not None and self.normalize_at == 0
         text = (f"warp[{geo}] ({self.interpolation}, border={self.border}) -> "
                 f"pointwise[{col}; clamp; {'normalize' if fused else 'no normalize'}]")
@@ -173,9 +173,9 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
     last: Op | None = None  # the first batch or targets op: every op after it must be one too
     current: Stage | None = None
     normalized = False
-    for pos, op in enumerate(ops):
+    for pos, op in _placed(ops):
         if last is not None and not isinstance(op, (BatchOp, TargetsOp)):
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after the batch op {_name(last)}: "
+            raise ValueError(f"op {pos} ({type(ops[pos]).__name__}) comes after the batch op {_name(last)}: "
                              "batch ops work on the finished batch and come last")
         if isinstance(op, TargetsOp):
             if targets_op is not None:
@@ -188,7 +188,7 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
             last = last or op
             continue
         if isinstance(op, (GeometryOp, ColorOp)) and normalized:
-            raise ValueError(f"op {pos} ({type(op).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
+            raise ValueError(f"op {pos} ({type(ops[pos]).__name__}) comes after Normalize; only pixel ops (e.g. Lambda) "
                              "and batch ops may follow Normalize (colour and geometric ops work on pixel values)")
         if current is None or (isinstance(op, (GeometryOp, ColorOp)) and current.pixels):
             if current is not None:
@@ -219,6 +219,23 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
     program = Program(list(ops), output, stages, batch_ops, form, targets_op)
     _check_output(program)
     return program
+
+
+def _placed(ops: list[Op]) -> list[tuple[int, Op]]:
+    """(position, op) for each op, a CompoundOp's parts each at the compound's position (so
+    that they draw alike: ops.kinds.CompoundOp)."""
+    out: list[tuple[int, Op]] = []
+    for pos, op in enumerate(ops):
+        if isinstance(op, CompoundOp):
+            parts = op.parts()
+            for part in parts:
+                if not isinstance(part, (GeometryOp, ColorOp, PixelOp)):
+                    raise TypeError(f"op {pos} ({_name(op)}): its parts must be geometric, colour or pixel ops, "
+                                    f"got {type(part).__name__}")
+            out.extend((pos, part) for part in parts)
+        else:
+            out.append((pos, op))
+    return out
 
 
 def _check_output(program: Program) -> None:

@@ -66,7 +66,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                        epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
     p.add_argument("--pipeline", default="rn50", choices=BENCH_PIPELINES,
-                   help="rn50, rich, val, or a preset's name (default rn50); on the CPU the Pillow loop "
+                   help="rn50, rich, val, randaugment, or a preset's name (default rn50); on the CPU the Pillow loop "
                         "runs the same ops")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")

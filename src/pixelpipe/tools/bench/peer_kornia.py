@@ -35,10 +35,17 @@ def kornia_transform(pipeline: str, device: torch.device) -> Callable[[torch.Ten
         if pipeline == "rich":
             ops += [K.RandomAffine(degrees=7, shear=SHEAR_DEGREES, p=1.0),
                     K.ColorJitter(0.2, 0.2, 0.2, 0.05, p=1.0)]
+        elif pipeline == "randaugment":  # kornia's m runs over 0..30 as torchvision's 31 bins
+            ops.append(K.auto.RandAugment(n=2, m=9))
+        elif pipeline == "simclr":
+            ops += [K.ColorJitter(0.8, 0.8, 0.8, 0.2, p=0.8), K.RandomGrayscale(p=0.2),
+                    K.RandomGaussianBlur((23, 23), (0.1, 2.0), p=0.5)]
         elif pipeline != "rn50":
             raise ValueError(f"unknown pipeline {pipeline!r}")
     ops.append(K.Normalize(torch.tensor(IMAGENET_MEAN, device=device),
                            torch.tensor(IMAGENET_STD, device=device)))
+    if pipeline == "randaugment":
+        ops.append(K.RandomErasing(p=0.25))
     aug = K.AugmentationSequential(*ops).to(device)
 
     def apply(x: torch.Tensor) -> torch.Tensor:

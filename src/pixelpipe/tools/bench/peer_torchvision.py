@@ -35,6 +35,11 @@ def v2_ops(pipeline: str) -> list[Any]:
     if pipeline == "rich":
         ops += [v2.RandomAffine(degrees=7, shear=SHEAR_DEGREES),
                 v2.ColorJitter(0.2, 0.2, 0.2, 0.05)]
+    elif pipeline == "randaugment":  # on uint8, as torchvision's RandAugment expects; erasing after Normalize
+        return ops + [v2.RandAugment(2, 9)] + tail + [v2.RandomErasing(0.25, value="random")]
+    elif pipeline == "simclr":
+        ops += [v2.RandomApply([v2.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8), v2.RandomGrayscale(0.2),
+                v2.RandomApply([v2.GaussianBlur(23, (0.1, 2.0))], p=0.5)]
     elif pipeline != "rn50":
         raise ValueError(f"unknown pipeline {pipeline!r}")
     return ops + tail

@@ -18,6 +18,10 @@ The ops, with pixelpipe's parameter ranges (tools/bench/pipelines.py, presets.py
   colour jitter         ImageEnhance Brightness, Contrast, Color; hue as torchvision's PIL backend
                         (a shift of the H plane in HSV)
   grayscale             Image.convert("L") then back to RGB
+  Gaussian blur         ImageFilter.GaussianBlur(sigma)
+  RandAugment           two of torchvision's fourteen operations at bin 9 of 31, as its PIL
+                        backend applies them (ImageOps, ImageEnhance, Image.transform, nearest)
+  random erasing        one rectangle of noise (torchvision's window rule), in numpy
 Pillow has no mirrored border: the warps fill with black where pixelpipe's presets reflect
 (the same resampling work).
 """
@@ -32,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from PIL import Image, ImageEnhance
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from ...ops.geometry import homography
 from ...presets import IMAGENET_MEAN, IMAGENET_STD
@@ -174,6 +178,75 @@ def grayscale(p: float) -> PilOp:
     return op
 
 
+def gaussian_blur(kernel: int, sigma: tuple[float, float] = (0.1, 2.0), p: float = 0.5) -> PilOp:
+    def op(im: Image.Image, rng: random.Random) -> Image.Image:
+        return im.filter(ImageFilter.GaussianBlur(rng.uniform(*sigma))) if rng.random() < p else im
+    return op
+
+
+def rand_augment(num_ops: int = 2, magnitude: int = 9, bins: int = 31) -> PilOp:
+    """torchvision's RandAugment on a PIL image: per step one of its fourteen operations,
+    signed magnitudes negated half the time."""
+    t = magnitude / (bins - 1)
+    bits = int(8 - round(magnitude / ((bins - 1) / 4)))
+
+    def one(im: Image.Image, name: str, sign: float) -> Image.Image:
+        w, h = im.size
+        shear, shift = sign * 0.3 * t, sign * 150 / 331 * t
+        if name == "ShearX":
+            return im.transform(im.size, Image.AFFINE, (1, shear, 0, 0, 1, 0), Image.NEAREST)
+        if name == "ShearY":
+            return im.transform(im.size, Image.AFFINE, (1, 0, 0, shear, 1, 0), Image.NEAREST)
+        if name == "TranslateX":
+            return im.transform(im.size, Image.AFFINE, (1, 0, -int(shift * w), 0, 1, 0), Image.NEAREST)
+        if name == "TranslateY":
+            return im.transform(im.size, Image.AFFINE, (1, 0, 0, 0, 1, -int(shift * h)), Image.NEAREST)
+        if name == "Rotate":
+            return im.rotate(sign * 30 * t, Image.NEAREST)
+        enhance = {"Brightness": ImageEnhance.Brightness, "Color": ImageEnhance.Color,
+                   "Contrast": ImageEnhance.Contrast, "Sharpness": ImageEnhance.Sharpness}
+        if name in enhance:
+            return enhance[name](im).enhance(1 + sign * 0.9 * t)
+        if name == "Posterize":
+            return ImageOps.posterize(im, bits)
+        if name == "Solarize":
+            return ImageOps.solarize(im, int(255 * (1 - t)))
+        if name == "AutoContrast":
+            return ImageOps.autocontrast(im)
+        if name == "Equalize":
+            return ImageOps.equalize(im)
+        return im  # Identity
+
+    names = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+             "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
+
+    def op(im: Image.Image, rng: random.Random) -> Image.Image:
+        for _ in range(num_ops):
+            im = one(im, rng.choice(names), -1.0 if rng.random() <= 0.5 else 1.0)
+        return im
+    return op
+
+
+def random_erasing(p: float = 0.25, scale=(0.02, 0.33), ratio=(0.3, 3.3)) -> PilOp:
+    """torchvision's RandomErasing window (10 tries), filled with uniform noise."""
+    def op(im: Image.Image, rng: random.Random) -> Image.Image:
+        if rng.random() >= p:
+            return im
+        w, h = im.size
+        for _ in range(10):
+            area = w * h * rng.uniform(*scale)
+            aspect = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
+            eh, ew = int(round(math.sqrt(area * aspect))), int(round(math.sqrt(area / aspect)))
+            if eh < h and ew < w:
+                top, left = rng.randint(0, h - eh), rng.randint(0, w - ew)
+                a = np.array(im)
+                a[top:top + eh, left:left + ew] = np.random.default_rng(rng.getrandbits(32)).integers(
+                    0, 256, (eh, ew, 3), dtype=np.uint8)
+                return Image.fromarray(a)
+        return im
+    return op
+
+
 # ----------------------------------------------------------------------------- the pipelines
 def pillow_ops(pipeline: str) -> list[PilOp]:
     """The Pillow ops of a bench pipeline (pipelines.PIPELINES) or a preset (presets.PRESETS),
@@ -189,6 +262,9 @@ def pillow_ops(pipeline: str) -> list[PilOp]:
         "light": [resized_crop(scale=(0.35, 1.0)), flip(), color_jitter(0.1, 0.1, p=0.5)],
         "heavy": train + [affine(15, (0.1, 0.1), (0.9, 1.1), 10, p=0.5), perspective(0.3, p=0.3),
                           color_jitter(0.4, 0.4, 0.4, 0.1, p=0.8), grayscale(0.2)],
+        "randaugment": train + [rand_augment(2, 9), random_erasing(0.25)],
+        "deit": train + [rand_augment(2, 9), random_erasing(0.25)],
+        "simclr": train + [color_jitter(0.8, 0.8, 0.8, 0.2, p=0.8), grayscale(0.2), gaussian_blur(23)],
         "fastai_like": [resize_shorter(SIZE), centre_crop(), flip(), perspective(0.2, p=0.75), rotate(10, p=0.75),
                         affine(scale=(1.0, 1.1), p=0.75), color_jitter(brightness=0.2, p=0.75),
                         color_jitter(contrast=(0.8, 1.25), p=0.75)],

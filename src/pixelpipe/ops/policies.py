@@ -1,0 +1,254 @@
+"""Augmentation policies: AutoAugment, RandAugment, TrivialAugmentWide, with the operation
+chosen per sample.
+
+A policy is a `CompoundOp`: its operations (`augment_space`) are geometric (shears,
+translations, rotations) and pixel ops (colour and levels), and each sample draws which of
+them it takes at each step. The choice is a per-sample program of steps over the policy's
+operations, as `OneOf` and `SomeOf` draw (`structure._Structure`); the policy hands the planner
+two such structures over the same program: one of its geometric operations, which folds into
+the stage's one warp like any per-sample choice among matrices (identity where a step chose
+no geometry), and one of its pixel operations, run on the warped image on the rows that chose
+each. Both sit at the policy's position, so they draw the same choices; every operation of
+every step draws its magnitude from its own stream.
+
+Order: torchvision applies the chosen operations one after the other. Here every geometric
+operation of a sample (in step order, multiplied into one matrix) comes before its colour and
+pixel operations, which keep their step order and are clamped after each as torchvision
+does. Pointwise operations commute with a warp, so the two orders differ only (a) in the
+colour of the uncovered corners when an operation that changes black (Invert, Solarize,
+Brightness, Posterize...) came before a shear, translation or rotation, and (b) in what the
+image-wide statistics see: AutoContrast, Equalize and Contrast measure the warped image
+(corners included) rather than the unwarped one, and Sharpness filters it. The distribution of
+the operations and of their magnitudes, which is what the recipes tune, is unchanged; in
+exchange the image is resampled once, with the stage's filter (bilinear by default, where
+torchvision resamples once per geometric operation with nearest), and the policy's geometry
+costs nothing beyond the crop's warp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..data.random import Draws
+from .augment_space import AUTOAUGMENT_SPACE, RANDAUGMENT_SPACE, TRIVIALAUGMENT_SPACE, primitive
+from .checks import INTERPOLATIONS, check_choice, check_fill
+from .kinds import CompoundOp, GeometryOp, Op
+from .structure import _Structure
+
+__all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "POLICIES"]
+
+
+class PolicySteps(_Structure):
+    """The operations of one kind of a policy, over the policy's per-sample program: a
+    structure whose steps are the policy's choices restricted to its operations."""
+
+    def __init__(self, ops: list[Op], policy: _Policy, entries: list[int]) -> None:
+        self._setup(ops)
+        self._policy = policy
+        self._entries = np.asarray(entries, dtype=np.int64)
+        local = np.full(len(policy.entries) + 1, -1, dtype=np.int64)  # the last slot takes -1 (no entry)
+        local[self._entries] = np.arange(len(entries))
+        self._local = local
+        self.draws = policy.draws
+        self.name = type(policy).__name__
+
+    def _fields(self) -> dict[str, Any]:
+        return {"policy": self.name}
+
+    def steps(self, draws: Draws, n: int) -> np.ndarray:
+        return self._local[self._policy.choices(draws, n)]
+
+    def stream(self, k: int) -> int:
+        return int(self._entries[k])
+
+
+class _Policy(CompoundOp):
+    """A policy's operations (`entries`, None for Identity) and its per-sample `choices`."""
+
+    entries: list[Op | None]
+
+    def _common(self, interpolation: str | None, fill: Any) -> None:
+        self.interpolation = check_choice("interpolation", interpolation, INTERPOLATIONS)
+        self.fill = check_fill(fill)
+
+    def _build(self, entries: list[Op | None]) -> None:
+        self.entries = entries
+        self._valid = np.array([k if op is not None else -1 for k, op in enumerate(entries)] + [-1], dtype=np.int64)
+        geo = [k for k, op in enumerate(entries) if isinstance(op, GeometryOp)]
+        pix = [k for k, op in enumerate(entries) if op is not None and not isinstance(op, GeometryOp)]
+        self._parts = [PolicySteps([entries[k] for k in ks], self, ks) for ks in (geo, pix) if ks]  # type: ignore[misc]
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in ("entries", "draws")}
+
+    def parts(self) -> list[Op]:
+        return list(self._parts)
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def choices(self, draws: Draws, n: int) -> np.ndarray:
+        """int64 [N, S]: the entry each sample takes at each step, -1 for none (Identity, or
+        an operation that did not fire)."""
+        raise NotImplementedError
+
+    def _pick(self, draws: Draws, draw: int, count: int) -> np.ndarray:
+        """int64 [N]: uniform in 0..count-1 from draw `draw` (torchvision's randint)."""
+        return np.minimum(np.floor(draws.uniform_np(draw) * count), count - 1).astype(np.int64)
+
+
+def _check_bins(num_magnitude_bins: int) -> int:
+    if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
+        raise ValueError(f"num_magnitude_bins must be a whole number >= 2, got {num_magnitude_bins!r}")
+    return num_magnitude_bins
+
+
+class RandAugment(_Policy):
+    """RandAugment (Cubuk et al. 2020; torchvision's RandAugment): `num_ops` steps, each an
+    operation chosen uniformly per sample among Identity, ShearX, ShearY, TranslateX,
+    TranslateY, Rotate, Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
+    AutoContrast and Equalize, at bin `magnitude` of `num_magnitude_bins`, signed magnitudes
+    negated with probability 1/2 (torchvision's tables: `pixelpipe.ops.augment_space`).
+
+    Args:
+        num_ops: operations per sample (with replacement: a sample may take one twice).
+        magnitude: the bin, 0..num_magnitude_bins - 1 (9 of 31: torchvision's default, timm's m9).
+        num_magnitude_bins: how many bins each table has.
+        interpolation: the warp's filter for the whole stage; None keeps the stage's (bilinear).
+        fill: the colour of uncovered corners (default black, torchvision's fill).
+
+    Per sample, not per batch: each sample draws its own operations, signs and, for the
+    geometric ones, a matrix folded into the stage's warp. The module docstring says where the
+    folding reorders geometric and colour operations and why that is acceptable.
+
+    Example (DeiT): ``[RandomResizedCrop(224), RandomFlip(), RandAugment(2, 9), Normalize(...),
+    RandomErasing(0.25)]``.
+    """
+
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: str | None = None, fill: Any = None) -> None:
+        if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
+            raise ValueError(f"num_ops must be a whole number >= 0, got {num_ops!r}")
+        _check_bins(num_magnitude_bins)
+        if isinstance(magnitude, bool) or not isinstance(magnitude, int) or not 0 <= magnitude < num_magnitude_bins:
+            raise ValueError(f"magnitude must be a bin, a whole number in [0, {num_magnitude_bins - 1}], "
+                             f"got {magnitude!r}")
+        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
+        self._common(interpolation, fill)
+        self.draws = num_ops
+        space = list(RANDAUGMENT_SPACE.values())
+        self._k = len(space)
+        self._build([primitive(s, num_magnitude_bins, magnitude, self.interpolation, self.fill)
+                     for _ in range(num_ops) for s in space])
+
+    def choices(self, draws: Draws, n: int) -> np.ndarray:
+        picks = [j * self._k + self._pick(draws, j, self._k) for j in range(self.num_ops)]
+        chosen = np.stack(picks, 1) if picks else np.zeros((n, 0), dtype=np.int64)
+        return self._valid[chosen]
+
+
+class TrivialAugmentWide(_Policy):
+    """TrivialAugment Wide (Müller and Hutter 2021; torchvision's TrivialAugmentWide): one
+    operation per sample, chosen uniformly among RandAugment's fourteen, at a bin drawn
+    uniformly per sample among `num_magnitude_bins`, on the wide tables (shears up to 0.99,
+    translations up to 32 pixels, rotations up to 135 degrees, colour factors 1 +- 0.99,
+    posterize down to 2 bits), signed magnitudes negated with probability 1/2.
+
+    Args: as RandAugment's. Example: ``[RandomResizedCrop(176), RandomFlip(),
+    TrivialAugmentWide(), Normalize(...)]`` (torchvision's ResNet-50 recipe).
+    """
+
+    draws = 1
+
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: str | None = None, fill: Any = None) -> None:
+        self.num_magnitude_bins = _check_bins(num_magnitude_bins)
+        self._common(interpolation, fill)
+        space = list(TRIVIALAUGMENT_SPACE.values())
+        self._k = len(space)
+        self._build([primitive(s, num_magnitude_bins, None, self.interpolation, self.fill) for s in space])
+
+    def choices(self, draws: Draws, n: int) -> np.ndarray:
+        return self._valid[self._pick(draws, 0, self._k)].reshape(n, 1)
+
+
+# torchvision's AutoAugmentPolicy tables: 25 sub-policies of two (operation, probability,
+# magnitude bin of 10) each, from "AutoAugment: Learning Augmentation Strategies from Data"
+POLICIES: dict[str, list[tuple[tuple[str, float, int | None], tuple[str, float, int | None]]]] = {
+    "imagenet": [
+        (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+        (("Equalize", 0.8, None), ("Equalize", 0.6, None)), (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
+        (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Equalize", 0.4, None), ("Rotate", 0.8, 8)),
+        (("Solarize", 0.6, 3), ("Equalize", 0.6, None)), (("Posterize", 0.8, 5), ("Equalize", 1.0, None)),
+        (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)), (("Equalize", 0.6, None), ("Posterize", 0.4, 6)),
+        (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, None)),
+        (("Equalize", 0.0, None), ("Equalize", 0.8, None)), (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+        (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+        (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, None)),
+        (("ShearX", 0.6, 5), ("Equalize", 1.0, None)), (("Color", 0.4, 0), ("Equalize", 0.6, None)),
+        (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+        (("Invert", 0.6, None), ("Equalize", 1.0, None)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+        (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
+    ],
+    "cifar10": [
+        (("Invert", 0.1, None), ("Contrast", 0.2, 6)), (("Rotate", 0.7, 2), ("TranslateX", 0.3, 9)),
+        (("Sharpness", 0.8, 1), ("Sharpness", 0.9, 3)), (("ShearY", 0.5, 8), ("TranslateY", 0.7, 9)),
+        (("AutoContrast", 0.5, None), ("Equalize", 0.9, None)), (("ShearY", 0.2, 7), ("Posterize", 0.3, 7)),
+        (("Color", 0.4, 3), ("Brightness", 0.6, 7)), (("Sharpness", 0.3, 9), ("Brightness", 0.7, 9)),
+        (("Equalize", 0.6, None), ("Equalize", 0.5, None)), (("Contrast", 0.6, 7), ("Sharpness", 0.6, 5)),
+        (("Color", 0.7, 7), ("TranslateX", 0.5, 8)), (("Equalize", 0.3, None), ("AutoContrast", 0.4, None)),
+        (("TranslateY", 0.4, 3), ("Sharpness", 0.2, 6)), (("Brightness", 0.9, 6), ("Color", 0.2, 8)),
+        (("Solarize", 0.5, 2), ("Invert", 0.0, None)), (("Equalize", 0.2, None), ("AutoContrast", 0.6, None)),
+        (("Equalize", 0.2, None), ("Equalize", 0.6, None)), (("Color", 0.9, 9), ("Equalize", 0.6, None)),
+        (("AutoContrast", 0.8, None), ("Solarize", 0.2, 8)), (("Brightness", 0.1, 3), ("Color", 0.7, 0)),
+        (("Solarize", 0.4, 5), ("AutoContrast", 0.9, None)), (("TranslateY", 0.9, 9), ("TranslateY", 0.7, 9)),
+        (("AutoContrast", 0.9, None), ("Solarize", 0.8, 3)), (("Equalize", 0.8, None), ("Invert", 0.1, None)),
+        (("TranslateY", 0.7, 9), ("AutoContrast", 0.9, None)),
+    ],
+    "svhn": [
+        (("ShearX", 0.9, 4), ("Invert", 0.2, None)), (("ShearY", 0.9, 8), ("Invert", 0.7, None)),
+        (("Equalize", 0.6, None), ("Solarize", 0.6, 6)), (("Invert", 0.9, None), ("Equalize", 0.6, None)),
+        (("Equalize", 0.6, None), ("Rotate", 0.9, 3)), (("ShearX", 0.9, 4), ("AutoContrast", 0.8, None)),
+        (("ShearY", 0.9, 8), ("Invert", 0.4, None)), (("ShearY", 0.9, 5), ("Solarize", 0.2, 6)),
+        (("Invert", 0.9, None), ("AutoContrast", 0.8, None)), (("Equalize", 0.6, None), ("Rotate", 0.9, 3)),
+        (("ShearX", 0.9, 4), ("Solarize", 0.3, 3)), (("ShearY", 0.8, 8), ("Invert", 0.7, None)),
+        (("Equalize", 0.9, None), ("TranslateY", 0.6, 6)), (("Invert", 0.9, None), ("Equalize", 0.6, None)),
+        (("Contrast", 0.3, 3), ("Rotate", 0.8, 4)), (("Invert", 0.8, None), ("TranslateY", 0.0, 2)),
+        (("ShearY", 0.7, 6), ("Solarize", 0.4, 8)), (("Invert", 0.6, None), ("Rotate", 0.8, 4)),
+        (("ShearY", 0.3, 7), ("TranslateX", 0.9, 3)), (("ShearX", 0.1, 6), ("Invert", 0.6, None)),
+        (("Solarize", 0.7, 2), ("TranslateY", 0.6, 7)), (("ShearY", 0.8, 4), ("Invert", 0.8, None)),
+        (("ShearX", 0.7, 9), ("TranslateY", 0.8, 3)), (("ShearY", 0.8, 5), ("AutoContrast", 0.7, None)),
+        (("ShearX", 0.7, 2), ("Invert", 0.1, None)),
+    ],
+}
+
+
+class AutoAugment(_Policy):
+    """AutoAugment (Cubuk et al. 2019; torchvision's AutoAugment): per sample one of the
+    policy's 25 sub-policies, uniformly; each of its two operations applies with its own
+    probability, at its magnitude bin of 10, signed magnitudes negated with probability 1/2.
+
+    Args:
+        policy: "imagenet", "cifar10" or "svhn" (torchvision's AutoAugmentPolicy tables, in
+            `POLICIES`).
+        interpolation, fill: as RandAugment's.
+
+    Example: ``[RandomResizedCrop(224), RandomFlip(), AutoAugment("imagenet"), Normalize(...)]``.
+    """
+
+    draws = 3  # the sub-policy, then whether each of its two operations fires
+
+    def __init__(self, policy: str = "imagenet", interpolation: str | None = None, fill: Any = None) -> None:
+        self.policy = check_choice("policy", policy, tuple(POLICIES), optional=False)
+        self._common(interpolation, fill)
+        table = POLICIES[self.policy]
+        self._p = np.array([[p for _, p, _ in sub] for sub in table])  # [25, 2]
+        self._build([primitive(AUTOAUGMENT_SPACE[name], 10, 0 if at is None else at, self.interpolation, self.fill)
+                     for sub in table for name, _, at in sub])
+
+    def choices(self, draws: Draws, n: int) -> np.ndarray:
+        sub = self._pick(draws, 0, len(self._p))
+        fires = np.stack([draws.uniform_np(1 + j) < self._p[sub, j] for j in range(2)], 1)  # [N, 2]
+        entry = sub[:, None] * 2 + np.arange(2)[None, :]
+        return np.where(fires, self._valid[entry], -1)

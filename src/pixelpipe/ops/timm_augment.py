@@ -1,0 +1,215 @@
+"""TimmRandAugment: timm's RandAugment ("rand-m9-mstd0.5-inc1", DeiT's and most ViT recipes'),
+with the operations chosen per sample.
+
+timm's variant differs from torchvision's (pixelpipe.ops.policies.RandAugment) in its
+operations and their arguments (timm.data.auto_augment, written out here from its definitions):
+fifteen operations, no Identity, among them Invert and SolarizeAdd; every chosen operation
+fires with probability `prob` (0.5); the magnitude of each application is drawn from a normal
+of mean `magnitude` and std `magnitude_std`, clipped to [0, 10] (levels out of 10, not bins of
+31); the "increasing" set makes every operation stronger as the level grows; uncovered areas
+take the ImageNet mean colour. Like the other policies it is a CompoundOp: the geometric
+operations fold into the stage's warp, the others run after it in step order (the order
+caveats of pixelpipe.ops.policies apply).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws
+from .augment_space import _apply
+from .geometry import _about_centre, _rotation
+from .kinds import GeometryOp, Op, Params, PixelOp
+from .matrices import affine
+from .pixelwise import column, grey_levels
+from .policies import _Policy
+
+__all__ = ["TimmRandAugment"]
+
+LEVEL_MAX = 10.0  # timm's _LEVEL_DENOM: magnitudes are levels out of 10
+GEOMETRIC = ("ShearX", "ShearY", "TranslateXRel", "TranslateYRel", "Rotate")
+INCREASING = ("AutoContrast", "Equalize", "Invert", "Rotate", "PosterizeIncreasing", "SolarizeIncreasing",
+              "SolarizeAdd", "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing", "SharpnessIncreasing",
+              "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
+PLAIN = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd", "Color", "Contrast",
+         "Brightness", "Sharpness", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
+IMAGENET_FILL = (124.0, 116.0, 104.0)  # timm's img_mean: round(255 * ImageNet mean)
+
+
+class _TimmOp(Op):
+    """One timm operation with its magnitude rule: level ~ N(magnitude, std) clipped to
+    [0, 10] (draws 0 and 1, Box-Muller), a sign (draw 2: negative where u > 0.5, timm's
+    _randomly_negate), and the operation's argument from them (`arg`)."""
+
+    draws = 3
+
+    def _init(self, name: str, magnitude: float, std: float, translate_pct: float) -> None:
+        self.name, self.magnitude, self.std, self.translate_pct = name, magnitude, std, translate_pct
+
+    def __repr__(self) -> str:
+        return f"{self.name}(m={self.magnitude}, mstd={self.std})"
+
+    def eval_form(self, style: str) -> list[Op]:
+        return []
+
+    def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
+        n = len(sizes)
+        level = np.full(n, self.magnitude)
+        if self.std > 0:
+            u1 = np.maximum(draws.uniform_np(0).astype(np.float64), 1.0 / (1 << 24))
+            u2 = draws.uniform_np(1).astype(np.float64)
+            level = level + self.std * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
+        level = np.clip(level, 0.0, LEVEL_MAX)
+        sign = np.where(draws.uniform_np(2) > 0.5, -1.0, 1.0)
+        return {"arg": self.arg(level / LEVEL_MAX, sign, np.asarray(sizes, dtype=np.float64))}
+
+    def arg(self, t: np.ndarray, sign: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """timm's level_to_arg at t = level / 10, per sample."""
+        name = self.name
+        if name == "Rotate":
+            return sign * 30.0 * t
+        if name in ("ShearX", "ShearY"):
+            return sign * 0.3 * t
+        if name in ("TranslateXRel", "TranslateYRel"):  # in pixels of the image's width or height
+            return sign * self.translate_pct * t * sizes[:, 1 if name == "TranslateXRel" else 0]
+        if name == "Posterize":
+            return np.floor(t * 4)
+        if name == "PosterizeIncreasing":
+            return 4 - np.floor(t * 4)
+        if name == "Solarize":
+            return np.minimum(256, np.floor(t * 256))
+        if name == "SolarizeIncreasing":
+            return 256 - np.minimum(256, np.floor(t * 256))
+        if name == "SolarizeAdd":
+            return np.minimum(128, np.floor(t * 110))
+        if name.endswith("Increasing"):  # the enhance factors, 1 +- 0.9 t, at least 0.1
+            return np.maximum(0.1, 1.0 + sign * 0.9 * t)
+        if name in ("Color", "Contrast", "Brightness", "Sharpness"):
+            return t * 1.8 + 0.1
+        return np.zeros_like(t)  # AutoContrast, Equalize, Invert
+
+
+class TimmGeometry(_TimmOp, GeometryOp):
+    """A shear (PIL's (1, f, 0, 0, 1, 0): x' = x - f y), a translation (by -arg pixels, PIL's
+    (1, 0, arg, 0, 1, 0)) or a rotation (arg degrees counter-clockwise about the centre)."""
+
+    def __init__(self, name: str, magnitude: float, std: float, translate_pct: float,
+                 interpolation: str | None, fill: tuple[float, ...] | None) -> None:
+        self._init(name, magnitude, std, translate_pct)
+        self.interpolation, self.fill = interpolation, fill
+
+    def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a = params["arg"]
+        n = len(a)
+        if self.name == "ShearX":
+            return affine(n, b=-a), sizes
+        if self.name == "ShearY":
+            return affine(n, c=-a), sizes
+        if self.name == "TranslateXRel":
+            return affine(n, tx=-a), sizes
+        if self.name == "TranslateYRel":
+            return affine(n, ty=-a), sizes
+        return _about_centre(_rotation(a), sizes), sizes
+
+
+class TimmPixels(_TimmOp, PixelOp):
+    """A colour or levels operation of timm's, on the float image (Pillow's ImageOps and
+    ImageEnhance definitions; the enhance factors f blend as torchvision's 1 + m)."""
+
+    def __init__(self, name: str, magnitude: float, std: float) -> None:
+        self._init(name, magnitude, std, 0.0)
+
+    def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        if x.shape[0] == 0:
+            return x
+        a = np.asarray(params["arg"], dtype=np.float64)
+        base = self.name.removesuffix("Increasing")
+        if base in ("Color", "Contrast", "Brightness", "Sharpness"):
+            return _apply(base, x, a - 1.0)
+        if base == "Posterize":
+            return _apply("Posterize", x, np.minimum(a, 8.0))
+        if base == "Solarize":  # Pillow's threshold in grey levels: 256 inverts nothing
+            return _apply("Solarize", x, a / 255.0)
+        if base == "SolarizeAdd":  # levels under 128 raised by `arg`, at most to 255
+            levels = grey_levels(x)
+            added = torch.where(levels < 128, (levels + column(a, x, torch.int64)).clamp_(max=255), levels)
+            return added.to(x.dtype) * (1.0 / 255.0)
+        return _apply(base, x, a)  # AutoContrast, Equalize, Invert
+
+
+class TimmRandAugment(_Policy):
+    """timm's RandAugment, per sample: `num_ops` operations drawn uniformly (with replacement)
+    among timm's fifteen, each firing with probability `prob`, at a level drawn from
+    N(magnitude, magnitude_std) clipped to [0, 10].
+
+    Args:
+        num_ops, magnitude, magnitude_std, increasing: timm's "rand-m{magnitude}-n{num_ops}-
+            mstd{magnitude_std}-inc{1 if increasing}" (DeiT: 2, 9, 0.5, True; `from_config`
+            reads such a string).
+        prob: each chosen operation's probability (timm's 0.5).
+        translate_pct: the largest translation, a fraction of the side (timm's 0.45).
+        interpolation: the stage's filter (None keeps the stage's; DeiT's timm runs bicubic).
+        fill: the colour of uncovered areas, 0..255 (timm: the ImageNet mean, 124, 116, 104).
+
+    Example: ``TimmRandAugment.from_config("rand-m9-mstd0.5-inc1")``.
+    """
+
+    def __init__(self, num_ops: int = 2, magnitude: float = 9.0, magnitude_std: float = 0.5, increasing: bool = True,
+                 prob: float = 0.5, translate_pct: float = 0.45, interpolation: str | None = None,
+                 fill: Any = IMAGENET_FILL) -> None:
+        if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
+            raise ValueError(f"num_ops must be a whole number >= 0, got {num_ops!r}")
+        magnitude, magnitude_std = float(magnitude), float(magnitude_std)
+        if not 0.0 <= magnitude <= LEVEL_MAX:
+            raise ValueError(f"magnitude must be a level in [0, {LEVEL_MAX:g}], got {magnitude}")
+        if not 0.0 <= magnitude_std < math.inf:
+            raise ValueError(f"magnitude_std must be a finite number >= 0, got {magnitude_std}")
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError(f"prob must be a probability in [0, 1], got {prob}")
+        if not 0.0 <= translate_pct <= 1.0:
+            raise ValueError(f"translate_pct must be in [0, 1], got {translate_pct}")
+        self.num_ops, self.magnitude, self.magnitude_std = num_ops, magnitude, magnitude_std
+        self.increasing, self.prob, self.translate_pct = bool(increasing), float(prob), float(translate_pct)
+        self._common(interpolation, fill)
+        self.draws = 2 * num_ops  # the operation of each step, then whether it fires
+        self.names = INCREASING if self.increasing else PLAIN
+        self._k = len(self.names)
+        self._build([self._op(name) for _ in range(num_ops) for name in self.names])
+
+    def _op(self, name: str) -> Op:
+        if name in GEOMETRIC:
+            return TimmGeometry(name, self.magnitude, self.magnitude_std, self.translate_pct, self.interpolation,
+                                self.fill)
+        return TimmPixels(name, self.magnitude, self.magnitude_std)
+
+    def _fields(self) -> dict[str, Any]:
+        return {k: v for k, v in super()._fields().items() if k != "names"}
+
+    @classmethod
+    def from_config(cls, config: str, **kwargs: Any) -> TimmRandAugment:
+        """From timm's config string, e.g. "rand-m9-mstd0.5-inc1" (keys m, n, mstd, inc, p)."""
+        parts = config.split("-")
+        if parts[0] != "rand":
+            raise ValueError(f"config must start with 'rand-' (timm's RandAugment), got {config!r}")
+        keys = {"m": "magnitude", "n": "num_ops", "mstd": "magnitude_std", "inc": "increasing", "p": "prob"}
+        args: dict[str, Any] = {}
+        for part in parts[1:]:
+            key = part.rstrip("0123456789.")
+            if key not in keys or key == part:
+                raise ValueError(f"config {config!r}: unknown or empty section {part!r} (known: {', '.join(keys)})")
+            value = float(part[len(key):])
+            args[keys[key]] = int(value) if key == "n" else bool(value) if key == "inc" else value
+        return cls(**{**args, **kwargs})
+
+    def choices(self, draws: Draws, n: int) -> np.ndarray:
+        k = self._k
+        steps = []
+        for j in range(self.num_ops):
+            entry = j * k + self._pick(draws, j, k)
+            fires = draws.uniform_np(self.num_ops + j) < self.prob
+            steps.append(np.where(fires, entry, -1))
+        return np.stack(steps, 1) if steps else np.zeros((n, 0), dtype=np.int64)
