@@ -26,6 +26,11 @@ PUBLIC = [
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix",
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "show",
+    "VolumeBatch", "Compose3D", "VolumePipeline", "VolumeOp", "VolumeGeometryOp", "VolumeIntensityOp",
+    "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
+    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel",
+    "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
+    "RandomBiasField",
 ]
 
 

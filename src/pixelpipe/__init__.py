@@ -3,11 +3,14 @@ and one pointwise pass, on the CPU and the GPU."""
 
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
+from .compose3d import Compose3D
 from .data.batch import ImageBatch
+from .data.volumes import VolumeBatch
 from .engine import Engine, GpuDecoding
 from .ops import (
     BatchOp,
     CenterCrop,
+    CenterCrop3D,
     CenterResizedCrop,
     ChannelShuffle,
     ColorJitter,
@@ -17,6 +20,7 @@ from .ops import (
     Cutout,
     GaussianBlur,
     GaussianNoise,
+    GaussianNoise3D,
     GeometryOp,
     GridMask,
     Lambda,
@@ -25,18 +29,27 @@ from .ops import (
     MixUp,
     MotionBlur,
     Normalize,
+    NormalizeIntensity,
     OneOf,
     Op,
+    Orientation,
     Pad,
     PixelOp,
     RandomAdjustSharpness,
     RandomAffine,
+    RandomAffine3D,
     RandomAutocontrast,
+    RandomBiasField,
     RandomChoice,
+    RandomContrast3D,
+    RandomCrop3D,
+    RandomCropByLabel,
     RandomEqualize,
     RandomErasing,
     RandomFlip,
+    RandomFlip3D,
     RandomGamma,
+    RandomGamma3D,
     RandomGrayscale,
     RandomInvert,
     RandomIoUCrop,
@@ -45,16 +58,23 @@ from .ops import (
     RandomPosterize,
     RandomResizedCrop,
     RandomRotate,
+    RandomRotate90_3D,
     RandomSharpness,
     RandomShortestSize,
     RandomSolarize,
     RandomZoomOut,
     Resize,
+    Resize3D,
     RGBShift,
     SanitizeBoxes,
+    ScaleIntensityRange,
     ScaleJitter,
     SomeOf,
+    Spacing,
     TargetsOp,
+    VolumeGeometryOp,
+    VolumeIntensityOp,
+    VolumeOp,
     Warp,
 )
 from .tools.show import show
@@ -120,6 +140,27 @@ __all__ = [
     "SomeOf",
     "RandomOrder",
     "show",
+    "VolumeBatch",
+    "Compose3D",
+    "VolumePipeline",
+    "VolumeOp",
+    "VolumeGeometryOp",
+    "VolumeIntensityOp",
+    "RandomAffine3D",
+    "RandomFlip3D",
+    "RandomRotate90_3D",
+    "Resize3D",
+    "Spacing",
+    "Orientation",
+    "RandomCrop3D",
+    "CenterCrop3D",
+    "RandomCropByLabel",
+    "ScaleIntensityRange",
+    "NormalizeIntensity",
+    "RandomGamma3D",
+    "RandomContrast3D",
+    "GaussianNoise3D",
+    "RandomBiasField",
 ]
 
 
@@ -128,6 +169,10 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .loader.pipeline import Pipeline
 
         return Pipeline
+    if name == "VolumePipeline":
+        from .loader.volumes import VolumePipeline
+
+        return VolumePipeline
     if name in _MODULES:
         import importlib
 

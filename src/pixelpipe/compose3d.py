@@ -113,6 +113,12 @@ class Compose3D:
     def plan(self, batch: VolumeBatch, seed: int = 0, epoch: int = 0, indices: Any = None) -> VolumePlan:
         """Sample every op for the batch and fold the geometry: the warp and the program."""
         n = len(batch)
+        if n == 0:  # the output size of an empty batch: as a one-voxel volume's
+            one = VolumeBatch.from_list([torch.zeros(1, 1, 1)], [torch.zeros(1, 1, 1, dtype=torch.uint8)])
+            warp = self.plan(one, seed, epoch).warp
+            empty = np.zeros((0, 4, 4))
+            return VolumePlan(Warp3DSpec(empty, warp.out_size, self.border, self.fill, self.label_fill), [],
+                              empty, empty, np.zeros((0, 3)))
         idx = np.arange(n, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(idx) != n:
             raise ValueError(f"got {len(idx)} indices for {n} volumes")
@@ -132,14 +138,14 @@ class Compose3D:
             else:
                 steps.append(op.step(params, draws))
         out = np.rint(state.sizes).astype(np.int64)
-        if n and (out != out[0]).any():
+        if (out != out[0]).any():
             differ = sorted({tuple(s) for s in out.tolist()})[:4]
             raise ValueError(f"the outputs differ in size ({differ} ...): end the geometric ops with a crop "
                              "or a Resize3D so that every sample has one size")
-        if n and (out <= 0).any():
+        if (out <= 0).any():
             raise ValueError(f"an output size is {out[0].tolist()}: every axis needs at least one voxel")
         affine, inverse = _moved_affine(batch.affine, state.matrix)
-        size = tuple(int(v) for v in out[0]) if n else (1, 1, 1)
+        size = tuple(int(v) for v in out[0])
         sigmas = antialias_sigmas(inverse) if self.antialias else np.zeros((n, 3))
         warp = Warp3DSpec(inverse, size, self.border, self.fill, self.label_fill, sigmas)  # type: ignore[arg-type]
         return VolumePlan(warp, steps, state.matrix, affine, np.linalg.norm(affine[:, :3, :3], axis=-2))

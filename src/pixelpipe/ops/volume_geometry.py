@@ -146,7 +146,8 @@ class RandomFlip3D(VolumeGeometryOp):
 
 class RandomRotate90_3D(VolumeGeometryOp):
     """Rotate by k quarter turns in the plane of two array axes, k uniform in 0..max_k, with
-    probability p (MONAI's RandRotate90). Odd k swap the two axes' sizes: samples then differ
+    probability p (MONAI's RandRotate90): the same voxels as torch.rot90(volume, k, dims=axes).
+    Odd k swap the two axes' sizes: samples then differ
     in size, so a crop or Resize3D after it makes a batched tensor.
 
     Args:

@@ -4,7 +4,7 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 `Iterable` over a sequence or a function of the index. Streaming readers (`iter_shard`):
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
 Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
-`Yolo`.
+`Yolo`. Volumes (NIfTI, NumPy; with label maps): `Volumes`, and `load_volume` for one file.
 """
 
 from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable
@@ -13,6 +13,7 @@ from ._filelist import FileList
 from ._folder import Folder
 from ._iterable import Iterable
 from ._memory import Memory
+from ._nifti import Volumes, VolumeSample, load_volume
 from ._open import open_reader
 from ._tar import TarShards
 from ._voc import Voc
@@ -31,6 +32,9 @@ __all__ = [
     "TarShards",
     "Unreadable",
     "Voc",
+    "VolumeSample",
+    "Volumes",
     "Yolo",
+    "load_volume",
     "open_reader",
 ]

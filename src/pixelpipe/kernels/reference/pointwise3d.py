@@ -113,7 +113,8 @@ def run_steps(x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
             x = torch.where(g == 1.0, x, y)
         elif s.kind == "contrast":
             mean = _stats(x)[0].to(torch.float32).view(-1, 1, 1, 1, 1)
-            x = mean + _col(p["factor"], x) * (x - mean)
+            f = _col(p["factor"], x)
+            x = torch.where(f == 1.0, x, mean + f * (x - mean))  # a sample left out keeps its values exactly
         elif s.kind == "noise":
             assert s.draws is not None
             z = s.draws.normal_field(2, x.shape[1:], x.device)
