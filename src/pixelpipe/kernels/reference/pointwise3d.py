@@ -33,10 +33,9 @@ def _fold_pair(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> d
     two intervals nest: clamp(clamp(w, L, H), l2, h2) = clamp(w, clamp(L, l2, h2), clamp(H, l2, h2))."""
     a1, b1, l1, h1 = first["a"], first["b"], first["lo"], first["hi"]
     a2, b2, l2, h2 = second["a"], second["b"], second["lo"], second["hi"]
-    with np.errstate(invalid="ignore"):
-        e1, e2 = a2 * l1 + b2, a2 * h1 + b2
-    e1 = np.where(np.isinf(l1), np.where(a2 >= 0, -np.inf, np.inf), e1)
-    e2 = np.where(np.isinf(h1), np.where(a2 >= 0, np.inf, -np.inf), e2)
+    with np.errstate(invalid="ignore"):  # inf bounds map to inf of the right sign; a2 = 0 maps all to b2
+        e1 = np.where(a2 == 0, b2, a2 * l1 + b2)
+        e2 = np.where(a2 == 0, b2, a2 * h1 + b2)
     low, high = np.where(a2 >= 0, e1, e2), np.where(a2 >= 0, e2, e1)
     return {"a": a1 * a2, "b": a2 * b1 + b2, "lo": np.clip(low, l2, h2), "hi": np.clip(high, l2, h2)}
 
