@@ -28,7 +28,7 @@ PUBLIC = [
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "show",
     "VolumeBatch", "Compose3D", "VolumePipeline", "VolumeOp", "VolumeGeometryOp", "VolumeIntensityOp",
     "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
-    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel",
+    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel", "ElasticDeformation3D",
     "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
     "RandomBiasField",
 ]

@@ -58,7 +58,7 @@ def test_batch_size_independence_and_determinism() -> None:
     vols = [make_volume(20, 22, 18, seed=s) for s in range(4)]
     labs = [(v > 200).to(torch.uint8) for v in vols]
     t = pp.Compose3D([pp.RandomAffine3D(20, scale=(0.8, 1.2), translate=2), pp.RandomFlip3D(),
-                      pp.RandomCropByLabel(12), pp.ScaleIntensityRange(-1000, 1000), pp.NormalizeIntensity(),
+                      pp.ElasticDeformation3D(4, max_displacement=2.0, p=0.5), pp.RandomCropByLabel(12), pp.ScaleIntensityRange(-1000, 1000), pp.NormalizeIntensity(),
                       pp.GaussianNoise3D(sigma=0.1, p=0.7), pp.RandomBiasField(p=0.5)])
     batch = t(vols, labels=labs, seed=5, epoch=2, indices=[10, 11, 12, 13])
     for i in (0, 3):
@@ -210,3 +210,55 @@ def test_compose3d_refuses_what_it_cannot_run() -> None:
         pp.Compose([pp.RandomFlip3D()])
     with pytest.raises(ValueError, match="crop"):
         pp.Compose3D([pp.RandomFlip3D()])(_vols(2))
+
+
+def test_num_samples_gives_independent_patches_per_volume() -> None:
+    vols, labs = zip(*(make_cube(30, 32, 28, (5 + s, 6, 7), (15 + s, 20, 18)) for s in range(2)))
+    t = pp.Compose3D([pp.RandomFlip3D(), pp.RandomCropByLabel(8, pos=1, neg=0)], num_samples=3)
+    out = t(list(vols), labels=list(labs), seed=1, indices=[4, 9])
+    assert out["image"].shape == (6, 1, 8, 8, 8)
+    assert out["index"].tolist() == [4, 4, 4, 9, 9, 9] and out["patch"].tolist() == [0, 1, 2] * 2
+    assert (out["label"].flatten(1).sum(1) > 0).all()
+    rows = out["image"].flatten(1)
+    assert not torch.equal(rows[0], rows[1]) or not torch.equal(rows[1], rows[2])
+    alone = t([vols[1]], labels=[labs[1]], seed=1, indices=[9])
+    assert torch.equal(alone["image"], out["image"][3:])
+    with pytest.raises(ValueError, match="num_samples"):
+        pp.Compose3D([], num_samples=0)
+
+
+def test_elastic_deformation() -> None:
+    vol, lab = make_cube(30, 28, 26, (8, 6, 9), (18, 15, 20), value=1000)
+    plain = pp.Compose3D([pp.RandomAffine3D(10, p=1.0), pp.CenterCrop3D(24)])
+    base = plain([vol], labels=[lab], seed=2)
+    still = pp.Compose3D([pp.RandomAffine3D(10, p=1.0), pp.ElasticDeformation3D(max_displacement=0.0),
+                          pp.CenterCrop3D(24)])([vol], labels=[lab], seed=2)
+    assert torch.allclose(still["image"], base["image"], atol=ATOL)
+    assert torch.equal(still["label"], base["label"])
+    bent = pp.Compose3D([pp.RandomAffine3D(10, p=1.0), pp.ElasticDeformation3D(5, max_displacement=3.0),
+                         pp.CenterCrop3D(24)], fill=-1000)([vol], labels=[lab], seed=2)
+    assert (bent["label"] != base["label"]).any()
+    img = bent["image"][0, 0] + 1000
+    assert torch.allclose(_centroid(bent["label"][0, 0]), _centroid(img), atol=0.3)
+    with pytest.raises(ValueError, match="one ElasticDeformation3D"):
+        pp.Compose3D([pp.ElasticDeformation3D(), pp.ElasticDeformation3D()])([vol])
+    with pytest.raises(ValueError, match="control_points"):
+        pp.ElasticDeformation3D(control_points=1)
+
+
+def test_elastic_field_of_one_value_is_a_shift() -> None:
+    """A field equal everywhere moves every voxel by it: the same as a translation matrix."""
+    from pixelpipe.kernels.reference.warp3d import warp3d_reference
+    from pixelpipe.kernels.spec3d import Deformation, Warp3DSpec
+
+    vol = make_volume(12, 14, 13, seed=6)
+    batch = VolumeBatch.from_list([vol])
+    field = np.zeros((1, 3, 4, 4, 4), np.float32)
+    field[0, 0], field[0, 1], field[0, 2] = 1.5, -0.75, 2.25
+    eye = np.eye(4)[None]
+    deform = Deformation(eye, eye, field, np.array([[12.0, 14.0, 13.0]]))
+    got, _ = warp3d_reference(batch, Warp3DSpec(eye, (12, 14, 13), "reflect", deform=deform))
+    shift = np.eye(4)
+    shift[:3, 3] = [1.5, -0.75, 2.25]
+    want, _ = warp3d_reference(batch, Warp3DSpec(shift[None], (12, 14, 13), "reflect"))
+    assert torch.allclose(got, want, atol=0.05)

@@ -12,7 +12,7 @@ import torch
 
 from .data.random import Draws, prefix
 from .data.volumes import VolumeBatch
-from .kernels.spec3d import BORDERS_3D, Warp3DSpec, antialias_sigmas
+from .kernels.spec3d import BORDERS_3D, Deformation, Warp3DSpec, antialias_sigmas
 from .ops.checks import check_finite
 from .ops.volume_kinds import Step, VolumeGeometryOp, VolumeIntensityOp, VolumeOp, VolumeState, translation
 
@@ -66,6 +66,10 @@ class Compose3D:
         label_fill: the label map's value there (0, or an ignore index such as 255).
         antialias: blur the input before a warp that shrinks an axis by 1.25x or more
             (kernels.spec3d says how); False never blurs.
+        num_samples: outputs per volume (patch-based training, MONAI's num_samples): each
+            volume is augmented k times, every random op drawing anew for each patch (patch
+            j of the volume of index i draws as sample i * k + j); the output has N * k rows,
+            "index" repeats each volume's index and "patch" gives j.
 
     Calling it: ``compose(volumes, labels=None, spacing=None, affine=None, seed=0, epoch=0,
     indices=None)`` with a VolumeBatch, or a list of [D, H, W] / [D, H, W, C] tensors or
@@ -90,7 +94,7 @@ class Compose3D:
     """
 
     def __init__(self, ops: Sequence[VolumeOp], dtype: torch.dtype = torch.float32, border: str = "constant",
-                 fill: float = 0.0, label_fill: int = 0, antialias: bool = True) -> None:
+                 fill: float = 0.0, label_fill: int = 0, antialias: bool = True, num_samples: int = 1) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, (VolumeGeometryOp, VolumeIntensityOp)):
@@ -102,13 +106,15 @@ class Compose3D:
             raise ValueError(f"border must be one of {', '.join(map(repr, BORDERS_3D))}, got {border!r}")
         if isinstance(label_fill, bool) or not isinstance(label_fill, int):
             raise ValueError(f"label_fill must be an int, got {label_fill!r}")
-        self.ops, self.dtype, self.border = ops, dtype, border
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or not 1 <= num_samples <= 1024:
+            raise ValueError(f"num_samples must be an int in [1, 1024], got {num_samples!r}")
+        self.ops, self.dtype, self.border, self.num_samples = ops, dtype, border, num_samples
         self.fill, self.label_fill, self.antialias = check_finite("fill", fill), label_fill, bool(antialias)
 
     def __repr__(self) -> str:
         inner = ",\n".join(f"    {op!r}" for op in self.ops)
         return (f"Compose3D([\n{inner}\n], dtype={self.dtype}, border={self.border!r}, fill={self.fill}, "
-                f"label_fill={self.label_fill}, antialias={self.antialias})")
+                f"label_fill={self.label_fill}, antialias={self.antialias}, num_samples={self.num_samples})")
 
     def plan(self, batch: VolumeBatch, seed: int = 0, epoch: int = 0, indices: Any = None) -> VolumePlan:
         """Sample every op for the batch and fold the geometry: the warp and the program."""
@@ -126,9 +132,14 @@ class Compose3D:
         state = VolumeState(batch.sizes.numpy().copy(), batch.spacing.copy(), batch.affine.copy(),
                             np.tile(np.eye(4), (n, 1, 1)), batch)
         steps: list[Step] = []
+        deform: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (matrix before, frame, field)
         for pos, op in enumerate(self.ops):
             draws = Draws(seed, epoch, idx, pos, prefix=pre)
             params = op.sample(draws, state)
+            if getattr(op, "deformation", False):
+                if deform is not None:
+                    raise ValueError("a Compose3D takes one ElasticDeformation3D")
+                deform = (state.matrix.copy(), state.sizes.copy(), params["field"])
             if isinstance(op, VolumeGeometryOp):
                 m, sizes = op.transform(params, state)
                 state.matrix = m @ state.matrix
@@ -147,7 +158,11 @@ class Compose3D:
         affine, inverse = _moved_affine(batch.affine, state.matrix)
         size = tuple(int(v) for v in out[0])
         sigmas = antialias_sigmas(inverse) if self.antialias else np.zeros((n, 3))
-        warp = Warp3DSpec(inverse, size, self.border, self.fill, self.label_fill, sigmas)  # type: ignore[arg-type]
+        elastic = None
+        if deform is not None:
+            before, frame, field = deform
+            elastic = Deformation(before @ inverse, np.linalg.inv(before), field.astype(np.float32), frame)
+        warp = Warp3DSpec(inverse, size, self.border, self.fill, self.label_fill, sigmas, elastic)  # type: ignore[arg-type]
         return VolumePlan(warp, steps, state.matrix, affine, np.linalg.norm(affine[:, :3, :3], axis=-2))
 
     def __call__(self, volumes: Any, labels: Sequence[Any] | None = None, spacing: Any = None, affine: Any = None,
@@ -160,12 +175,21 @@ class Compose3D:
             batch = volumes
         else:
             batch = VolumeBatch.from_list(list(volumes), labels, spacing, affine)
-        plan = self.plan(batch, seed, epoch, indices)
+        n, k = len(batch), self.num_samples
+        idx = np.arange(n, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64).reshape(-1)
+        if len(idx) != n:
+            raise ValueError(f"got {len(idx)} indices for {n} volumes")
+        draw_idx = idx
+        if k > 1:  # k patches per volume: rows pointing at the same voxels, each drawing anew
+            batch = batch.repeat_each(k)
+            draw_idx = (idx[:, None] * k + np.arange(k)[None, :]).reshape(-1)
+        plan = self.plan(batch, seed, epoch, draw_idx)
         image, label = run_volume_stage(batch, plan.warp, plan.steps, self.dtype)
-        n = len(batch)
-        idx = torch.arange(n) if indices is None else torch.as_tensor(np.asarray(indices, dtype=np.int64))
         out: dict[str, Any] = {"image": image, "affine": torch.from_numpy(plan.affine),
-                               "spacing": torch.from_numpy(plan.spacing), "index": idx}
+                               "spacing": torch.from_numpy(plan.spacing),
+                               "index": torch.from_numpy(np.repeat(idx, k))}
+        if k > 1:
+            out["patch"] = torch.arange(k).repeat(n)
         if label is not None:
             out["label"] = label
         return out

@@ -184,6 +184,13 @@ class VolumeBatch:
         _, d, h, w, _, lo = self.table[i].tolist()
         return self.labels[lo : lo + d * h * w].view(d, h, w)
 
+    def repeat_each(self, k: int) -> VolumeBatch:
+        """Each sample k times in a row (k patches per volume): new table rows pointing at the
+        same voxels, no copy of the buffers."""
+        rep = lambda a: np.repeat(a, k, axis=0)
+        return VolumeBatch(self.data, self.table.repeat_interleave(k, 0), self.labels, rep(self.spacing),
+                           rep(self.affine), [s for s in self.sources for _ in range(k)])
+
     def to(self, device: str | torch.device) -> VolumeBatch:
         """The batch with its buffers on `device` (the table stays on the CPU)."""
         lab = None if self.labels is None else self.labels.to(device)

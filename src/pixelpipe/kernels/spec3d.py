@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AA_MIN_STRETCH", "BORDERS_3D", "Warp3DSpec", "antialias_sigmas"]
+__all__ = ["AA_MIN_STRETCH", "BORDERS_3D", "Deformation", "Warp3DSpec", "antialias_sigmas"]
 
 BORDERS_3D = ("constant", "reflect", "replicate")
 AA_MIN_STRETCH = 1.25
@@ -40,6 +40,27 @@ def antialias_sigmas(inverse: np.ndarray) -> np.ndarray:
 
 
 @dataclass
+class Deformation:
+    """An elastic deformation inside the warp (ops.volume_elastic). Output point p reads input
+    point outer @ (y + d(y)), y = inner @ p: y lies in the frame the deformation was drawn in
+    (the volume as the ops before it left it, `frame` voxels), d is the coarse field
+    interpolated trilinearly at y, control point k of axis a sitting at k / (c_a - 1) * frame_a
+    (the first and last on the faces; beyond them the nearest face's value).
+
+    Attributes:
+        inner: float64 [N, 4, 4], output -> frame (the inverse of the ops after it).
+        outer: float64 [N, 4, 4], frame -> input (the inverse of the ops before it).
+        field: float32 [N, 3, c0, c1, c2], displacements in frame voxels along axes 0, 1, 2.
+        frame: float64 [N, 3], the frame's size.
+    """
+
+    inner: np.ndarray
+    outer: np.ndarray
+    field: np.ndarray
+    frame: np.ndarray
+
+
+@dataclass
 class Warp3DSpec:
     """One warp of a ragged volume batch.
 
@@ -50,6 +71,8 @@ class Warp3DSpec:
         fill: the image's value beyond a "constant" border (input units).
         label_fill: the label map's value there.
         sigmas: float64 [N, 3] antialiasing sigmas per input axis (zeros: none).
+        deform: an elastic deformation between the matrices, or None; `inverse` is then
+            outer @ inner (the matrix part, which the antialiasing reads).
     """
 
     inverse: np.ndarray
@@ -58,6 +81,7 @@ class Warp3DSpec:
     fill: float = 0.0
     label_fill: int = 0
     sigmas: np.ndarray | None = None
+    deform: Deformation | None = None
 
     def __post_init__(self) -> None:
         self.inverse = np.ascontiguousarray(self.inverse, dtype=np.float64).reshape(-1, 4, 4)

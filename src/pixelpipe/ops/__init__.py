@@ -16,6 +16,7 @@ from .photometric import ChannelShuffle, RandomInvert, RGBShift
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
 from .volume_crop import CenterCrop3D, RandomCrop3D, RandomCropByLabel
+from .volume_elastic import ElasticDeformation3D
 from .volume_geometry import Orientation, RandomAffine3D, RandomFlip3D, RandomRotate90_3D, Resize3D, Spacing
 from .volume_intensity import (
     GaussianNoise3D,
@@ -42,7 +43,7 @@ __all__ = [
     # the volume ops (Compose3D's; not 2-D Ops)
     "VolumeOp", "VolumeGeometryOp", "VolumeIntensityOp",
     "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
-    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel",
+    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel", "ElasticDeformation3D",
     "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
     "RandomBiasField",
 ]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ...data.volumes import VolumeBatch
-from ..spec3d import Warp3DSpec
+from ..spec3d import Deformation, Warp3DSpec
 
 __all__ = ["blur_volume", "sample_grid", "source_volume", "warp3d_reference"]
 
@@ -80,6 +80,25 @@ def sample_grid(inverse: np.ndarray, in_size: np.ndarray, out_size: tuple[int, i
     return grid.unsqueeze(0)
 
 
+def deformed_grid(deform: Deformation, i: int, in_size: np.ndarray, out_size: tuple[int, int, int],
+                  device: torch.device) -> torch.Tensor:
+    """float32 [1, D, H, W, 3]: grid_sample's source points of sample i through the elastic
+    deformation (spec3d.Deformation): y = inner @ p, plus the field at y, then outer."""
+    f32 = torch.float32
+    axes = [torch.arange(s, dtype=f32, device=device) + 0.5 for s in out_size]
+    p = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1)  # [D, H, W, 3] continuous, array order
+    t = lambda m: torch.from_numpy(np.ascontiguousarray(m)).to(device=device, dtype=f32)
+    inner, outer = t(deform.inner[i]), t(deform.outer[i])
+    y = p @ inner[:3, :3].T + inner[:3, 3]
+    frame = t(deform.frame[i])
+    g = (2.0 * y / frame - 1.0).flip(-1).unsqueeze(0)  # control points on the faces: align_corners=True
+    field = t(deform.field[i]).unsqueeze(0)  # [1, 3, c0, c1, c2]
+    d = F.grid_sample(field, g, mode="bilinear", padding_mode="border", align_corners=True)[0]  # [3, D, H, W]
+    q = (y + d.permute(1, 2, 3, 0)) @ outer[:3, :3].T + outer[:3, 3]
+    size = t(np.asarray(in_size, dtype=np.float64))
+    return (2.0 * q / size - 1.0).flip(-1).unsqueeze(0)
+
+
 def source_box(inverse: np.ndarray, in_size: np.ndarray, out_size: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) int64 [3]: the whole voxels of the input that the warp can read, the box around
     the source points of the output's 8 corner voxel centres (an affine map sends the box's
@@ -117,10 +136,14 @@ def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec) -> tuple[torch.Tensor
         # only the box of voxels the warp reads is converted and sampled (a crop reads a
         # fraction of its volume); a blurred sample is taken whole (the blur reaches further)
         blur = bool((spec.sigmas[i] > 0).any())
-        lo, hi = (np.zeros(3, np.int64), sizes[i]) if blur else source_box(spec.inverse[i], sizes[i], spec.out_size)
+        whole = blur or spec.deform is not None  # a deformation may reach anywhere
+        lo, hi = (np.zeros(3, np.int64), sizes[i]) if whole else source_box(spec.inverse[i], sizes[i], spec.out_size)
         moved = np.eye(4)
         moved[:3, 3] = -lo
-        grid = sample_grid(moved @ spec.inverse[i], hi - lo, spec.out_size, dev)
+        if spec.deform is not None:
+            grid = deformed_grid(spec.deform, i, sizes[i], spec.out_size, dev)
+        else:
+            grid = sample_grid(moved @ spec.inverse[i], hi - lo, spec.out_size, dev)
         box = tuple(slice(int(a), int(b)) for a, b in zip(lo, hi))
         vol = (source_volume(batch, i, spec.sigmas[i]) if blur
                else batch.volume(i)[box].permute(3, 0, 1, 2).to(torch.float32))
