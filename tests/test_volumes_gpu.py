@@ -89,6 +89,13 @@ def test_fused_window_and_normalize(nonzero: bool) -> None:
     _compare(pp.Compose3D(t.ops, dtype=torch.float16), _batch())
 
 
+def test_elastic_deformation_in_the_kernel() -> None:
+    t = pp.Compose3D([pp.RandomAffine3D(15), pp.ElasticDeformation3D((5, 4, 6), max_displacement=(3.0, 2.0, 4.0)),
+                      pp.RandomFlip3D(), pp.RandomCrop3D(24)], border="reflect")
+    for seed in range(2):
+        _compare(t, _batch(), seed)
+
+
 def test_steps_after_the_kernel_and_antialias() -> None:
     t = pp.Compose3D([pp.Resize3D((16, 18, 14)), pp.ScaleIntensityRange(-1000, 1000), pp.RandomGamma3D(p=1.0),
                       pp.RandomContrast3D(p=1.0), pp.RandomBiasField(p=1.0)])

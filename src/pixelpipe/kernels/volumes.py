@@ -17,11 +17,10 @@ __all__ = ["run_volume_stage"]
 def run_volume_stage(batch: VolumeBatch, spec: Warp3DSpec, steps: list[Step],
                      dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(image [N, C, D, H, W] of `dtype`, label map int64 [N, 1, D, H, W] or None): one warp
-    and the pointwise program, where the batch's data lies. An elastic deformation runs the
-    reference on the device (the Triton kernel reads matrices only)."""
+    and the pointwise program, where the batch's data lies."""
     from . import gpu_kernels_available
 
-    if batch.device.type == "cuda" and gpu_kernels_available() and spec.deform is None:
+    if batch.device.type == "cuda" and gpu_kernels_available():
         from .triton.warp3d import warp3d_pointwise_gpu
 
         return warp3d_pointwise_gpu(batch, spec, steps, dtype)

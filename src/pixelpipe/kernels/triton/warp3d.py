@@ -3,7 +3,9 @@
 Per output voxel: its source point from the sample's 3x4 inverse matrix (kernels.spec3d's
 convention, grid_sample's align_corners=False), the 8 trilinear taps with the border rule, every
 channel, then, fused, the pointwise epilogue: clamp(a x + b, lo, hi), a NormalizeIntensity's
-per-sample scale and shift, a second clamp(a x + b, lo, hi), the cast. The label map is read in
+per-sample scale and shift, a second clamp(a x + b, lo, hi), the cast. With an elastic
+deformation the source point goes through its coarse field on the way (8 more taps of 3
+floats per voxel, from a field of a few KB per sample that stays in L1/L2). The label map is read in
 the same program at the nearest voxel of the same source point. Twin: reference.warp3d +
 reference.pointwise3d (fused_epilogue_reference is the epilogue's), checked by
 tests/test_volumes_gpu.py.
@@ -61,6 +63,46 @@ def _nearest(c):
 
 
 @triton.jit
+def _control(t, size, K):
+    """Along one axis: the lower control point's index and the upper one's weight of the frame
+    coordinate t (control points k / (K - 1) * size, the field held beyond the faces)."""
+    u = tl.minimum(tl.maximum(t / size * (K - 1), 0.0), (K - 1) * 1.0)
+    k = tl.minimum(tl.floor(u).to(tl.int32), K - 2)
+    return k, u - k.to(tl.float32)
+
+
+@triton.jit
+def _field(fp, q0, q1, q2, f0, f1, f2, K0, K1, K2):
+    """The coarse displacement field (fp: [3, K0, K1, K2]) at frame point q, trilinear."""
+    k0, w0 = _control(q0, f0, K0)
+    k1, w1 = _control(q1, f1, K1)
+    k2, w2 = _control(q2, f2, K2)
+    plane = K0 * K1 * K2
+    d0 = tl.zeros_like(q0)
+    d1 = tl.zeros_like(q0)
+    d2 = tl.zeros_like(q0)
+    for corner in tl.static_range(8):
+        if corner & 4:
+            i0, u0 = k0 + 1, w0
+        else:
+            i0, u0 = k0, 1.0 - w0
+        if corner & 2:
+            i1, u1 = k1 + 1, w1
+        else:
+            i1, u1 = k1, 1.0 - w1
+        if corner & 1:
+            i2, u2 = k2 + 1, w2
+        else:
+            i2, u2 = k2, 1.0 - w2
+        wt = u0 * u1 * u2
+        off = (i0 * K1 + i1) * K2 + i2
+        d0 += wt * tl.load(fp + off)
+        d1 += wt * tl.load(fp + plane + off)
+        d2 += wt * tl.load(fp + 2 * plane + off)
+    return d0, d1, d2
+
+
+@triton.jit
 def _warp3d_kernel(
     src_ptr,  # flat volume buffer (uint8, int16, uint16, float16 or float32), [D, H, W, C] per sample
     table_ptr,  # int64 [N, 6]: offset, D, H, W, C, label offset
@@ -71,6 +113,9 @@ def _warp3d_kernel(
     out_ptr,  # [N, C, D, H, W] contiguous, the output dtype
     lab_ptr,  # flat integer label buffer, read when LABELS
     lab_out_ptr,  # int64 [N, 1, D, H, W], written when LABELS
+    def_ptr,  # float32 [N, 15]: outer 3x4 rows (frame -> input), frame size, read when DEFORM
+    field_ptr,  # float32 [N, 3, K0, K1, K2]: control-point displacements, read when DEFORM
+    K0, K1, K2,  # control points per axis
     D, H, W,  # output size
     C,  # channels (every sample has C)
     P,  # programs per sample along axis 0 (the partial sums' stride)
@@ -81,6 +126,7 @@ def _warp3d_kernel(
     SUMS: tl.constexpr,  # write partial sums of the values entering the normalize
     STORE: tl.constexpr,  # write the image (and label) outputs
     LABELS: tl.constexpr,  # warp the label map too (nearest)
+    DEFORM: tl.constexpr,  # inv_ptr maps output -> frame; add the field there, then def_ptr's outer
     BLOCK: tl.constexpr,  # output voxels per program
 ):
     n = tl.program_id(1)
@@ -95,10 +141,26 @@ def _warp3d_kernel(
     p1 = oh.to(tl.float32) + 0.5
     p2 = ow.to(tl.float32) + 0.5
     g = inv_ptr + n * 12
+    q0 = tl.load(g + 0) * p0 + tl.load(g + 1) * p1 + tl.load(g + 2) * p2 + tl.load(g + 3)
+    q1 = tl.load(g + 4) * p0 + tl.load(g + 5) * p1 + tl.load(g + 6) * p2 + tl.load(g + 7)
+    q2 = tl.load(g + 8) * p0 + tl.load(g + 9) * p1 + tl.load(g + 10) * p2 + tl.load(g + 11)
+    if DEFORM:  # q is in the deformation's frame: add the field there, then map to the input
+        dp = def_ptr + n * 15
+        fp = field_ptr + n.to(tl.int64) * (3 * K0 * K1 * K2)
+        d0, d1, d2 = _field(fp, q0, q1, q2, tl.load(dp + 12), tl.load(dp + 13), tl.load(dp + 14), K0, K1, K2)
+        q0 = q0 + d0
+        q1 = q1 + d1
+        q2 = q2 + d2
+        r0 = tl.load(dp + 0) * q0 + tl.load(dp + 1) * q1 + tl.load(dp + 2) * q2 + tl.load(dp + 3)
+        r1 = tl.load(dp + 4) * q0 + tl.load(dp + 5) * q1 + tl.load(dp + 6) * q2 + tl.load(dp + 7)
+        r2 = tl.load(dp + 8) * q0 + tl.load(dp + 9) * q1 + tl.load(dp + 10) * q2 + tl.load(dp + 11)
+        q0 = r0
+        q1 = r1
+        q2 = r2
     # index coordinates (voxel centres at integers): source point - 0.5
-    c0 = tl.load(g + 0) * p0 + tl.load(g + 1) * p1 + tl.load(g + 2) * p2 + tl.load(g + 3) - 0.5
-    c1 = tl.load(g + 4) * p0 + tl.load(g + 5) * p1 + tl.load(g + 6) * p2 + tl.load(g + 7) - 0.5
-    c2 = tl.load(g + 8) * p0 + tl.load(g + 9) * p1 + tl.load(g + 10) * p2 + tl.load(g + 11) - 0.5
+    c0 = q0 - 0.5
+    c1 = q1 - 0.5
+    c2 = q2 - 0.5
     t = table_ptr + n * 6
     src = src_ptr + tl.load(t + 0)
     sd = tl.load(t + 1).to(tl.int32)
@@ -132,6 +194,8 @@ def _warp3d_kernel(
     fb = tl.load(e + 5)
     flo = tl.load(e + 6)
     fhi = tl.load(e + 7)
+    ns = 1.0
+    nt = 0.0
     if NORM:
         ns = tl.load(norm_ptr + n * 2 + 0)
         nt = tl.load(norm_ptr + n * 2 + 1)
@@ -241,23 +305,35 @@ def warp3d_pointwise_gpu(batch: VolumeBatch, spec: Warp3DSpec, steps: list[Step]
         return image.to(dtype), label
     src = _prefiltered(batch, spec)
     table = src.kernel_table()
-    inv = torch.from_numpy(spec.rows().astype(np.float32)).to(dev)
+    deform = spec.deform
+    if deform is None:
+        inv = torch.from_numpy(spec.rows().astype(np.float32)).to(dev)
+        def_rows, field, ks = torch.zeros(1, dtype=torch.float32, device=dev), None, (2, 2, 2)
+    else:  # inner (output -> frame) in the matrix slot; outer and the frame size beside the field
+        inv = torch.from_numpy(deform.inner[:, :3, :].reshape(n, 12).astype(np.float32)).to(dev)
+        rows = np.concatenate([deform.outer[:, :3, :].reshape(n, 12), deform.frame], 1)
+        def_rows = torch.from_numpy(rows.astype(np.float32)).to(dev)
+        field = torch.from_numpy(np.ascontiguousarray(deform.field, dtype=np.float32)).to(dev)
+        ks = tuple(int(k) for k in deform.field.shape[2:])
     ep = torch.from_numpy(epilogue_rows(first, after, n)).to(dev)
     programs = triton.cdiv(D * H * W, block)
     grid = (programs, n)
     dummy = torch.zeros(1, dtype=torch.float32, device=dev)
     labels_in = src.labels if src.labels is not None else dummy
-    common = dict(BORDER=BORDER_CODE_3D[spec.border], BLOCK=block, num_warps=num_warps)
+    common = dict(BORDER=BORDER_CODE_3D[spec.border], DEFORM=deform is not None, BLOCK=block, num_warps=num_warps)
+    field_in = field if field is not None else dummy
     nonzero = bool(norm is not None and norm.params["nonzero"][0])
     norm_rows = dummy
     if norm is not None:
         part = torch.empty(n, programs, 3, dtype=torch.float32, device=dev)
-        _warp3d_kernel[grid](src.data, table, inv, ep, dummy, part, image, labels_in, dummy, D, H, W, c, programs,
+        _warp3d_kernel[grid](src.data, table, inv, ep, dummy, part, image, labels_in, dummy, def_rows, field_in,
+                             *ks, D, H, W, c, programs,
                              float(spec.fill), int(spec.label_fill), NORM=False, NONZERO=nonzero, SUMS=True,
                              STORE=False, LABELS=False, **common)
         norm_rows = norm_from_sums(part.to(torch.float64).sum(1), norm).contiguous()
     _warp3d_kernel[grid](src.data, table, inv, ep, norm_rows, dummy, image, labels_in,
-                         label if label is not None else dummy, D, H, W, c, programs, float(spec.fill),
+                         label if label is not None else dummy, def_rows, field_in, *ks, D, H, W, c, programs,
+                         float(spec.fill),
                          int(spec.label_fill), NORM=norm is not None, NONZERO=nonzero, SUMS=False, STORE=True,
                          LABELS=label is not None, **common)
     if rest:
