@@ -156,3 +156,21 @@ def test_pipeline_error_policies(tmp_path) -> None:
         _pipe(items, on_error="ignore")
     for p in (skip, rep):
         p.close()
+
+
+def test_pipeline_reads_only_the_boxes_and_matches_the_compose(tmp_path) -> None:
+    items = _dataset(tmp_path, 4, gz=False)
+    ops = [pp.RandomAffine3D(15), pp.RandomFlip3D(), pp.RandomCropByLabel(6, pos=1, neg=1),
+           pp.ScaleIntensityRange(-1000, 1000), pp.NormalizeIntensity()]
+    pipe = pp.VolumePipeline(items, ops, batch_size=4, seed=3, shuffle=False)
+    got = next(iter(pipe))
+    assert pipe.voxels_read < 0.6 * pipe.voxels_total
+    reader = Volumes(items)
+    samples = [reader.read(i) for i in range(4)]
+    whole = pp.Compose3D(ops)([torch.from_numpy(np.asarray(s.image)) for s in samples],
+                              labels=[torch.from_numpy(np.asarray(s.label)) for s in samples],
+                              affine=[s.affine for s in samples], seed=3, epoch=0, indices=[0, 1, 2, 3])
+    assert torch.allclose(got["image"], whole["image"], atol=1e-3)
+    assert (got["label"] != whole["label"]).float().mean() <= 1e-3
+    assert torch.allclose(got["affine"], whole["affine"])
+    pipe.close()

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .data.random import Draws, prefix
-from .data.volumes import VolumeBatch
+from .data.volumes import VolumeBatch, VolumeHeaders
 from .kernels.spec3d import BORDERS_3D, Deformation, Warp3DSpec, antialias_sigmas
 from .ops.checks import check_finite
 from .ops.volume_kinds import Step, VolumeGeometryOp, VolumeIntensityOp, VolumeOp, VolumeState, translation
@@ -116,8 +116,11 @@ class Compose3D:
         return (f"Compose3D([\n{inner}\n], dtype={self.dtype}, border={self.border!r}, fill={self.fill}, "
                 f"label_fill={self.label_fill}, antialias={self.antialias}, num_samples={self.num_samples})")
 
-    def plan(self, batch: VolumeBatch, seed: int = 0, epoch: int = 0, indices: Any = None) -> VolumePlan:
-        """Sample every op for the batch and fold the geometry: the warp and the program."""
+    def plan(self, batch: VolumeBatch | VolumeHeaders, seed: int = 0, epoch: int = 0,
+             indices: Any = None) -> VolumePlan:
+        """Sample every op for the batch (or its headers: nothing here reads voxels, except
+        RandomCropByLabel its label maps) and fold the geometry: the warp and the program.
+        `indices` are the draws' sample indices (default 0..N-1)."""
         n = len(batch)
         if n == 0:  # the output size of an empty batch: as a one-voxel volume's
             one = VolumeBatch.from_list([torch.zeros(1, 1, 1)], [torch.zeros(1, 1, 1, dtype=torch.uint8)])
@@ -167,8 +170,6 @@ class Compose3D:
 
     def __call__(self, volumes: Any, labels: Sequence[Any] | None = None, spacing: Any = None, affine: Any = None,
                  seed: int = 0, epoch: int = 0, indices: Any = None) -> dict[str, Any]:
-        from .kernels.volumes import run_volume_stage
-
         if isinstance(volumes, VolumeBatch):
             if labels is not None or spacing is not None or affine is not None:
                 raise ValueError("a VolumeBatch carries its labels, spacing and affines: give them to it")
@@ -183,13 +184,23 @@ class Compose3D:
         if k > 1:  # k patches per volume: rows pointing at the same voxels, each drawing anew
             batch = batch.repeat_each(k)
             draw_idx = (idx[:, None] * k + np.arange(k)[None, :]).reshape(-1)
-        plan = self.plan(batch, seed, epoch, draw_idx)
+        return self.finish(batch, self.plan(batch, seed, epoch, draw_idx), idx)
+
+    def finish(self, batch: VolumeBatch, plan: VolumePlan, indices: np.ndarray) -> dict[str, Any]:
+        """Run a plan on the batch's voxels: the warp and the pointwise program, in the output
+        dict. `indices` are the volumes' indices (each repeated num_samples times in "index").
+        A loader that planned from headers passes the boxes it read with the plan's inverse
+        matrices moved to them (VolumePipeline)."""
+        from .kernels.volumes import run_volume_stage
+
+        k = self.num_samples
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         image, label = run_volume_stage(batch, plan.warp, plan.steps, self.dtype)
         out: dict[str, Any] = {"image": image, "affine": torch.from_numpy(plan.affine),
                                "spacing": torch.from_numpy(plan.spacing),
                                "index": torch.from_numpy(np.repeat(idx, k))}
         if k > 1:
-            out["patch"] = torch.arange(k).repeat(n)
+            out["patch"] = torch.arange(k).repeat(len(idx))
         if label is not None:
             out["label"] = label
         return out

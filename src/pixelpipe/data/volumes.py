@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["VOLUME_DTYPES", "LABEL_DTYPES", "VolumeBatch", "spacing_of"]
+__all__ = ["VOLUME_DTYPES", "LABEL_DTYPES", "VolumeBatch", "VolumeHeaders", "spacing_of"]
 
 VOLUME_DTYPES = (torch.uint8, torch.int16, torch.uint16, torch.float16, torch.float32)
 LABEL_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32, torch.int64)
@@ -199,3 +199,42 @@ class VolumeBatch:
     def __repr__(self) -> str:
         labels = "" if self.labels is None else f", labels {self.labels.dtype}"
         return f"VolumeBatch({len(self)} volumes, {self.data.dtype}{labels}, {self.device})"
+
+
+class VolumeHeaders:
+    """What planning reads of a batch before its voxels are read: each volume's shape, spacing
+    and affine, and its label map (RandomCropByLabel counts label voxels) as an array that may
+    be a memory map. Compose3D.plan takes it in place of a VolumeBatch, so a loader can plan
+    first and then read only the box of voxels each warp needs.
+
+    Args:
+        shapes: per volume (D, H, W) (or (D, H, W, C): the channels are ignored).
+        affine: float64 [N, 4, 4] voxel-index-to-world matrices.
+        labels: per volume its label map [D, H, W] (numpy, memory map or tensor), or None.
+    """
+
+    def __init__(self, shapes: Sequence[Sequence[int]], affine: np.ndarray,
+                 labels: Sequence[Any] | None = None) -> None:
+        self.shapes = np.array([tuple(s)[:3] for s in shapes], dtype=np.int64).reshape(-1, 3)
+        self.affine = np.asarray(affine, dtype=np.float64).reshape(-1, 4, 4)
+        self.spacing = spacing_of(self.affine)
+        self._labels = None if labels is None else list(labels)
+        if len(self.affine) != len(self.shapes) or (self._labels is not None and len(self._labels) != len(self.shapes)):
+            raise ValueError("shapes, affines and label maps must have one entry per volume")
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def sizes(self) -> torch.Tensor:
+        return torch.from_numpy(self.shapes.astype(np.float64))
+
+    @property
+    def labels(self) -> list[Any] | None:
+        return self._labels
+
+    def label(self, i: int) -> torch.Tensor | None:
+        if self._labels is None:
+            return None
+        m = self._labels[i]
+        return m if isinstance(m, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(m))

@@ -104,14 +104,15 @@ class RandomCropByLabel(VolumeGeometryOp):
         u = draws.uniform_np(1).astype(np.float64)
         centres = np.empty((len(state), 3))
         for n in range(len(state)):  # the per-sample reduction: counting a class's voxels
-            lab = batch.label(n).reshape(-1)
+            full = batch.label(n)
+            d, h, w = full.shape
+            lab = full.reshape(-1)
             fg = lab > self.threshold
             n_fg = int(fg.sum())
             take_fg = (bool(want_fg[n]) and n_fg > 0) or n_fg == lab.numel()
             mask = fg if take_fg else ~fg
             count = n_fg if take_fg else lab.numel() - n_fg
             flat = _kth_true(mask, min(int(u[n] * count), count - 1))
-            d, h, w = (int(v) for v in batch.table[n, 1:4])
             centres[n] = (flat // (h * w), (flat // w) % h, flat % w)
         return {"centre": centres + 0.5}
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..data.random import Draws
-from ..data.volumes import VolumeBatch
+from ..data.volumes import VolumeBatch, VolumeHeaders
 
 __all__ = ["STEP_KINDS", "Step", "VolumeGeometryOp", "VolumeIntensityOp", "VolumeOp", "VolumeState", "Params"]
 
@@ -56,14 +56,15 @@ class VolumeState:
         affine: float64 [N, 4, 4], the current voxel-index-to-world matrices.
         matrix: float64 [N, 4, 4], the forward matrix from the input's coordinates to the
             current ones (the product of the geometric ops so far).
-        batch: the input batch (its label maps are read by RandomCropByLabel only).
+        batch: the input batch or its headers (its label maps are read by RandomCropByLabel
+            only).
     """
 
     sizes: np.ndarray
     spacing: np.ndarray
     affine: np.ndarray
     matrix: np.ndarray
-    batch: VolumeBatch | None = None
+    batch: VolumeBatch | VolumeHeaders | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
