@@ -174,3 +174,14 @@ def test_pipeline_reads_only_the_boxes_and_matches_the_compose(tmp_path) -> None
     assert (got["label"] != whole["label"]).float().mean() <= 1e-3
     assert torch.allclose(got["affine"], whole["affine"])
     pipe.close()
+
+
+def test_bench_cli_runs_the_volume_pipeline(capsys) -> None:
+    from pixelpipe.tools.cli import main
+
+    assert main(["bench", "--pipeline", "volume", "--device", "cpu", "--size", "20", "--crop", "12",
+                 "--batch", "2", "--rounds", "1", "--peers", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "pixelpipe" in out and "crop 12^3" in out
+    with pytest.raises(SystemExit):
+        main(["bench", "--pipeline", "volume", "--size", "8", "--crop", "12"])
