@@ -262,3 +262,35 @@ def test_elastic_field_of_one_value_is_a_shift() -> None:
     shift[:3, 3] = [1.5, -0.75, 2.25]
     want, _ = warp3d_reference(batch, Warp3DSpec(shift[None], (12, 14, 13), "reflect"))
     assert torch.allclose(got, want, atol=0.05)
+
+
+ALL_OPS = [
+    pp.RandomAffine3D(20, scale=(0.8, 1.2), shear=5, translate=2, p=0.7), pp.RandomFlip3D(),
+    pp.RandomRotate90_3D(axes=(0, 1), max_k=2, p=1.0), pp.Resize3D((9, 10, 11)), pp.Spacing((1.2, 0.9, 1.0)),
+    pp.Orientation("LPI"), pp.RandomCrop3D(7), pp.CenterCrop3D(7), pp.RandomCropByLabel(7),
+    pp.ElasticDeformation3D(4, max_displacement=1.5), pp.ScaleIntensityRange(-1000, 1000),
+    pp.NormalizeIntensity(nonzero=True), pp.RandomGamma3D(p=1.0), pp.RandomContrast3D(p=1.0),
+    pp.GaussianNoise3D(sigma=20.0, p=1.0), pp.RandomBiasField(p=1.0),
+]
+
+
+@pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: type(op).__name__)
+def test_every_op_keeps_the_contract(op) -> None:
+    """Inputs untouched, outputs finite of the asked dtype, one row per sample, the same seed the
+    same output, an empty batch an empty output, float16 the float32 result rounded."""
+    vols = [make_volume(12, 13, 11, seed=1), make_volume(14, 12, 12, seed=2)]
+    labs = [(v > 100).to(torch.uint8) for v in vols]
+    before = [v.clone() for v in vols], [lab.clone() for lab in labs]
+    tail = [] if isinstance(op, (pp.Resize3D, pp.RandomCrop3D, pp.CenterCrop3D, pp.RandomCropByLabel)) \
+        else [pp.Resize3D((8, 8, 8))]
+    t32 = pp.Compose3D([op, *tail])
+    a = t32(vols, labels=labs, seed=3)
+    assert all(torch.equal(v, w) for v, w in zip(vols, before[0]))
+    assert all(torch.equal(v, w) for v, w in zip(labs, before[1]))
+    assert a["image"].shape[0] == 2 and torch.isfinite(a["image"]).all()
+    assert a["label"].dtype == torch.int64
+    assert torch.equal(t32(vols, labels=labs, seed=3)["image"], a["image"])
+    h = pp.Compose3D([op, *tail], dtype=torch.float16)(vols, labels=labs, seed=3)["image"]
+    assert torch.allclose(h.float(), a["image"].to(torch.float16).float(), atol=1e-2, rtol=2**-9)
+    empty = t32(VolumeBatch.from_list([], labels=[]))
+    assert empty["image"].shape[0] == 0
