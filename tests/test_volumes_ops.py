@@ -294,3 +294,17 @@ def test_every_op_keeps_the_contract(op) -> None:
     assert torch.allclose(h.float(), a["image"].to(torch.float16).float(), atol=1e-2, rtol=2**-9)
     empty = t32(VolumeBatch.from_list([], labels=[]))
     assert empty["image"].shape[0] == 0
+
+
+def test_show_volumes_draws_three_slices_with_the_label(tmp_path) -> None:
+    vol, lab = make_cube(20, 22, 24, (5, 6, 7), (15, 16, 17), label=1)
+    out = pp.Compose3D([pp.RandomFlip3D(0.0)])([vol, vol], labels=[lab, lab])
+    pic = pp.show_volumes(out, tmp_path / "s.png", tile=40)
+    assert pic.size == (120, 80) and (tmp_path / "s.png").stat().st_size > 0
+    px = np.asarray(pic)
+    centre = px[20, 20]  # the first tile's centre lies inside the cube: red over grey
+    corner = px[2, 20]  # outside the volume's cut but inside the tile: grey, no overlay
+    assert centre[0] > centre[1] + 50
+    assert abs(int(corner[0]) - int(corner[1])) < 5
+    with pytest.raises(ValueError, match="N, C, D, H, W"):
+        pp.show_volumes(torch.zeros(2, 3, 4))

@@ -79,6 +79,7 @@ from .ops import (
     Warp,
 )
 from .tools.show import show
+from .tools.show_volumes import show_volumes
 
 __version__ = "0.1.0"
 
@@ -163,6 +164,7 @@ __all__ = [
     "RandomContrast3D",
     "GaussianNoise3D",
     "RandomBiasField",
+    "show_volumes",
 ]
 
 
