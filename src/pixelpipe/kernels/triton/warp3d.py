@@ -207,21 +207,21 @@ def _warp3d_kernel(
         acc = tl.zeros([BLOCK], tl.float32)
         for corner in tl.static_range(8):
             if corner & 4:
-                i0, q0, u0 = b0, o0b, w0
+                i0, x0, u0 = b0, o0b, w0
             else:
-                i0, q0, u0 = a0, o0a, 1.0 - w0
+                i0, x0, u0 = a0, o0a, 1.0 - w0
             if corner & 2:
-                i1, q1, u1 = b1, o1b, w1
+                i1, x1, u1 = b1, o1b, w1
             else:
-                i1, q1, u1 = a1, o1a, 1.0 - w1
+                i1, x1, u1 = a1, o1a, 1.0 - w1
             if corner & 1:
-                i2, q2, u2 = b2, o2b, w2
+                i2, x2, u2 = b2, o2b, w2
             else:
-                i2, q2, u2 = a2, o2a, 1.0 - w2
+                i2, x2, u2 = a2, o2a, 1.0 - w2
             wt = u0 * u1 * u2
             off = ((i0 * sh + i1) * sw + i2) * C + ch
             if BORDER == 0:
-                is_fill = q0 | q1 | q2
+                is_fill = x0 | x1 | x2
                 v = tl.load(src + off, mask=mask & ~is_fill, other=0).to(tl.float32)
                 v = tl.where(is_fill, fill, v)
             else:
@@ -253,13 +253,13 @@ def _warp3d_kernel(
         r0 = _nearest(c0)
         r1 = _nearest(c1)
         r2 = _nearest(c2)
-        m0, q0 = _remap(r0, sd, BORDER)
-        m1, q1 = _remap(r1, sh, BORDER)
-        m2, q2 = _remap(r2, sw, BORDER)
+        m0, x0 = _remap(r0, sd, BORDER)
+        m1, x1 = _remap(r1, sh, BORDER)
+        m2, x2 = _remap(r2, sw, BORDER)
         lsrc = lab_ptr + tl.load(t + 5)
         loff = (m0 * sh + m1) * sw + m2
         if BORDER == 0:
-            out = q0 | q1 | q2
+            out = x0 | x1 | x2
             lv = tl.load(lsrc + loff, mask=mask & ~out, other=0).to(tl.int64)
             lv = tl.where(out, label_fill, lv)
         else:
