@@ -308,3 +308,20 @@ def test_show_volumes_draws_three_slices_with_the_label(tmp_path) -> None:
     assert abs(int(corner[0]) - int(corner[1])) < 5
     with pytest.raises(ValueError, match="N, C, D, H, W"):
         pp.show_volumes(torch.zeros(2, 3, 4))
+
+
+def test_volume_batch_checks_what_it_is_given() -> None:
+    vol = make_volume(4, 5, 6)
+    b = VolumeBatch.from_list([vol], spacing=[(2.0, 1.0, 0.5)])
+    assert np.allclose(b.affine[0], np.diag([2.0, 1.0, 0.5, 1.0]))
+    with pytest.raises(ValueError, match="disagrees"):
+        VolumeBatch.from_list([vol], spacing=[(2.0, 1.0, 0.5)], affine=[np.eye(4)])
+    with pytest.raises(ValueError, match="label map 0"):
+        VolumeBatch.from_list([vol], labels=[torch.zeros(4, 5, 7, dtype=torch.uint8)])
+    with pytest.raises(ValueError, match="dtype"):
+        VolumeBatch.from_list([vol.to(torch.int32)])
+    with pytest.raises(ValueError, match="D, H, W"):
+        VolumeBatch.from_list([torch.zeros(4, 5)])
+    mixed = VolumeBatch.from_list([vol, vol.to(torch.uint8)])
+    assert mixed.data.dtype == torch.float32
+    assert torch.equal(mixed.volume(1)[..., 0], vol.to(torch.uint8).float())

@@ -100,8 +100,13 @@ class VolumeBatch:
             affine = np.zeros((n, 4, 4))
             affine[:, [0, 1, 2], [0, 1, 2]] = base
             affine[:, 3, 3] = 1.0
+        given = spacing is not None
         affine = np.asarray(affine, dtype=np.float64).reshape(n, 4, 4)
         spacing = spacing_of(affine) if spacing is None else np.asarray(spacing, dtype=np.float64).reshape(n, 3)
+        if given and n and not np.allclose(spacing, spacing_of(affine), rtol=1e-4):
+            bad = int(np.argmax(np.abs(spacing - spacing_of(affine)).max(1)))
+            raise ValueError(f"volume {bad}: spacing {spacing[bad].tolist()} disagrees with its affine's voxel sizes "
+                             f"{spacing_of(affine)[bad].tolist()}; give one of them")
         if n and not (np.isfinite(spacing).all() and (spacing > 0).all()):
             raise ValueError(f"spacing must be positive and finite, got {spacing.tolist()}")
         if n and (np.abs(np.linalg.det(affine[:, :3, :3])) < 1e-12).any():
