@@ -19,7 +19,7 @@ act on column vectors (p0, p1, p2, 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,6 @@ class VolumeState:
     affine: np.ndarray
     matrix: np.ndarray
     batch: VolumeBatch | VolumeHeaders | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.sizes)
