@@ -185,3 +185,44 @@ def test_bench_cli_runs_the_volume_pipeline(capsys) -> None:
     assert "pixelpipe" in out and "crop 12^3" in out
     with pytest.raises(SystemExit):
         main(["bench", "--pipeline", "volume", "--size", "8", "--crop", "12"])
+
+
+def test_tar_shards_read_like_files(tmp_path) -> None:
+    import tarfile
+
+    want = []
+    files = []
+    for i, ext in enumerate(["nii", "nii.gz", "npy"]):
+        vol, lab = make_cube(10 + i, 12, 11, (2, 3, 4), (6, 8, 7), label=1 + i)
+        img_path, lab_path = tmp_path / f"c{i}.image.{ext}", tmp_path / f"c{i}.label.{ext}"
+        if ext == "npy":
+            np.save(img_path, vol.numpy())
+            np.save(lab_path, lab.numpy())
+        else:
+            _save(img_path, vol.numpy())
+            _save(lab_path, lab.numpy())
+        files += [img_path, lab_path]
+        want.append((vol.numpy(), lab.numpy()))
+    shard = tmp_path / "shard-0.tar"
+    with tarfile.open(shard, "w") as tar:
+        for f in files:
+            tar.add(f, arcname=f"cases/{f.name}")
+        tar.add(files[0], arcname="cases/README.txt")  # not a volume name: ignored
+    reader = Volumes.tar(str(shard))
+    assert len(reader) == 3
+    for i, (vol, lab) in enumerate(want):
+        s = reader.read(i)
+        assert np.array_equal(s.image, vol) and np.array_equal(s.label, lab)
+        assert s.source.endswith(f"cases/c{i}.image.{['nii', 'nii.gz', 'npy'][i]}")
+    assert isinstance(reader.read(0).image, np.memmap)  # .nii member mapped in place
+    assert isinstance(reader.read(2).image, np.memmap)  # so is .npy
+    assert np.allclose(reader.read(1).affine, AFFINE)
+    pipe = pp.VolumePipeline(reader, [pp.RandomCropByLabel(6), pp.ScaleIntensityRange(-1000, 1000)],
+                             batch_size=3, seed=1)
+    batch = next(iter(pipe))
+    assert (batch["label"].flatten(1).max(1).values > 0).sum() >= 1
+    pipe.close()
+    with tarfile.open(tmp_path / "gz.tar.gz", "w:gz") as tar:
+        tar.add(files[0], arcname="a.image.nii")
+    with pytest.raises(ReaderError, match="compressed tar"):
+        Volumes.tar(tmp_path / "gz.tar.gz")

@@ -242,4 +242,8 @@ class VolumeHeaders:
         if self._labels is None:
             return None
         m = self._labels[i]
-        return m if isinstance(m, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(m))
+        if isinstance(m, torch.Tensor):
+            return m
+        m = np.asarray(m)
+        # a read-only memory map is copied (torch wants writable arrays); RandomCropByLabel reads it all
+        return torch.from_numpy(m if m.flags.writeable and m.flags.c_contiguous else np.array(m, order="C"))

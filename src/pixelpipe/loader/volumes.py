@@ -41,8 +41,8 @@ def as_arrays(s: VolumeSample) -> tuple[torch.Tensor, torch.Tensor | None]:
     lab = s.label
     if lab is not None and lab.dtype not in _LABEL_OK:
         lab = lab.astype(np.int64)
-    t = torch.from_numpy(np.ascontiguousarray(img))
-    return t, None if lab is None else torch.from_numpy(np.ascontiguousarray(lab))
+    own = lambda a: a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")  # a read-only map: copied
+    return torch.from_numpy(own(np.asarray(img))), None if lab is None else torch.from_numpy(own(np.asarray(lab)))
 
 
 class VolumePipeline:

@@ -4,7 +4,8 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 `Iterable` over a sequence or a function of the index. Streaming readers (`iter_shard`):
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
 Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
-`Yolo`. Volumes (NIfTI, NumPy; with label maps): `Volumes`, and `load_volume` for one file.
+`Yolo`. Volumes (NIfTI, NumPy, files or tar shards; with label maps): `Volumes`, and
+`load_volume` for one file.
 """
 
 from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable

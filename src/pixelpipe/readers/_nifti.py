@@ -18,11 +18,9 @@ from typing import Any
 import numpy as np
 
 from ._base import ReaderError, check_index
+from ._volume_files import VOLUME_EXTENSIONS, load_volume, volume_extension, volume_from_bytes
 
-__all__ = ["VOLUME_EXTENSIONS", "VolumeSample", "Volumes", "load_volume"]
-
-VOLUME_EXTENSIONS = (".nii", ".nii.gz", ".npy", ".npz")
-
+__all__ = ["VOLUME_EXTENSIONS", "VolumeSample", "Volumes", "load_volume", "volume_from_bytes"]
 
 @dataclass(slots=True)
 class VolumeSample:
@@ -41,54 +39,6 @@ class VolumeSample:
     affine: np.ndarray
     source: str
     index: int
-
-
-def _nibabel() -> Any:
-    try:
-        import nibabel
-    except ImportError:
-        raise ImportError('reading NIfTI files needs nibabel: pip install "pixelpipe[volumes]"') from None
-    return nibabel
-
-
-def _extension(path: str) -> str:
-    low = path.lower()
-    for ext in VOLUME_EXTENSIONS:
-        if low.endswith(ext) and not (ext == ".nii" and low.endswith(".nii.gz")):
-            return ext
-    return ""
-
-
-def load_volume(path: str | os.PathLike[str], mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(voxels, affine float64 [4, 4]) of one file. .nii / .nii.gz: nibabel's data (scaled by
-    the header's slope and intercept when it has them; otherwise the stored dtype, memory-mapped
-    for .nii) and affine. .npy: the array (memory-mapped), identity affine. .npz: the array
-    under "image" (else the only array), "affine" if present, else diag("spacing") if present."""
-    p = os.fspath(path)
-    ext = _extension(p)
-    if not os.path.isfile(p):
-        raise FileNotFoundError(f"no volume file at {p}")
-    if ext in (".nii", ".nii.gz"):
-        nib = _nibabel()
-        img = nib.load(p, mmap=mmap and ext == ".nii")
-        data = np.asanyarray(img.dataobj)
-        return data, np.asarray(img.affine, dtype=np.float64)
-    if ext == ".npy":
-        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False), np.eye(4)
-    if ext == ".npz":
-        with np.load(p, allow_pickle=False) as z:
-            keys = [k for k in z.files if k not in ("affine", "spacing")]
-            key = "image" if "image" in z.files else (keys[0] if len(keys) == 1 else None)
-            if key is None:
-                raise ValueError(f"{p}: an .npz volume holds its voxels under 'image' (or one array only); "
-                                 f"it has {sorted(z.files)}")
-            affine = np.eye(4)
-            if "affine" in z.files:
-                affine = np.asarray(z["affine"], dtype=np.float64).reshape(4, 4)
-            elif "spacing" in z.files:
-                affine[[0, 1, 2], [0, 1, 2]] = np.asarray(z["spacing"], dtype=np.float64).reshape(3)
-            return np.asarray(z[key]), affine
-    raise ValueError(f"{p}: not a volume file (expected one of {', '.join(VOLUME_EXTENSIONS)})")
 
 
 def _stem(name: str) -> str:
@@ -142,7 +92,8 @@ class Volumes:
             pairs.append((full[0], full[1]))  # type: ignore[arg-type]
         if not pairs:
             raise ReaderError("Volumes: no items")
-        self.items, self.mmap = pairs, bool(mmap)
+        self.items: list[tuple[Any, Any]] = list(pairs)
+        self.mmap = bool(mmap)
 
     @classmethod
     def folder(cls, root: str | os.PathLike[str], images: str = "imagesTr", labels: str | None = "labelsTr",
@@ -152,7 +103,7 @@ class Volumes:
         img_dir = Path(root) / images
         if not img_dir.is_dir():
             raise ReaderError(f"no folder {img_dir}")
-        files = sorted(f for f in os.listdir(img_dir) if _extension(f) and not f.startswith("."))
+        files = sorted(f for f in os.listdir(img_dir) if volume_extension(f) and not f.startswith("."))
         if not files:
             raise ReaderError(f"{img_dir} holds no volume files ({', '.join(VOLUME_EXTENSIONS)})")
         if labels is None:
@@ -160,27 +111,48 @@ class Volumes:
         lab_dir = Path(root) / labels
         if not lab_dir.is_dir():
             raise ReaderError(f"no folder {lab_dir}")
-        by_stem = {_stem(f): f for f in os.listdir(lab_dir) if _extension(f)}
+        by_stem = {_stem(f): f for f in os.listdir(lab_dir) if volume_extension(f)}
         missing = [f for f in files if _stem(f) not in by_stem]
         if missing:
             raise ReaderError(f"{len(missing)} images have no label map in {lab_dir}, e.g. {missing[0]}")
         return cls([(str(img_dir / f), str(lab_dir / by_stem[_stem(f)])) for f in files], mmap=mmap)
 
+    @classmethod
+    def tar(cls, shards: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], mmap: bool = True) -> Volumes:
+        """The volumes of uncompressed tar shards (webdataset's layout: `KEY.image.nii.gz` or
+        `KEY.nii.gz` / `.nii` / `.npy` / `.npz`, with `KEY.label.*` or `KEY.seg.*` beside), indexed
+        at construction, then read by sample like files (uncompressed .nii and .npy members
+        memory-mapped in place)."""
+        from ._volume_tar import tar_volume_pairs
+
+        paths = [shards] if isinstance(shards, (str, os.PathLike)) else list(shards)
+        self = cls.__new__(cls)
+        self.items, self.mmap = list(tar_volume_pairs(paths)), bool(mmap)
+        return self
+
     def __len__(self) -> int:
         return len(self.items)
 
     def sources(self, i: int) -> str:
-        return self.items[check_index(i, len(self), "Volumes")][0]
+        return str(self.items[check_index(i, len(self), "Volumes")][0])
+
+    def _load(self, ref: Any) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(ref, str):
+            return load_volume(ref, self.mmap)
+        from ._volume_tar import load_member
+
+        return load_member(ref, self.mmap)
 
     def read(self, i: int) -> VolumeSample:
         i = check_index(i, len(self), "Volumes")
-        image_path, label_path = self.items[i]
-        image, affine = load_volume(image_path, self.mmap)
+        image_ref, label_ref = self.items[i]
+        image_path, label_path = str(image_ref), None if label_ref is None else str(label_ref)
+        image, affine = self._load(image_ref)
         if image.ndim not in (3, 4):
             raise ValueError(f"{image_path}: a volume is [D, H, W] or [D, H, W, C], got shape {image.shape}")
         label = None
-        if label_path is not None:
-            label, _ = load_volume(label_path, self.mmap)
+        if label_ref is not None:
+            label, _ = self._load(label_ref)
             if label.ndim == 4 and label.shape[3] == 1:
                 label = label[..., 0]
             if label.shape != image.shape[:3]:
