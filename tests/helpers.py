@@ -335,3 +335,27 @@ def write_coco(root: Path, n: int = 6, seed: int = 0, keypoints: bool = False, f
     path = root / "instances.json"
     path.write_text(json.dumps(data))
     return path
+
+
+# ----------------------------------------------------------------------------- volumes
+def make_volume(d: int, h: int, w: int, seed: int = 0, dtype: torch.dtype = torch.int16) -> torch.Tensor:
+    """[D, H, W] smooth waves plus a little noise in CT-like units (-1000..1000): every voxel
+    differs from its neighbours, so a geometric error shows."""
+    rng = np.random.default_rng(seed)
+    z, y, x = np.meshgrid(*(np.arange(s, dtype=np.float64) for s in (d, h, w)), indexing="ij")
+    f = rng.uniform(0.15, 0.5, 3)
+    vol = 600 * np.sin(f[0] * z + 1) * np.cos(f[1] * y - 0.5) + 300 * np.sin(f[2] * x) + 200 * (z / max(d - 1, 1))
+    vol = vol + rng.normal(0, 5, vol.shape)
+    return torch.from_numpy(np.clip(vol, -1000, 1000).round()).to(dtype)
+
+
+def make_cube(d: int, h: int, w: int, lo: tuple[int, int, int], hi: tuple[int, int, int],
+              value: int = 800, label: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int16 volume, uint8 label map) [D, H, W]: background -1000, the box lo..hi-1 `value`
+    in the volume and `label` in the label map: a shape whose position is known."""
+    vol = torch.full((d, h, w), -1000, dtype=torch.int16)
+    lab = torch.zeros(d, h, w, dtype=torch.uint8)
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    vol[box] = value
+    lab[box] = label
+    return vol, lab

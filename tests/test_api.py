@@ -27,6 +27,11 @@ PUBLIC = [
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix", "Mosaic",
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix", "show",
+    "VolumeBatch", "Compose3D", "VolumePipeline", "VolumeOp", "VolumeGeometryOp", "VolumeIntensityOp",
+    "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
+    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel", "ElasticDeformation3D",
+    "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
+    "RandomBiasField", "show_volumes",
 ]
 
 

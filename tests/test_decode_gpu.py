@@ -408,6 +408,10 @@ def test_undecodable_blobs_raise_naming_the_sample(decoders, small: Image.Image)
     # Truncated: nvJPEG might hand back grey rows; Pillow raises, and so must we.
     with pytest.raises(DecodeError, match="sample 1"):
         decoders().decode_regions([jpeg, jpeg[: len(jpeg) * 2 // 3], jpeg])
+    # several at once: the lowest raises, naming the others (a pipeline skips them together)
+    with pytest.raises(DecodeError, match="sample 1") as caught:
+        decoders().decode_regions([jpeg, jpeg[: len(jpeg) // 2], jpeg, b"not an image either", jpeg])
+    assert [s for s, _ in caught.value.more] == [3], caught.value.more
 
 
 def test_corrupt_scan_decodes_or_is_reported(decoders, small: Image.Image) -> None:

@@ -4,7 +4,7 @@ private names, no file over the size a reader can hold.
 Read from the source (ast), not by importing: an import inside a function counts like one at
 the top. The layers, lowest first (a package imports only from its own layer or below):
 
-    native, readers, data  <  ops  <  kernels, decode  <  plan  <  engine  <  compose, eval
+    native, readers, data  <  ops  <  kernels, decode  <  plan  <  engine  <  compose, compose3d, eval
     <  presets, loader  <  tools, integrations, torch, __init__, __main__
 """
 
@@ -23,7 +23,7 @@ LAYER = {
     "kernels": 2, "decode": 2,
     "plan": 3,
     "engine": 4,
-    "compose": 5, "eval": 5,
+    "compose": 5, "compose3d": 5, "eval": 5,
     "presets": 6, "loader": 6,
     "tools": 7, "integrations": 7, "torch": 7, "__init__": 7, "__main__": 7,
 }

@@ -3,8 +3,10 @@ and one pointwise pass, on the CPU and the GPU."""
 
 from . import decode  # the package, callable as the function decode (see decode/__init__.py)
 from .compose import Compose, SampleError
+from .compose3d import Compose3D
 from .data.batch import ImageBatch
 from .data.clips import ClipSampler
+from .data.volumes import VolumeBatch
 from .engine import Engine, GpuDecoding
 from .engine.clips import augment_clips
 from .ops import (
@@ -12,6 +14,7 @@ from .ops import (
     AutoAugment,
     BatchOp,
     CenterCrop,
+    CenterCrop3D,
     CenterResizedCrop,
     ChannelShuffle,
     ColorJitter,
@@ -19,8 +22,10 @@ from .ops import (
     Crop,
     CutMix,
     Cutout,
+    ElasticDeformation3D,
     GaussianBlur,
     GaussianNoise,
+    GaussianNoise3D,
     GeometryOp,
     GridMask,
     JpegQuality,
@@ -31,20 +36,29 @@ from .ops import (
     Mosaic,
     MotionBlur,
     Normalize,
+    NormalizeIntensity,
     OneOf,
     Op,
+    Orientation,
     Pad,
     PixelOp,
     RandAugment,
     RandomAdjustSharpness,
     RandomAffine,
+    RandomAffine3D,
     RandomAutocontrast,
+    RandomBiasField,
     RandomChoice,
+    RandomContrast3D,
     RandomCrop,
+    RandomCrop3D,
+    RandomCropByLabel,
     RandomEqualize,
     RandomErasing,
     RandomFlip,
+    RandomFlip3D,
     RandomGamma,
+    RandomGamma3D,
     RandomGrayscale,
     RandomHSV,
     RandomInvert,
@@ -55,22 +69,30 @@ from .ops import (
     RandomResizedCrop,
     RandomRotate,
     RandomRotate90,
+    RandomRotate90_3D,
     RandomSharpness,
     RandomShortestSize,
     RandomSolarize,
     RandomZoomOut,
     Resize,
+    Resize3D,
     RGBShift,
     SaltAndPepper,
     SanitizeBoxes,
+    ScaleIntensityRange,
     ScaleJitter,
     SomeOf,
+    Spacing,
     TargetsOp,
     TimmRandAugment,
     TrivialAugmentWide,
+    VolumeGeometryOp,
+    VolumeIntensityOp,
+    VolumeOp,
     Warp,
 )
 from .tools.show import show
+from .tools.show_volumes import show_volumes
 
 __version__ = "0.1.0"
 
@@ -147,6 +169,29 @@ __all__ = [
     "TrivialAugmentWide",
     "AugMix",
     "show",
+    "VolumeBatch",
+    "Compose3D",
+    "VolumePipeline",
+    "VolumeOp",
+    "VolumeGeometryOp",
+    "VolumeIntensityOp",
+    "RandomAffine3D",
+    "RandomFlip3D",
+    "RandomRotate90_3D",
+    "Resize3D",
+    "Spacing",
+    "Orientation",
+    "RandomCrop3D",
+    "CenterCrop3D",
+    "RandomCropByLabel",
+    "ElasticDeformation3D",
+    "ScaleIntensityRange",
+    "NormalizeIntensity",
+    "RandomGamma3D",
+    "RandomContrast3D",
+    "GaussianNoise3D",
+    "RandomBiasField",
+    "show_volumes",
 ]
 
 
@@ -159,6 +204,10 @@ def __getattr__(name: str):  # lazy: keep `import pixelpipe` light
         from .loader.video import VideoPipeline
 
         return VideoPipeline
+    if name == "VolumePipeline":
+        from .loader.volumes import VolumePipeline
+
+        return VolumePipeline
     if name in _MODULES:
         import importlib
 

@@ -21,6 +21,18 @@ from .policies import AutoAugment, RandAugment, TrivialAugmentWide
 from .structure import OneOf, RandomChoice, RandomOrder, SomeOf
 from .tensor import Lambda
 from .timm_augment import TimmRandAugment
+from .volume_crop import CenterCrop3D, RandomCrop3D, RandomCropByLabel
+from .volume_elastic import ElasticDeformation3D
+from .volume_geometry import Orientation, RandomAffine3D, RandomFlip3D, RandomRotate90_3D, Resize3D, Spacing
+from .volume_intensity import (
+    GaussianNoise3D,
+    NormalizeIntensity,
+    RandomBiasField,
+    RandomContrast3D,
+    RandomGamma3D,
+    ScaleIntensityRange,
+)
+from .volume_kinds import VolumeGeometryOp, VolumeIntensityOp, VolumeOp
 
 __all__ = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp", "CompoundOp",
@@ -34,4 +46,10 @@ __all__ = [
     "RandomErasing", "Cutout", "GridMask",
     "MixUp", "CutMix", "Mosaic",
     "OneOf", "RandomChoice", "SomeOf", "RandomOrder", "AutoAugment", "RandAugment", "TimmRandAugment", "TrivialAugmentWide", "AugMix",
+    # the volume ops (Compose3D's; not 2-D Ops)
+    "VolumeOp", "VolumeGeometryOp", "VolumeIntensityOp",
+    "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
+    "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel", "ElasticDeformation3D",
+    "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
+    "RandomBiasField",
 ]

@@ -6,6 +6,8 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
 `Yolo`. Videos, indexable, one sample per video (a VideoPipeline cuts clips from them):
 `VideoFolder`, `VideoFileList`.
+`Yolo`. Volumes (NIfTI, NumPy, files or tar shards; with label maps): `Volumes`, and
+`load_volume` for one file.
 """
 
 from ._base import IndexableReader, ReaderError, Sample, StreamingReader, Unreadable
@@ -14,6 +16,7 @@ from ._filelist import FileList
 from ._folder import Folder
 from ._iterable import Iterable
 from ._memory import Memory
+from ._nifti import Volumes, VolumeSample, load_volume
 from ._open import open_reader
 from ._tar import TarShards
 from ._video import VIDEO_EXTENSIONS, VideoFileList, VideoFolder
@@ -36,6 +39,9 @@ __all__ = [
     "VideoFileList",
     "VideoFolder",
     "Voc",
+    "VolumeSample",
+    "Volumes",
     "Yolo",
+    "load_volume",
     "open_reader",
 ]

@@ -27,6 +27,7 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench --device cpu --pipeline fastai_like   # a preset, beside Pillow doing the same ops
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
   pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
+  pixelpipe bench --pipeline volume --device cuda --rounds 7    # 8 CT volumes beside MONAI (and TorchIO on cpu)
 """
 
 SHOW_EXAMPLES = """examples:
@@ -65,9 +66,12 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                        description="Run a standard pipeline with pixelpipe and its peers, print images/s.",
                        epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
-    p.add_argument("--pipeline", default="rn50", choices=BENCH_PIPELINES,
+    p.add_argument("--pipeline", default="rn50", choices=(*BENCH_PIPELINES, "volume"),
                    help="rn50, rich, val, randaugment, or a preset's name (default rn50); on the CPU the Pillow loop "
-                        "runs the same ops")
+                        "runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
+                        "normalise) beside MONAI and TorchIO (--peers monai,torchio)")
+    p.add_argument("--size", type=int, default=160, help="(volume) volumes of size x 1.2 size x size voxels")
+    p.add_argument("--crop", type=int, default=96, help="(volume) the crop's side")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
     p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: all cores)")
@@ -142,6 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.seconds >= 0:
             parser.error("--seconds must be >= 0")
         peers = None if args.peers is None else [p for p in args.peers.split(",") if p and p.strip() != "none"]
+        if args.pipeline == "volume":
+            from .bench.volumes import run_volume_bench
+
+            if not 1 <= args.crop <= args.size:
+                parser.error(f"--crop must be in [1, --size], got {args.crop} with --size {args.size}")
+            try:
+                run_volume_bench(args.device, args.batch or 8, args.rounds, args.size, args.crop, peers, args.json)
+            except ValueError as e:
+                parser.error(str(e))
+            return 0
         run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, peers,
                   args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
                   rounds=args.rounds, seconds=args.seconds)
