@@ -247,8 +247,12 @@ def test_torchvision_transforms_give_normalised_float_images(pipeline):
 
     from pixelpipe.tools.bench.peer_torchvision import v2_ops
 
+    torch.manual_seed(0)  # torchvision draws from torch's global generator
     out = v2.Compose(v2_ops(pipeline))(torch.randint(0, 256, (3, 256, 300), dtype=torch.uint8))
-    assert out.shape == (3, 224, 224) and out.dtype == torch.float32 and out.min() < 0 < out.max()
+    assert out.shape == (3, 224, 224) and out.dtype == torch.float32
+    # ImageNet-normalised: [0, 1] maps into [-2.12, 2.64]; a darker view (SimCLR's jitter and
+    # grayscale) may lie wholly below the mean, so only the lower side is certain to be negative
+    assert -2.2 < out.min() < 0 and out.max() < 2.7 and out.std() > 0
 
 
 # ----------------------------------------------------------------------------- on a GPU

@@ -397,7 +397,7 @@ def test_nvimgcodec_failures_fall_back(small: Image.Image, monkeypatch) -> None:
         batch, fallback, why = dec.decode_regions([good, bad, good])
         assert fallback == [1] and reason in why[0], why
         np.testing.assert_array_equal(batch[1].cpu().numpy(), decode_region(bad, rgb=True)[0])
-        assert_close(batch[0], pillow_rgb(good), PILLOW_MEAN, PILLOW_MAX, "good sample")
+        assert_close(batch[0], pillow_rgb(good), PILLOW_MEAN, PILLOW_MAX, f"good sample, {reason} case")
     dec.close()
 
 

@@ -2,9 +2,11 @@
 the same parameters given to torchvision's functionals (pad, crop, resize on tv_tensors) give
 boxes within 0.5 px, and masks that differ only at object edges (torchvision resizes masks by
 its nearest rule, which picks a neighbouring source pixel where pixelpipe's centre rule does
-not: at most 3% of the pixels, all within 1 px of a label edge). Crops and pads alone: identical."""
+not: at most 3% of the pixels, all within one source pixel of a label edge). Crops and pads alone: identical."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -67,7 +69,12 @@ def test_ssd_geometry_matches_torchvision():
         b, mk = F.resize(b, [300, 300]), F.resize(mk, [300, 300])
         np.testing.assert_allclose(out["boxes"][i].numpy(), b.numpy(), atol=0.5)
         differ = out["masks"][i] != mk
-        assert float(differ.float().mean()) <= 0.03 and not (differ & ~edge_pixels(mk)).any(), i
+        # the two nearest rules pick source pixels at most one apart: a label edge moves by up
+        # to one source pixel (several output pixels where the window is enlarged), and a strip
+        # one source pixel thin may be kept by one rule and stepped over by the other
+        grow = math.ceil(max(300 / ch, 300 / cw, 1.0)) + 1
+        near = torch.nn.functional.max_pool2d(edge_pixels(mk)[None].float(), 2 * grow - 1, 1, grow - 1)[0] > 0
+        assert float(differ.float().mean()) <= 0.03 and not (differ & ~near).any(), i
         exact = pp.Compose([zoom, crop, pp.Resize((ch, cw), interpolation="nearest")], dtype=torch.uint8)
         same = exact([img], seed=3, indices=[i], boxes=[boxes], masks=[mask])["masks"][0]  # RandomIoUCrop draws from the boxes
         if same.shape == cropped.shape:  # this sample's own window size: no resampling, identical
