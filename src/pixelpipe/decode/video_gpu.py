@@ -15,8 +15,10 @@ missing, the source is bytes (SimpleDecoder reads files only), the decoder refus
 (an unsupported codec, profile or size: the exception's text), or it counts other frames than
 the probe. `VideoDecodeStats` counts files per decoder and fallbacks per reason.
 
-This module is written against PyNvVideoCodec 2.x's documented API and is exercised only on a
-machine with an NVIDIA GPU (tests/test_video_gpu.py); everything here imports lazily.
+This module follows PyNvVideoCodec 2.x's documented API; tests/test_video_gpu.py runs it on a
+machine with an NVIDIA GPU (passed with PyNvVideoCodec 2.2.4 on an H100: NVDEC frames match the
+CPU decoder's, and of the test videos one Matroska/WebM file is refused by NVDEC and decoded
+on the CPU, counted). Everything here imports lazily.
 """
 
 from __future__ import annotations
