@@ -34,6 +34,10 @@ class Compose:
         targets: "list" (default: per-box entries as one tensor per sample) or "padded" (one
             tensor [N, max K, ...] padded with 0, -1 for labels, and "box_counts" /
             "keypoint_counts" int64 [N]).
+        flip_pairs: pairs (a, b) of keypoint joints that are each other's mirror image (left
+            and right eye, ...): in a sample the geometry mirrors (an odd number of flips),
+            each instance's joints a and b are exchanged after moving, so a left wrist stays
+            a left wrist. Needs keypoints given per instance, [K, J, 2 or 3].
 
     Calling it: ``compose(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes).
@@ -76,14 +80,14 @@ class Compose:
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, mask_fill: int = 0, box_format: str = "xyxy",
-                 targets: str = "list") -> None:
+                 targets: str = "list", flip_pairs: Sequence[Sequence[int]] | None = None) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
         self.ops = ops
         self.output = Output(dtype, layout, channels, antialias, mask_fill)
-        self.program: Program = build(ops, self.output, TargetForm(box_format, targets))
+        self.program: Program = build(ops, self.output, TargetForm(box_format, targets, flip_pairs=flip_pairs))
         self.targets = self.program.targets
 
     @property
@@ -109,7 +113,8 @@ class Compose:
     def like(self, ops: Sequence[Op]) -> Compose:
         """A Compose of other ops with this one's output form."""
         o, t = self.output, self.targets
-        return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill, t.box_format, t.form)
+        return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill, t.box_format, t.form,
+                       t.flip_pairs)
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops, for validation and serving: each op

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import SampleError
+from .keypoint_pairs import check_flip_pairs
 from .transfer import to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
@@ -394,14 +395,17 @@ def _per_sample(values: np.ndarray, counts: np.ndarray, form: str, fill: float, 
 
 @dataclass(frozen=True)
 class TargetForm:
-    """How boxes come in and targets go out (a Compose's `box_format` and `targets`), and the
-    rules that drop boxes (its SanitizeBoxes, if any)."""
+    """How boxes come in and targets go out (a Compose's `box_format` and `targets`), the
+    rules that drop boxes (its SanitizeBoxes, if any) and the keypoints' left/right pairs
+    (its `flip_pairs`, see data.keypoint_pairs)."""
 
     box_format: str = "xyxy"
     form: str = "list"
     rules: BoxRules | None = None
+    flip_pairs: tuple[tuple[int, int], ...] = ()  # left/right joints, swapped where a sample is mirrored
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "flip_pairs", check_flip_pairs(self.flip_pairs))
         if self.box_format not in BOX_FORMATS:
             raise ValueError(f"box_format must be one of {', '.join(map(repr, BOX_FORMATS))}, got {self.box_format!r}")
         if self.form not in TARGET_FORMS:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..data.batch import ImageBatch
+from ..data.keypoint_pairs import mirror_keypoints
 from ..data.random import Draws, epochs
 from ..data.targets import Targets
 from ..data.threads import one_torch_thread
@@ -273,6 +274,9 @@ class Engine:
         the nearest warp on the image's device."""
         plan = work.plan
         moved = targets.moved(plan.matrix, plan.out_sizes)
+        pairs = work.program.targets.flip_pairs
+        if pairs and moved.keypoints is not None:
+            moved.keypoints = mirror_keypoints(moved.keypoints, plan.matrix, pairs)
         if targets.masks is not None:
             stage = work.stage
             out_size = work.spec.out_size
