@@ -22,6 +22,7 @@ from ..compose import Compose, SampleError
 from ..data.batch import ImageBatch
 from ..ops import Normalize, Op
 from .progress import Progress
+from .show_targets import draw_targets, sample_targets
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -47,7 +48,8 @@ def show(images: Any, transforms: Compose | Sequence[Op] | str | None = None, *,
          captions: Sequence[str] | None = None, indices: Sequence[int] | None = None,
          columns: int = 4, seed: int = 0, tile: int = 160,
          mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
-         quiet: bool = True) -> Image.Image:
+         quiet: bool = True, boxes: Sequence[Any] | None = None, box_labels: Sequence[Any] | None = None,
+         masks: Sequence[Any] | None = None, keypoints: Sequence[Any] | None = None) -> Image.Image:
     """A grid of each image beside `columns` augmented versions of it, as a PIL RGB image.
 
     Args:
@@ -70,6 +72,12 @@ def show(images: Any, transforms: Compose | Sequence[Op] | str | None = None, *,
             ImageNet values when its values leave [0, 1]). A Compose's own Normalize is undone
             from the Compose itself.
         quiet: no progress bar (it is drawn only on a terminal anyway).
+        boxes, box_labels, masks, keypoints: per image, the targets a Compose takes as boxes=,
+            labels=, masks= and keypoints= (boxes in the Compose's `box_format`; see
+            pixelpipe.Compose): drawn on the original and, moved by the transforms, on every
+            augmented version (boxes as outlines in their label's colour, masks as a coloured
+            overlay, visible keypoints as dots). A Pipeline batch dict's "boxes" (as corners,
+            "xyxy"), "masks" and "keypoints" are drawn too.
 
     Returns:
         A PIL image of `grid_size(len(images), columns + 1, tile)` pixels: a row of column
@@ -94,6 +102,8 @@ def show(images: Any, transforms: Compose | Sequence[Op] | str | None = None, *,
             raise ValueError("this batch is already transformed; pass the original images (encoded "
                              "bytes or HWC arrays) to see them beside their augmentations")
         return _show_tensor(images, labels, classes, captions, columns + 1, tile, mean, std)
+    targets = {k: v for k, v in (("boxes", boxes), ("labels", box_labels), ("masks", masks),
+                                 ("keypoints", keypoints)) if v is not None}
     items, found = _split(images)
     labels = found if labels is None else list(labels)
     names = _captions(len(items), labels, classes, captions)
@@ -101,16 +111,24 @@ def show(images: Any, transforms: Compose | Sequence[Op] | str | None = None, *,
     if len(idx) != len(items):
         raise ValueError(f"indices must have one entry per image ({len(items)}), got {len(idx)}")
     t = _compose(transforms)
+    for name, values in targets.items():
+        if len(values) != len(items):
+            raise ValueError(f"{name} must have one entry per image ({len(items)}), got {len(values)}")
+    box_format = t.targets.box_format if t is not None else "xyxy"
     epochs = range(columns) if t is not None else range(0)
     with Progress(len(items) * (len(epochs) + 1), "show", quiet=quiet) as bar:
         rows = []
         for i, item in enumerate(items):
-            rows.append([_original(item, i)])
+            img = _original(item, i)
+            if targets:
+                img = draw_targets(img, tile, **_given(targets, i, box_format, img.shape[:2]))
+            rows.append([img])
             bar.update(1)
         if t is not None:
             for epoch in epochs:
-                for row, out in zip(rows, _column(t, items, seed, epoch, idx)):
-                    row.append(_displayable(out, t))
+                for row, (out, moved) in zip(rows, _column(t, items, seed, epoch, idx, targets)):
+                    img = _displayable(out, t)
+                    row.append(draw_targets(img, tile, **moved) if moved else img)
                 bar.update(len(items))
     if t is None:  # a contact sheet of the originals, each with its caption
         per_row = columns + 1
@@ -216,16 +234,36 @@ def _original(item: Any, position: int) -> np.ndarray:
     return _rgb(arr)
 
 
-def _column(t: Compose, items: list[Any], seed: int, epoch: int, idx: list[int]) -> list[torch.Tensor]:
-    """One epoch's outputs, one per item: as one batch, or one by one when the outputs cannot
-    share a batch (sizes that differ, encoded and decoded images mixed). Draws depend on the
-    sample index only, so both give the same pixels."""
+def _column(t: Compose, items: list[Any], seed: int, epoch: int, idx: list[int],
+            targets: dict[str, Sequence[Any]]) -> list[tuple[torch.Tensor, dict[str, Any]]]:
+    """One epoch's outputs, one per item, each with its moved targets (for draw_targets): as
+    one batch, or one by one when the outputs cannot share a batch (sizes that differ, encoded
+    and decoded images mixed). Draws depend on the sample index only, so both give the same
+    pixels."""
+
+    def run(part: list[Any], where: list[int], at: list[int]) -> list[tuple[torch.Tensor, dict[str, Any]]]:
+        given = {k: [v[j] for j in at] for k, v in targets.items()}
+        out = t(part, seed=seed, epoch=epoch, indices=where, **given)
+        if not given:
+            return [(x, {}) for x in out]
+        return [(x, sample_targets(out, k, t.targets.box_format)) for k, x in enumerate(out["image"])]
+
     try:
-        return list(t(items, seed=seed, epoch=epoch, indices=idx))
+        return run(items, idx, list(range(len(items))))
     except SampleError:
         raise
     except (ValueError, TypeError):
-        return [t([item], seed=seed, epoch=epoch, indices=[i])[0] for item, i in zip(items, idx)]
+        return [run([item], [i], [k])[0] for k, (item, i) in enumerate(zip(items, idx))]
+
+
+def _given(targets: dict[str, Sequence[Any]], i: int, box_format: str, hw: tuple[int, ...]) -> dict[str, Any]:
+    """Image i's targets as given, boxes as corners in its pixels: what draw_targets takes."""
+    from ..data.targets import convert_boxes
+
+    got = {k: v[i] for k, v in targets.items()}
+    if got.get("boxes") is not None:
+        got["boxes"] = convert_boxes(got["boxes"], box_format, "xyxy", np.array([hw[1], hw[0]], dtype=np.float64))
+    return got
 
 
 def _rgb(arr: np.ndarray) -> np.ndarray:
@@ -286,6 +324,8 @@ def _show_tensor(batch: Any, labels: Sequence[Any] | None, classes: Sequence[str
             x = _unnormalize(x, IMAGENET_MEAN if mean is None else mean, IMAGENET_STD if std is None else std)
         x = _to_uint8(x)
     tiles = [_rgb(img.permute(1, 2, 0).numpy()) for img in x]
+    if isinstance(batch, dict) and any(k in batch for k in ("boxes", "masks", "keypoints")):
+        tiles = [draw_targets(img, tile, **sample_targets(batch, i, "xyxy")) for i, img in enumerate(tiles)]
     names = _captions(len(tiles), labels, classes, captions)
     return _render(_chunks(tiles, per_row), _chunks(names, per_row), None, tile)
 
