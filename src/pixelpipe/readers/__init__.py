@@ -5,7 +5,7 @@ Indexable readers (random access; `read(i)`, `labels`): `Folder`, `FileList`, `M
 `TarShards`, and `Iterable` over a generator. `open_reader` picks one from a path or object.
 Detection datasets, indexable, with boxes and labels in each sample's targets: `Coco`, `Voc`,
 `Yolo`. Videos, indexable, one sample per video (a VideoPipeline cuts clips from them):
-`VideoFolder`, `VideoFileList`.
+`VideoFolder`, `VideoFileList`, `VideoTar` (uncompressed tar shards of videos).
 `Yolo`. Volumes (NIfTI, NumPy, files or tar shards; with label maps): `Volumes`, and
 `load_volume` for one file.
 """
@@ -20,6 +20,7 @@ from ._nifti import Volumes, VolumeSample, load_volume
 from ._open import open_reader
 from ._tar import TarShards
 from ._video import VIDEO_EXTENSIONS, VideoFileList, VideoFolder
+from ._video_tar import VideoTar
 from ._voc import Voc
 from ._yolo import Yolo
 
@@ -38,6 +39,7 @@ __all__ = [
     "VIDEO_EXTENSIONS",
     "VideoFileList",
     "VideoFolder",
+    "VideoTar",
     "Voc",
     "VolumeSample",
     "Volumes",

@@ -209,3 +209,26 @@ def _pax_records(payload: bytes) -> dict[bytes, bytes] | None:
         records[key] = value
         pos += length
     return records
+
+
+def random_access_members(shard: str, compressed_hint: str) -> list[tuple[str, int, int]]:
+    """(name, data offset, size) of an uncompressed shard's regular files, for readers that read
+    members by sample (one seek and one read each): the fast header index, else tarfile. A
+    compressed shard (no random access) or a damaged one is a ReaderError naming it;
+    `compressed_hint` says what to do instead."""
+    import tarfile
+
+    from ._base import ReaderError
+
+    with open(shard, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ")):
+        raise ReaderError(f"{shard}: a compressed tar has no random access; {compressed_hint}")
+    table = member_table(shard)
+    if table is not None:
+        if table.damage:
+            raise ReaderError(f"{shard}: {table.damage}")
+        return list(table.members)
+    with tarfile.open(shard) as tar:
+        return [(m.name, m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
+

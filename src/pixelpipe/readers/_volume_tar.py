@@ -13,14 +13,13 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._base import ReaderError
-from ._tar_index import member_table, split_name
+from ._tar_index import random_access_members, split_name
 from ._volume_files import nibabel_module, volume_from_bytes
 
 __all__ = ["TarMember", "load_member", "tar_volume_pairs"]
@@ -44,19 +43,8 @@ class TarMember:
 
 
 def _members(shard: str) -> list[tuple[str, int, int]]:
-    """(name, data offset, size) of the shard's regular files: the fast header index, else tarfile."""
-    with open(shard, "rb") as f:
-        magic = f.read(6)
-    if magic.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ")):
-        raise ReaderError(f"{shard}: a compressed tar has no random access; use an uncompressed shard "
-                          "(compress the members instead: .nii.gz)")
-    table = member_table(shard)
-    if table is not None:
-        if table.damage:
-            raise ReaderError(f"{shard}: {table.damage}")
-        return list(table.members)
-    with tarfile.open(shard) as tar:
-        return [(m.name, m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
+    """(name, data offset, size) of the shard's regular files (see random_access_members)."""
+    return random_access_members(shard, "use an uncompressed shard (compress the members instead: .nii.gz)")
 
 
 def _kind(ext: str) -> tuple[str, str] | None:
