@@ -80,7 +80,9 @@ def run_one(args: argparse.Namespace, world: int, loader: str, model: str, liste
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-12:]
+        text = done.stderr or done.stdout
+        at = text.rfind("Traceback (most recent call last)")  # a worker's own error, not torchrun's summary
+        tail = text[at:].strip().splitlines()[-14:] if at >= 0 else text.strip().splitlines()[-12:]
         return {"world": world, "loader": loader, "model": model, "error": "\n".join(tail)}
     return json.loads(lines[-1])
 
@@ -259,9 +261,9 @@ def worker(args: argparse.Namespace) -> int:
     for _ in range(args.steps):
         step()
     sync()
-    mine = torch.tensor([time.perf_counter() - t0, float(args.steps)], dtype=torch.float64)
+    mine = torch.tensor([time.perf_counter() - t0, float(args.steps)], dtype=torch.float64, device=device)
     gathered = [torch.zeros_like(mine) for _ in range(world)]
-    dist.all_gather(gathered, mine)
+    dist.all_gather(gathered, mine)  # NCCL gathers device tensors only
     slowest = max(float(g[0]) for g in gathered)
     result: dict[str, Any] = {"world": world, "loader": args.loader, "model": args.model, "device": args.device,
                               "rate": world * args.steps * args.batch / slowest,
@@ -302,16 +304,16 @@ def check_epochs(args: argparse.Namespace, pipe: Any, device: torch.device, rank
                 index_0.append(b["index"][valid].cpu())
                 thumb_0.append(F.adaptive_avg_pool2d(b["image"][valid].float(), THUMB).cpu())
         mine = torch.cat(seen)
-        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-        dist.all_gather(sizes, torch.tensor([len(mine)]))
-        padded = torch.full((max(int(s) for s in sizes),), -1, dtype=torch.int64)
-        padded[: len(mine)] = mine
+        sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+        dist.all_gather(sizes, torch.tensor([len(mine)], device=device))  # NCCL: device tensors
+        padded = torch.full((max(int(s) for s in sizes),), -1, dtype=torch.int64, device=device)
+        padded[: len(mine)] = mine.to(device)
         everyone = [torch.zeros_like(padded) for _ in range(world)]
         dist.all_gather(everyone, padded)
-        union = torch.cat([e[e >= 0] for e in everyone])
+        union = torch.cat([e[e >= 0] for e in everyone]).cpu()
         ok &= len(union) == total and torch.equal(union.sort().values, torch.arange(total))
-        batch_counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-        dist.all_gather(batch_counts, torch.tensor([batches]))
+        batch_counts = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+        dist.all_gather(batch_counts, torch.tensor([batches], device=device))
         ok &= len({int(c) for c in batch_counts}) == 1
         counts.append(batches)
         peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
