@@ -148,3 +148,33 @@ def test_inner_crop_reads_a_box_and_matches_scipy(border: str) -> None:
         got, _ = warp3d_reference(VolumeBatch.from_list([vol]), Warp3DSpec(inv[None], (10, 10, 10), border, 5.0))
         want = _scipy(vol.numpy(), inv, (10, 10, 10), 1, SCIPY_MODE[border], 5.0)
         assert np.abs(got[0, 0].numpy() - want).max() < 1e-5 * RANGE
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_samples_on_worker_threads_give_the_same_voxels(threads: int) -> None:
+    """The CPU path runs the samples on a pool (kernels.cpu.volumes): bit for bit the serial
+    loop's output, with antialiasing, constant fills and every torch thread count."""
+    import threading
+
+    from pixelpipe.data.threads import torch_threads_here
+    from pixelpipe.kernels.cpu.volumes import sample_map
+
+    vols = [make_volume(14 + i, 16, 15 - i, seed=i) for i in range(5)]
+    labs = [(v > 0).to(torch.uint8) for v in vols]
+    batch = VolumeBatch.from_list(vols, labs)
+    inverse = np.stack([_random_inverse(i, np.array(v.shape, dtype=np.float64)) for i, v in enumerate(vols)])
+    inverse[0, :3, :3] *= 1.6  # shrinks: this sample is blurred first
+    spec = Warp3DSpec(inverse, (10, 12, 11), "constant", fill=-1000.0, label_fill=255,
+                      sigmas=np.where(np.arange(5)[:, None] == 0, 0.3, 0.0) * np.ones((5, 3)))
+    want = warp3d_reference(batch, spec)
+    got: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+
+    def run() -> None:  # on a thread of its own with its own torch thread count; the default stays
+        torch_threads_here(threads)
+        got.append(warp3d_reference(batch, spec, sample_map(len(spec))))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert torch.equal(got[0][0], want[0]) and got[0][1] is not None and want[1] is not None
+    assert torch.equal(got[0][1], want[1])

@@ -21,7 +21,7 @@ import threading
 
 import torch
 
-__all__ = ["one_torch_thread"]
+__all__ = ["one_torch_thread", "torch_threads_here"]
 
 _LOCK = threading.Lock()
 
@@ -29,13 +29,22 @@ _LOCK = threading.Lock()
 def one_torch_thread() -> bool:
     """Give the calling thread one torch intra-op thread, leave every other thread's count as
     it was. Returns whether the calling thread now has one (False with a shared pool)."""
-    if torch.get_num_threads() == 1:
+    return torch_threads_here(1)
+
+
+def torch_threads_here(k: int) -> bool:
+    """Give the calling thread k torch intra-op threads (k >= 1), leave every other thread's
+    count as it was: for worker threads that split the cores between them. Returns whether the
+    calling thread now has k (False with a shared pool)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if torch.get_num_threads() == k:
         return True
     with _LOCK:
         default = torch.get_num_threads()
-        torch.set_num_threads(1)
+        torch.set_num_threads(k)
         # put the default for threads started later back, from a thread whose own count is moot
         restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="pixelpipe-threads")
         restore.start()
         restore.join()
-    return torch.get_num_threads() == 1
+    return torch.get_num_threads() == k

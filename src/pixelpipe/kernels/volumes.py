@@ -24,5 +24,10 @@ def run_volume_stage(batch: VolumeBatch, spec: Warp3DSpec, steps: list[Step],
         from .triton.warp3d import warp3d_pointwise_gpu
 
         return warp3d_pointwise_gpu(batch, spec, steps, dtype)
-    image, label = warp3d_reference(batch, spec)
+    if batch.device.type == "cpu":
+        from .cpu.volumes import sample_map
+
+        image, label = warp3d_reference(batch, spec, sample_map(len(spec)))
+    else:
+        image, label = warp3d_reference(batch, spec)
     return pointwise3d_reference(image, steps, dtype), label

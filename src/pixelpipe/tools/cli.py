@@ -2,6 +2,7 @@
 
     pixelpipe bench                     images/s of a standard pipeline, beside its peers
     pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
+    pixelpipe show --volumes DIR -o x.png   the same for 3-D volumes: three middle slices each
     pixelpipe inspect --data DIR        samples, classes, formats, sizes and unreadable files
 
 Exit codes: 0 success, 1 the command found a problem (unreadable files for `inspect`; samples
@@ -21,6 +22,8 @@ from collections.abc import Sequence
 from ..presets import PRESETS
 from .bench.pipelines import BENCH_PIPELINES
 
+VOLUME_TRANSFORM_NAMES = ("affine", "elastic", "flip", "intensity")  # tools.show_volume_dataset's, imported late
+
 BENCH_EXAMPLES = """examples:
   pixelpipe bench                                   # standard pipeline, synthetic data, best device
   pixelpipe bench --device cpu --data ../shared/data/imagenet-sample --threads 2 --peers pillow
@@ -34,11 +37,22 @@ SHOW_EXAMPLES = """examples:
   pixelpipe show --transforms fastai_like -o grid.png      # built-in synthetic images
   pixelpipe show --data /data/train --transforms heavy -n 16 -o grid.png
   pixelpipe show --data "train-{0000..0009}.tar" --transforms imagenet_train --columns 6 -o g.png
+  pixelpipe show --volumes -o vols.png                    # built-in synthetic CT-like volumes
+  pixelpipe show --volumes /data/Task09_Spleen -n 4 --columns 3 -o vols.png   # imagesTr/ + labelsTr/
+  pixelpipe show --volumes dataset.json --transforms elastic --size 64 -o vols.png
 
 Each row is one sample: the original, then --columns augmented versions (column k is what
 epoch k of a run with --seed gives it), with its class name below. Samples are spread evenly
 over the dataset (the first n of tar shards). Unreadable samples are left out and listed;
 the exit code is then 1.
+
+With --volumes each version is three tiles, the middle slices across axes 0, 1 and 2, with
+the label map overlaid (one colour per label value). --volumes takes a folder with imagesTr/
+(and labelsTr/), a folder of volume files, a MONAI datalist (.json), a file list (.txt/.csv:
+"image label" per line), tar shards or one volume file (.nii, .nii.gz, .npy, .npz); alone it
+uses generated volumes. Volume transforms: affine (default: random affine, flips, random crop,
+windowing), elastic, flip, intensity; the crop is --size voxels a side (default the largest
+cube up to 96 that every volume shown holds) and the window the volumes' 0.5-99.5 percentiles.
 """
 
 INSPECT_EXAMPLES = """examples:
@@ -101,14 +115,22 @@ def _show(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        epilog=SHOW_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder, file list (.txt/.csv) or tar shards (default: "
                                   "built-in synthetic JPEGs)")
-    p.add_argument("--transforms", default="imagenet_train", choices=tuple(PRESETS),
-                   help="preset from pixelpipe.presets (default: imagenet_train)")
-    p.add_argument("-n", type=int, default=16, help="samples, one row each (default 16)")
+    p.add_argument("--volumes", nargs="?", const="", metavar="PATH",
+                   help="show 3-D volumes: a folder (imagesTr/ + labelsTr/, or volume files), a datalist "
+                        ".json, a file list, tar shards or a volume file; no PATH: built-in synthetic volumes")
+    p.add_argument("--transforms", default=None,
+                   help=f"preset from pixelpipe.presets: {', '.join(PRESETS)} (default imagenet_train); "
+                        f"with --volumes one of {', '.join(VOLUME_TRANSFORM_NAMES)} (default affine)")
+    p.add_argument("-n", type=int, default=None, help="samples, one row each (default 16; 4 volumes)")
     p.add_argument("-o", "--output", default="grid.png", help="PNG file to write (default grid.png)")
-    p.add_argument("--columns", type=int, default=4, help="augmented versions per sample (default 4)")
-    p.add_argument("--size", type=int, default=224, help="the preset's output side (default 224)")
+    p.add_argument("--columns", type=int, default=None,
+                   help="augmented versions per sample (default 4; 3 for volumes)")
+    p.add_argument("--size", type=int, default=None,
+                   help="the preset's output side (default 224); with --volumes the crop's side (default: "
+                        "the largest cube up to 96 that every volume shown holds)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
-    p.add_argument("--tile", type=int, default=160, help="tile side in the grid, pixels (default 160)")
+    p.add_argument("--tile", type=int, default=None,
+                   help="tile side in the grid, pixels (default 160; 96 per slice for volumes)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -168,9 +190,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    volumes = args.volumes is not None
+    if volumes and args.data is not None:
+        p.error("give --data (images) or --volumes (3-D volumes), not both")
+    presets = VOLUME_TRANSFORM_NAMES if volumes else tuple(PRESETS)
+    if args.transforms is None:
+        args.transforms = presets[0] if volumes else "imagenet_train"
+    if args.transforms not in presets:
+        p.error(f"--transforms must be one of {', '.join(presets)}{' with --volumes' if volumes else ''}, "
+                f"got {args.transforms!r}")
+    defaults = {"n": 4, "columns": 3, "tile": 96} if volumes else {"n": 16, "columns": 4, "tile": 160, "size": 224}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     for name in ("n", "columns", "size"):
-        if getattr(args, name) < 1:
-            p.error(f"{'-n' if name == 'n' else '--' + name} must be >= 1, got {getattr(args, name)}")
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"{'-n' if name == 'n' else '--' + name} must be >= 1, got {value}")
     if args.tile < 16:
         p.error(f"--tile must be >= 16 pixels, got {args.tile}")
     if not args.output.lower().endswith(".png"):
@@ -178,6 +214,8 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         p.error(f"-o/--output: folder {folder!r} does not exist")
+    if volumes:
+        return _run_show_volumes(args, p)
 
     from ..readers import ReaderError
     from .show import CAPTION, GAP, HEADER, show_dataset
@@ -195,6 +233,31 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     rows = (grid.size[1] - HEADER) // (args.tile + CAPTION + GAP)
     print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} sample(s), each "
           f"beside {args.columns} augmented version(s) ({args.transforms})")
+    for source, reason in skipped:
+        print(f"left out {source}: {reason}", file=sys.stderr)
+    return 1 if skipped else 0
+
+
+def _run_show_volumes(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    from ..readers import ReaderError
+    from .show import CAPTION, GAP, HEADER
+    from .show_volume_dataset import show_volume_dataset
+
+    data = args.volumes or None
+    try:
+        grid, skipped = show_volume_dataset(data, args.transforms, n=args.n, columns=args.columns, seed=args.seed,
+                                            tile=args.tile, size=args.size)
+    except ReaderError as e:
+        p.error(f"--volumes {data}: {e}")
+    except ImportError as e:  # NIfTI without nibabel
+        p.error(str(e))
+    except ValueError as e:  # none of the volumes picked could be read
+        print(f"pixelpipe show: {e}", file=sys.stderr)
+        return 1
+    grid.save(args.output, optimize=True)
+    rows = (grid.size[1] - HEADER) // (args.tile + CAPTION + GAP)
+    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} volume(s), each beside "
+          f"{args.columns} augmented version(s) ({args.transforms}){'' if data else ', synthetic volumes'}")
     for source, reason in skipped:
         print(f"left out {source}: {reason}", file=sys.stderr)
     return 1 if skipped else 0

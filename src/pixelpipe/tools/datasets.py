@@ -14,7 +14,7 @@ import math
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
-__all__ = ["synthetic"]
+__all__ = ["synthetic", "synthetic_volumes"]
 
 MIN_SIDE, MAX_SIDE = 160, 1000  # every side lies in [MIN_SIDE, MAX_SIDE]
 MAX_ASPECT = 3.0  # width / height lies in [1 / MAX_ASPECT, MAX_ASPECT]
@@ -158,3 +158,42 @@ def _smooth(
     grid = Image.fromarray(rng.integers(0, 256, (gh, gw), dtype=np.uint8))
     up = np.asarray(grid.resize((w, h), Image.Resampling.BILINEAR), np.float32)
     return up * ((hi - lo) / 255) + lo
+
+
+def synthetic_volumes(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """n CT-like volumes with label maps, for `pixelpipe show --volumes` without data and for
+    examples: (image int16 [D, H, W] in Hounsfield-like units, label uint8 [D, H, W]).
+
+    Volume i depends only on (seed, i). Each is 40 to 72 voxels per axis: air (-1000) around
+    an ellipsoid body (about 40) with noise, a bright sphere (label 1, about 300) off the centre
+    and a dense box (label 2, about 900) towards the opposite octant. Both cross the three
+    middle planes off their centres, so a flip or a rotation shows in each middle slice.
+
+    Example:
+        >>> image, label = synthetic_volumes(1)[0]
+        >>> image.dtype, label.dtype, image.shape == label.shape, set(np.unique(label)) <= {0, 1, 2}
+        (dtype('int16'), dtype('uint8'), True, True)
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return [_volume(np.random.default_rng((seed, i, 3))) for i in range(n)]
+
+
+def _volume(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    d, h, w = (int(v) for v in rng.integers(40, 73, 3))
+    z, y, x = np.meshgrid(*(np.linspace(-1, 1, s) for s in (d, h, w)), indexing="ij")
+    radii = rng.uniform(0.7, 0.9, 3)
+    body = (z / radii[0]) ** 2 + (y / radii[1]) ** 2 + (x / radii[2]) ** 2 < 1
+    vol = np.where(body, 40.0 + 30 * np.sin(3 * x + 2 * z), -1000.0) + rng.normal(0, 15, (d, h, w))
+    label = np.zeros((d, h, w), dtype=np.uint8)
+    centre, r = rng.uniform(0.1, 0.2, 3) * rng.choice([-1, 1], 3), rng.uniform(0.25, 0.32)
+    sphere = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 < r**2
+    vol[sphere] = 300 + rng.normal(0, 15, int(sphere.sum()))
+    label[sphere] = 1
+    lo = np.where(centre > 0, -0.45, -0.05)  # the octant opposite the sphere, across the middle planes
+    box = (z > lo[0]) & (z < lo[0] + 0.5) & (y > lo[1]) & (y < lo[1] + 0.5) & (x > lo[2]) & (x < lo[2] + 0.5)
+    vol[box] = 900
+    label[box] = 2
+    return np.clip(vol, -1024, 3000).round().astype(np.int16), label

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["show_volumes"]
+__all__ = ["show_volumes", "slice_tiles"]
 
 # overlay colours of label values 1, 2, 3, ... (cycled): red, green, blue, yellow, magenta, cyan
 _COLOURS = np.array([[230, 40, 40], [40, 200, 60], [60, 90, 240], [240, 220, 40], [220, 60, 220], [40, 210, 220]],
@@ -40,6 +40,15 @@ def _tile(img: np.ndarray, lab: np.ndarray | None, tile: int, alpha: float) -> n
     y, x = (tile - pic.shape[0]) // 2, (tile - pic.shape[1]) // 2
     out[y : y + pic.shape[0], x : x + pic.shape[1]] = pic
     return out
+
+
+def slice_tiles(volume: np.ndarray, label: np.ndarray | None, tile: int, alpha: float = 0.45) -> list[np.ndarray]:
+    """The middle slices across axis 0, 1 and 2 of one volume [D, H, W] (any real dtype), each
+    an RGB uint8 [tile, tile, 3] with the label map's non-zero values overlaid."""
+    v = np.asarray(volume, dtype=np.float32)
+    d, h, w = v.shape
+    cuts = (np.s_[d // 2], np.s_[:, h // 2], np.s_[:, :, w // 2])
+    return [_tile(v[cut], None if label is None else np.asarray(label)[cut], tile, alpha) for cut in cuts]
 
 
 def show_volumes(batch: dict[str, Any] | torch.Tensor, path: str | os.PathLike[str] | None = None,
@@ -75,13 +84,8 @@ def show_volumes(batch: dict[str, Any] | torch.Tensor, path: str | os.PathLike[s
         raise ValueError(f"tile must be >= 8 pixels, got {tile}")
     vols = image[:, channel].detach().float().cpu().numpy()
     labs = None if label is None else label[:, 0].detach().cpu().numpy()
-    rows = []
-    for n, v in enumerate(vols):
-        d, h, w = v.shape
-        cuts = [(v[d // 2], None if labs is None else labs[n][d // 2]),
-                (v[:, h // 2], None if labs is None else labs[n][:, h // 2]),
-                (v[:, :, w // 2], None if labs is None else labs[n][:, :, w // 2])]
-        rows.append(np.concatenate([_tile(img, lab, tile, alpha) for img, lab in cuts], 1))
+    rows = [np.concatenate(slice_tiles(v, None if labs is None else labs[n], tile, alpha), 1)
+            for n, v in enumerate(vols)]
     grid = np.concatenate(rows, 0) if rows else np.zeros((tile, 3 * tile, 3), dtype=np.uint8)
     pic = Image.fromarray(grid)
     if path is not None:

@@ -1,14 +1,17 @@
 """The reference volume warp in plain torch: per sample one 5-D `grid_sample` (trilinear for the
 image, nearest for the label map, the same grid), with the border rules of kernels.spec3d.
 
-This is also the CPU path: grid_sample is vectorised over the voxels and multi-threaded, and
-the per-sample loop only hands it samples of different sizes. The Triton kernel must agree
-with it (tests/test_volumes_gpu.py).
+This is also the CPU path: grid_sample is vectorised over the voxels, and the per-sample loop
+only hands it samples of different sizes; on the CPU the samples run on worker threads
+(kernels.cpu.volumes says why), through the `map_fn` the caller passes. The Triton kernel must
+agree with it (tests/test_volumes_gpu.py).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,10 +119,13 @@ def source_box(inverse: np.ndarray, in_size: np.ndarray, out_size: tuple[int, in
     return lo, hi
 
 
-def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec) -> tuple[torch.Tensor, torch.Tensor | None]:
+def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec,
+                     map_fn: Callable[[Callable[[int], Any], Iterable[int]], Iterable[Any]] = map,
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(image float32 [N, C, D, H, W] in input units, label map int64 [N, 1, D, H, W] or None).
 
-    Every sample must have the same number of channels (a batched tensor)."""
+    Every sample must have the same number of channels (a batched tensor). `map_fn` runs the
+    samples (each writes its own slot of the outputs): the builtin map, or a thread pool's."""
     n = len(spec)
     D, H, W = spec.out_size
     dev = batch.device
@@ -132,7 +138,8 @@ def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec) -> tuple[torch.Tensor
     padding = _PADDING[spec.border]
     const = spec.border == "constant"
     sizes = batch.table[:, 1:4].numpy()
-    for i in range(n):
+
+    def one(i: int) -> None:
         # only the box of voxels the warp reads is converted and sampled (a crop reads a
         # fraction of its volume); a blurred sample is taken whole (the blur reaches further)
         blur = bool((spec.sigmas[i] > 0).any())
@@ -157,4 +164,7 @@ def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec) -> tuple[torch.Tensor
                 lab = lab - spec.label_fill
             got = F.grid_sample(lab[None, None], grid, mode="nearest", padding_mode=padding, align_corners=False)
             label[i] = (got[0] + (spec.label_fill if const else 0)).round().to(torch.int64)
+
+    for _ in map_fn(one, range(n)):  # a pool's map raises the first failing sample's error here
+        pass
     return image, label
