@@ -207,3 +207,29 @@ def test_erasing_agrees_on_the_gpu(op):
     cpu = op.apply(x, params, draws_of(8))
     gpu = op.apply(x.cuda(), params, draws_of(8)).cpu()
     torch.testing.assert_close(gpu, cpu, atol=2e-5, rtol=0)
+
+
+def test_random_noise_in_the_rectangles_alone_equals_the_whole_field():
+    """RandomErasing(value="random") computes noise for its rectangles' pixels only: the same
+    numbers as the whole per-sample field (pixelwise.fill), bit for bit."""
+    from pixelpipe.ops.erasing import fill, noise_in_rectangles
+    from pixelpipe.ops.pixelwise import inside
+
+    op = pp.RandomErasing(p=0.6, value="random")
+    n, c, h, w = 12, 3, 23, 31
+    x = torch.rand(n, c, h, w)
+    draws = Draws(7, 2, np.arange(100, 100 + n), 3)
+    params = op.sample(draws, np.tile([h, w], (n, 1)).astype(np.float64))
+    rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+    assert 0 < len(rows) < n
+    where = inside(params["top"], params["left"], params["top"] + params["height"],
+                   params["left"] + params["width"], (h, w), x.device)
+    whole = fill(x, where, "random", draws, op.draws, rows)
+    alone = noise_in_rectangles(x, rows, params["top"], params["left"], params["height"], params["width"],
+                                draws, op.draws)
+    assert torch.equal(alone, whole) and not torch.equal(alone, x)
+    assert torch.equal(op.apply(x, params, draws), whole)
+    # a channels-last input comes back contiguous with the same values
+    cl = x.contiguous(memory_format=torch.channels_last)
+    assert torch.equal(noise_in_rectangles(cl, rows, params["top"], params["left"], params["height"],
+                                           params["width"], draws, op.draws), whole)

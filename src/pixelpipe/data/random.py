@@ -305,6 +305,24 @@ class Draws:
         h = _mix_u32(self._hash_np(draw).reshape(-1, 1) ^ key.reshape(1, -1))
         return _unit_numpy(h).reshape(len(self), *shape)
 
+    def field_at(self, draw: int, samples: np.ndarray, elements: np.ndarray, device: Any = None) -> torch.Tensor:
+        """float32 [K]: field(draw, shape)[samples[k]].flatten()[elements[k]] for each k, computed
+        for those elements alone (a rectangle of noise costs its own area, not the image's).
+        samples: int64 [K] rows of this batch; elements: int64 [K] row-major positions in the
+        sample's field (below 2**31)."""
+        device = torch.device("cpu") if device is None else torch.device(device)
+        state = self._hash_np(draw).view(np.int32)[np.asarray(samples, dtype=np.int64)]
+        e = np.asarray(elements, dtype=np.int64).astype(np.int32)  # the field's element counter wraps as int32
+        state_t, e_t = to_device(np.ascontiguousarray(state), device), to_device(np.ascontiguousarray(e), device)
+        h = _mix_i32(state_t ^ _mix_i32(e_t + _GOLDEN_I32))
+        return ((h >> 8) & 0xFFFFFF).to(torch.float32) * (1.0 / (1 << 24))
+
+    def normal_field_at(self, draw: int, samples: np.ndarray, elements: np.ndarray, device: Any = None) -> torch.Tensor:
+        """normal_field(draw, shape) at the given (sample, element) pairs only (see field_at)."""
+        u1 = self.field_at(draw, samples, elements, device).clamp_min_(1.0 / (1 << 24))
+        u2 = self.field_at(draw + 1000003, samples, elements, device)
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2 * math.pi) * u2)
+
     def normal_field(self, draw: int, shape: Sequence[int], device: Any = None) -> torch.Tensor:
         """float32 [N, *shape] standard normal per element (Box-Muller on the fields of draws
         `draw` and `draw + 1000003`); the same on every device up to float32 rounding of the

@@ -355,7 +355,10 @@ def _normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
     c = x.shape[1]
     mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
     std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
-    return (x - mean.view(1, c, 1, 1).to(x.dtype)) / std.view(1, c, 1, 1).to(x.dtype)
+    # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
+    # (a quarter of DeiT's pixel-op time on 2 CPU cores)
+    scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
+    return torch.addcmul((-mean / std).view(1, c, 1, 1).to(x.dtype), x, scale)
 
 
 def _outputs(targets: Targets, program: Program, x: torch.Tensor) -> dict[str, Any]:

@@ -69,6 +69,31 @@ def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] 
     return torch.where(where, v, x)
 
 
+def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
+                        width: np.ndarray, draws: Draws, draw: int) -> torch.Tensor:
+    """x with one rectangle per sample of `rows` (host arrays of the batch's rectangles, inside
+    the image) set to draws.normal_field(draw, x.shape[1:]) there: the same numbers `fill`
+    gives, computed for the rectangles' pixels only (an erased rectangle is 2-33% of the
+    image: the whole field cost 9 ns a value on 2 CPU cores, most of RandomErasing's time)."""
+    if len(rows) == 0:
+        return x
+    c, h, w = x.shape[1:]
+    t, lf = top[rows].astype(np.int64), left[rows].astype(np.int64)
+    rh, rw = height[rows].astype(np.int64), width[rows].astype(np.int64)
+    area = rh * rw
+    counts = c * area
+    k = np.repeat(np.arange(len(rows)), counts)  # the rectangle of each value
+    j = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    ch, rem = j // area[k], j % area[k]
+    y, xx = t[k] + rem // rw[k], lf[k] + rem % rw[k]
+    element = (ch * h + y) * w + xx  # row-major in the sample's [C, H, W] field
+    values = draws.normal_field_at(draw, rows[k], element, x.device).to(x.dtype)
+    flat = to_device(rows[k] * (c * h * w) + element, x.device)
+    out = x.clone(memory_format=torch.contiguous_format)
+    out.view(-1)[flat] = values
+    return out
+
+
 class RandomErasing(PixelOp):
     """Erase one rectangle per image (torchvision's RandomErasing), with probability p.
 
@@ -127,8 +152,10 @@ class RandomErasing(PixelOp):
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         top, left = params["top"], params["left"]
-        where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
         rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+        if self.value == "random":  # noise for the rectangles' pixels alone
+            return noise_in_rectangles(x, rows, top, left, params["height"], params["width"], draws, self.draws)
+        where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
         return fill(x, where, self.value, draws, self.draws, rows)
 
 

@@ -9,7 +9,8 @@ PyTorch Dataset with Pillow transforms does, minus the DataLoader's process over
 share the cores the same way pixelpipe's decoding threads do).
 
 The ops, with pixelpipe's parameter ranges (tools/bench/pipelines.py, presets.py):
-  random resized crop   torchvision's window; crop + resize in one call (bilinear, antialiased)
+  random resized crop   torchvision's window; crop + resize in one call (bilinear, antialiased;
+                        bicubic for deit, as its preset)
   flip                  Image.transpose
   resize / centre crop  Image.resize of the shorter side (bilinear), Image.crop
   rotate                Image.rotate (bilinear)
@@ -67,9 +68,11 @@ def _crop_window(rng: random.Random, width: int, height: int, scale=(0.08, 1.0),
 
 
 # ----------------------------------------------------------------------------- the ops
-def resized_crop(size: int = SIZE, scale: tuple[float, float] = (0.08, 1.0)) -> PilOp:
+def resized_crop(size: int = SIZE, scale: tuple[float, float] = (0.08, 1.0), bicubic: bool = False) -> PilOp:
+    resample = Image.BICUBIC if bicubic else Image.BILINEAR
+
     def op(im: Image.Image, rng: random.Random) -> Image.Image:
-        return im.resize((size, size), Image.BILINEAR, box=_crop_window(rng, im.width, im.height, scale))
+        return im.resize((size, size), resample, box=_crop_window(rng, im.width, im.height, scale))
     return op
 
 
@@ -263,7 +266,7 @@ def pillow_ops(pipeline: str) -> list[PilOp]:
         "heavy": train + [affine(15, (0.1, 0.1), (0.9, 1.1), 10, p=0.5), perspective(0.3, p=0.3),
                           color_jitter(0.4, 0.4, 0.4, 0.1, p=0.8), grayscale(0.2)],
         "randaugment": train + [rand_augment(2, 9), random_erasing(0.25)],
-        "deit": train + [rand_augment(2, 9), random_erasing(0.25)],
+        "deit": [resized_crop(bicubic=True), flip(), rand_augment(2, 9), random_erasing(0.25)],  # bicubic, as the preset
         "simclr": train + [color_jitter(0.8, 0.8, 0.8, 0.2, p=0.8), grayscale(0.2), gaussian_blur(23)],
         "fastai_like": [resize_shorter(SIZE), centre_crop(), flip(), perspective(0.2, p=0.75), rotate(10, p=0.75),
                         affine(scale=(1.0, 1.1), p=0.75), color_jitter(brightness=0.2, p=0.75),
