@@ -22,6 +22,19 @@ def make_tar(path: Path, members: list[tuple[str, bytes]], mode: str = "w") -> P
     return path
 
 
+def png_mask(h: int = 6, w: int = 8, mode: str = "L") -> bytes:
+    """A label image as PNG: value 2 in a block, 0 elsewhere."""
+    import numpy as np
+    from PIL import Image
+
+    a = np.zeros((h, w), np.uint8)
+    a[1:4, 2:5] = 2
+    im = Image.fromarray(a) if mode == "L" else Image.fromarray(np.stack([a] * 3, -1))
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()
+
+
 def shard_members(shard: int, n: int) -> list[tuple[str, bytes]]:
     out = []
     for k in range(n):
@@ -44,7 +57,7 @@ def test_grouping_and_label_sources(tmp_path: Path) -> None:
         ("a/0003.json", json.dumps({"label": 4, "w": 10}).encode()), ("a/0003.jpeg", b"J3"),
         ("a/0004.webp", b"W4"), ("a/0004.json", b"[1, 0, 2]"),
         ("a/0005.bmp", b"B5"), ("a/0005.txt", b"a caption, not a label"),
-        ("a/0006.seg.png", b"mask"), ("a/0006.JPG", b"J6"), ("a/0006.json", b'{"cls": 8}'),
+        ("a/0006.seg.png", png_mask()), ("a/0006.JPG", b"J6"), ("a/0006.json", b'{"cls": 8}'),
         ("__meta__.json", b"{}"),  # no image: not a sample
         ("b/0001.png", b"P7"), ("b/0001.jpg", b"J7"), ("b/0001.cls", b"1 5"),
     ]
@@ -56,6 +69,7 @@ def test_grouping_and_label_sources(tmp_path: Path) -> None:
     assert [s.index for s in samples] == list(range(7))
     assert samples[0].source == f"{tmp_path / 'x.tar'}:a/0001.jpg"
     assert samples[5].source.endswith(":a/0006.JPG")  # the JPG, not the seg.png, name as stored
+    assert samples[5].targets["masks"].shape == (6, 8) and samples[0].targets is None
 
 
 def test_glob_is_sorted_and_indices_run_across_shards(tmp_path: Path, shards: list[Path]) -> None:
@@ -301,3 +315,36 @@ def test_a_compressed_shard_cut_short_counts_its_loss(tmp_path: Path) -> None:
     assert all(not isinstance(s, Unreadable) for s in got[:-1]) and got[-1].source == str(gz)
     uncounted = TarShards(gz, count=False)
     assert len([s for s in uncounted.iter_shard(0)]) == r.counts[0] - 1  # no count: nothing to tell
+
+
+def test_targets_from_json_and_seg_png(tmp_path: Path) -> None:
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    import pixelpipe as pp
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((6, 8, 3), 90, np.uint8)).save(buf, "JPEG")
+    jpeg = buf.getvalue()
+    meta = {"boxes": [[0.25, 0.5, 0.5, 1.0 / 3]], "box_format": "cxcywhn", "labels": [7],
+            "keypoints": [[2, 3, 2]], "label": 1}
+    members = [("0.jpg", jpeg), ("0.json", json.dumps(meta).encode()), ("0.seg.png", png_mask()),
+               ("1.jpg", jpeg), ("1.json", b'{"boxes": [[1, 2]]}'),
+               ("2.jpg", jpeg), ("2.seg.png", png_mask(mode="RGB")),
+               ("3.jpg", jpeg), ("3.mask.png", b"not a png")]
+    samples = list(TarShards(make_tar(tmp_path / "t.tar", members)).iter_shard(0))
+    t = samples[0].targets
+    np.testing.assert_allclose(t["boxes"], [[0.0, 2.0, 4.0, 4.0]])  # centre (2, 3), 4 x 2 pixels
+    assert t["labels"].tolist() == [7] and t["keypoints"].tolist() == [[2, 3, 2]] and samples[0].label == 1
+    assert t["masks"].dtype == np.uint8 and int(t["masks"][2, 3]) == 2
+    reasons = [s.reason for s in samples[1:]]
+    assert all(isinstance(s, Unreadable) for s in samples[1:]), samples
+    assert "boxes must be [K, 4]" in reasons[0] and "single-channel" in reasons[1] and "does not decode" in reasons[2]
+    # a Pipeline moves them with the image (a flip: x -> 8 - x)
+    pipe = pp.Pipeline(TarShards(make_tar(tmp_path / "u.tar", members[:3])),
+                       pp.Compose([pp.RandomFlip(horizontal=1.0)], dtype=torch.uint8), batch_size=1, shuffle=False)
+    batch = next(iter(pipe))
+    assert batch["boxes"][0].tolist() == [[4.0, 2.0, 8.0, 4.0]] and batch["labels"][0].tolist() == [7]
+    assert int(batch["masks"][0, 2, 8 - 1 - 3]) == 2
+    pipe.close()

@@ -30,12 +30,13 @@ from typing import Any
 
 from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, Unreadable, check_skip, normalize_label
 from ._tar_index import member_table, split_name
+from ._tar_targets import MASK_EXTS, tar_targets
 
 __all__ = ["TarShards"]
 
 _IMAGE_EXTS = IMAGE_EXTENSIONS  # priority order: the first one present is the image
 _LABEL_EXTS = ("cls", "txt", "json")  # priority order for the label
-_WANTED = frozenset(_IMAGE_EXTS + _LABEL_EXTS)
+_WANTED = frozenset(_IMAGE_EXTS + _LABEL_EXTS + MASK_EXTS)
 _GLOB_CHARS = re.compile(r"[*?[]")
 _BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
 
@@ -62,7 +63,9 @@ class TarShards:
     whitespace-separated ints make a multi-label), "txt" when it holds an int (a caption is
     ignored), "json" holding an int, a list of ints, or an object with "label" or "cls".
     Samples without a label get None; groups without an image (e.g. "__meta__.json") are not
-    samples and are skipped.
+    samples and are skipped. Targets (readers._tar_targets): "boxes", "labels" and "keypoints"
+    from a "json" object (its "box_format", default "xyxy", says how the boxes are written),
+    "masks" from a "seg.png" or "mask.png" label image; a Pipeline moves them with the image.
 
     Indices: with `count=True` (default) a sample's `index` is a running global index:
     the samples of all earlier shards plus its position in its shard. With `count=False` the
@@ -296,7 +299,7 @@ def _to_samples(groups: Iterable[Group], path: str, first_index: int, stop: int 
                                             f"max_bytes={max_bytes:,}; not read")
         else:
             try:
-                yield Sample(group[ext], _label(group, source), source, index)
+                yield Sample(group[ext], _label(group, source), source, index, tar_targets(group, ext, source))
             except ValueError as e:
                 yield Unreadable(source, index, str(e))
         index += 1
