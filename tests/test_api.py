@@ -31,7 +31,7 @@ PUBLIC = [
     "RandomAffine3D", "RandomFlip3D", "RandomRotate90_3D", "Resize3D", "Spacing", "Orientation",
     "RandomCrop3D", "CenterCrop3D", "RandomCropByLabel", "ElasticDeformation3D",
     "ScaleIntensityRange", "NormalizeIntensity", "RandomGamma3D", "RandomContrast3D", "GaussianNoise3D",
-    "RandomBiasField", "show_volumes",
+    "RandomBiasField", "show_volumes", "show_clips",
 ]
 
 

@@ -92,6 +92,7 @@ from .ops import (
     Warp,
 )
 from .tools.show import show
+from .tools.show_clips import show_clips
 from .tools.show_volumes import show_volumes
 
 __version__ = "0.1.0"
@@ -192,6 +193,7 @@ __all__ = [
     "GaussianNoise3D",
     "RandomBiasField",
     "show_volumes",
+    "show_clips",
 ]
 
 
