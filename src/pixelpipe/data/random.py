@@ -257,6 +257,11 @@ class Draws:
         """bernoulli() as a bool numpy array."""
         return _unit_numpy(self._hash_np(draw)) < np.float32(p)
 
+    def choice_np(self, draw: int, count: int | np.ndarray) -> np.ndarray:
+        """int64 [N] uniform in 0..count-1 (count a number or one per sample):
+        floor(uniform * count), as torchvision's randint picks an op or a bin."""
+        return np.minimum(np.floor(self.uniform_np(draw) * count), np.asarray(count) - 1).astype(np.int64)
+
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         """A numpy result as a tensor on the indices' device."""
         t = torch.from_numpy(x)

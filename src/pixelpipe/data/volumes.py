@@ -171,6 +171,14 @@ class VolumeBatch:
         """int64 [N]: channels of every volume."""
         return self.table[:, CHANNELS]
 
+    def common_channels(self) -> int:
+        """The channel count all volumes share (1 for an empty batch): a warp writes one
+        batched tensor. A ValueError when they differ."""
+        chans = {int(c) for c in self.channels.tolist()}
+        if len(chans) > 1:
+            raise ValueError(f"the volumes have different channel counts {sorted(chans)}; one batch needs one")
+        return chans.pop() if chans else 1
+
     def kernel_table(self) -> torch.Tensor:
         """The table on the data's device (copied once)."""
         if self._device_table is None or self._device_table.device != self.data.device:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Error", "ErrorLog"]
+__all__ = ["Error", "ErrorLog", "Reported"]
 
 Error = tuple[int, str, str]  # (sample index, source, reason)
 
@@ -65,3 +65,31 @@ class ErrorLog:
         if unknown:
             raise ValueError(f"state['epoch_errors'] names samples {unknown[:5]} missing from state['errors']")
         self._known, self._epoch = known, dict.fromkeys(epoch)
+
+
+class Reported:
+    """What a loader with an ErrorLog (`_log`) shows of it, and `with loader:` closing it:
+    shared by Pipeline and VideoPipeline. The loader defines `close()`."""
+
+    _log: ErrorLog
+
+    @property
+    def errors(self) -> list[Error]:
+        """Every sample (a video, for a VideoPipeline) that failed, once: (index, source,
+        reason) of its first failure."""
+        return self._log.errors
+
+    @property
+    def epoch_errors(self) -> list[Error]:
+        """The samples that failed in the epoch being iterated (or the last one), each once."""
+        return self._log.epoch_errors
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

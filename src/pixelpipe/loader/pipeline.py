@@ -33,7 +33,7 @@ from .cached import CachedBatches, planned_epoch
 from .collate import as_batch, collate, labels_tensor
 from .collate import shard_of as _shard
 from .epochs import Epochs
-from .errors import ErrorLog
+from .errors import ErrorLog, Reported
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
 from .sampler import EpochOrder
@@ -57,7 +57,7 @@ def _stop_all() -> None:
             pass
 
 
-class Pipeline:
+class Pipeline(Reported):
     """An iterator of training batches.
 
     Args:
@@ -170,17 +170,6 @@ class Pipeline:
                 store.expected = -(-len(self.reader) // self.world)
             self._cache = CachedBatches(store, self.engine, self.transforms.program, seed, batch_size, self.device,
                                         labels, self._reading.records, self._epochs.order, self.reader.indexable)
-
-    # ----------------------------------------------------------------------------- errors
-    @property
-    def errors(self) -> list[tuple[int, str, str]]:
-        """Every sample that failed, once: (index, source, reason) of its first failure."""
-        return self._log.errors
-
-    @property
-    def epoch_errors(self) -> list[tuple[int, str, str]]:
-        """The samples that failed in the epoch being iterated (or the last one), each once."""
-        return self._log.epoch_errors
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -432,12 +421,6 @@ class Pipeline:
         self.engine.close()
         if self._cache is not None:
             self._cache.clear()
-
-    def __enter__(self) -> Pipeline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self) -> None:
         try:

@@ -28,13 +28,14 @@ import torch
 
 from ..compose import Compose
 from ..data.clips import LAYOUTS, Clip, ClipSampler, clip_ids
+from ..data.transfer import to_device
 from ..decode.video_gpu import NvdecVideoDecoder, VideoDecodeStats
 from ..engine import Engine
 from ..engine.clips import augment_clips
 from ..ops.kinds import Op
 from .arguments import flag, whole
 from .collate import shard_of
-from .errors import ErrorLog
+from .errors import ErrorLog, Reported
 from .sampler import EpochOrder, batches_per_epoch, indexable_epoch
 
 __all__ = ["VideoPipeline"]
@@ -52,7 +53,7 @@ class _Video:
     frames: list[torch.Tensor]
 
 
-class VideoPipeline:
+class VideoPipeline(Reported):
     """An iterator of batches of clips for video training.
 
     Args:
@@ -150,19 +151,9 @@ class VideoPipeline:
         self._done = False
         self._resume = False
 
-    # ----------------------------------------------------------------------------- sizes, errors
+    # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
         return batches_per_epoch(len(self.reader), self.world, self.batch_size, self.drop_last)
-
-    @property
-    def errors(self) -> list[tuple[int, str, str]]:
-        """Every video that failed, once: (index, source, reason) of its first failure."""
-        return self._log.errors
-
-    @property
-    def epoch_errors(self) -> list[tuple[int, str, str]]:
-        """The videos that failed in the epoch being iterated (or the last one), each once."""
-        return self._log.epoch_errors
 
     # ----------------------------------------------------------------------------- decoding
     def _source(self, i: int) -> Any:
@@ -279,29 +270,27 @@ class VideoPipeline:
         return (out * -(-count // len(out)))[:count]
 
     def _batch(self, rows: list[tuple[_Video, bool]], epoch: int) -> dict[str, Any]:
-        """Augment the clips of `rows` (videos) and collect their metadata, one row per clip."""
+        """Augment the clips of `rows` (videos) and collect their metadata, one row per clip:
+        made on the host, each copied once (pinned, asynchronous on CUDA)."""
+        dev = self.device
         clips = [c for v, _ in rows for c in v.clips]
-        frames = [f.to(self.device, non_blocking=True) for v, _ in rows for f in v.frames]
+        frames = [to_device(f, dev) for v, _ in rows for f in v.frames]
         videos = np.array([c.video for c in clips], dtype=np.int64)
         numbers = np.array([c.clip for c in clips], dtype=np.int64)
-        valid = np.repeat([ok for _, ok in rows], [len(v.clips) for v, _ in rows])
-        labels = (self._labels[torch.from_numpy(videos)] if self._labels is not None
-                  else torch.full((len(clips),), -1, dtype=torch.int64))
+        picked = np.stack([c.frames for c in clips])
+        valid = to_device(np.repeat([ok for _, ok in rows], [len(v.clips) for v, _ in rows]), dev)
+        labels = to_device(self._labels[torch.from_numpy(videos)] if self._labels is not None
+                           else torch.full((len(clips),), -1, dtype=torch.int64), dev)
         ids = clip_ids(videos, numbers, self.clips.clips_per_video)
-        values: dict[str, Any] = {}
-        if self.transforms.program.batch_ops:
-            values = {"label": labels.to(self.device), "valid": torch.from_numpy(valid).to(self.device)}
+        values = {"label": labels, "valid": valid} if self.transforms.program.batch_ops else {}
         out = augment_clips(self.transforms, frames, ids, self.seed, epoch, self.layout, engine=self.engine, **values)
         batch: dict[str, Any] = out if isinstance(out, dict) else {"video": out}
-        dev = self.device
-        batch.setdefault("label", labels.to(dev))
+        batch.setdefault("label", labels)
         batch.update({
-            "index": torch.from_numpy(videos).to(dev), "clip": torch.from_numpy(numbers).to(dev),
-            "start": torch.tensor([c.start for c in clips], dtype=torch.int64, device=dev),
-            "frames": torch.from_numpy(np.stack([c.frames for c in clips])).to(dev),
-            "timestamps": torch.from_numpy(np.stack([c.timestamps for c in clips])).to(dev),
-            "fps": torch.tensor([c.fps for c in clips], dtype=torch.float64, device=dev),
-            "valid": torch.from_numpy(valid).to(dev),
+            "index": to_device(videos, dev), "clip": to_device(numbers, dev),
+            "start": to_device(np.ascontiguousarray(picked[:, 0]), dev), "frames": to_device(picked, dev),
+            "timestamps": to_device(np.stack([c.timestamps for c in clips]), dev),
+            "fps": to_device(np.array([c.fps for c in clips], dtype=np.float64), dev), "valid": valid,
         })
         return batch
 
@@ -338,12 +327,6 @@ class VideoPipeline:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self.engine.close()
-
-    def __enter__(self) -> VideoPipeline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"VideoPipeline({self.reader!r}, batch_size={self.batch_size}, {self.clips!r}, "

@@ -142,7 +142,7 @@ class _Primitive(Op):
             return {"magnitude": np.zeros(n)}
         table = self.space.table(self.bins, np.asarray(sizes, dtype=np.float64))
         if self.bin is None:
-            at = np.minimum(np.floor(draws.uniform_np(0) * self.span), self.span - 1).astype(np.int64)
+            at = draws.choice_np(0, self.span)
         else:
             at = np.full(n, self.bin, dtype=np.int64)
         magnitude = table[np.arange(n), at]

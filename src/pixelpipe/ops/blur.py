@@ -237,7 +237,7 @@ class MedianBlur(PixelOp):
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         lo, hi = self.kernel_size
         count = (hi - lo) // 2 + 1
-        k = lo + 2 * np.minimum(np.floor(draws.uniform_np(1) * count), count - 1).astype(np.int64)
+        k = lo + 2 * draws.choice_np(1, count)
         return {"kernel_size": np.where(draws.bernoulli_np(0, self.p), k, 1)}
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:

@@ -134,7 +134,7 @@ class RandomRotate90(GeometryOp):
         return []
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        k = np.minimum(np.floor(draws.uniform_np(1) * 4), 3).astype(np.int64)
+        k = draws.choice_np(1, 4)
         return {"k": np.where(draws.bernoulli_np(0, self.p), k, 0)}
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

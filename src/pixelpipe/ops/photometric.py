@@ -54,7 +54,7 @@ class ChannelShuffle(ColorOp):
         return []
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        order = np.minimum(np.floor(draws.uniform_np(1) * 6), 5).astype(np.int64)
+        order = draws.choice_np(1, 6)
         return {"order": np.where(draws.bernoulli_np(0, self.p), order, 0)}
 
     def color(self, params: Params, means: np.ndarray | None) -> np.ndarray:

@@ -94,10 +94,6 @@ class _Policy(CompoundOp):
         an operation that did not fire)."""
         raise NotImplementedError
 
-    def _pick(self, draws: Draws, draw: int, count: int) -> np.ndarray:
-        """int64 [N]: uniform in 0..count-1 from draw `draw` (torchvision's randint)."""
-        return np.minimum(np.floor(draws.uniform_np(draw) * count), count - 1).astype(np.int64)
-
 
 def _check_bins(num_magnitude_bins: int) -> int:
     if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
@@ -144,7 +140,7 @@ class RandAugment(_Policy):
                      for _ in range(num_ops) for s in space])
 
     def choices(self, draws: Draws, n: int) -> np.ndarray:
-        picks = [j * self._k + self._pick(draws, j, self._k) for j in range(self.num_ops)]
+        picks = [j * self._k + draws.choice_np(j, self._k) for j in range(self.num_ops)]
         chosen = np.stack(picks, 1) if picks else np.zeros((n, 0), dtype=np.int64)
         return self._valid[chosen]
 
@@ -170,7 +166,7 @@ class TrivialAugmentWide(_Policy):
         self._build([primitive(s, num_magnitude_bins, None, self.interpolation, self.fill) for s in space])
 
     def choices(self, draws: Draws, n: int) -> np.ndarray:
-        return self._valid[self._pick(draws, 0, self._k)].reshape(n, 1)
+        return self._valid[draws.choice_np(0, self._k)].reshape(n, 1)
 
 
 # torchvision's AutoAugmentPolicy tables: 25 sub-policies of two (operation, probability,
@@ -248,7 +244,7 @@ class AutoAugment(_Policy):
                      for sub in table for name, _, at in sub])
 
     def choices(self, draws: Draws, n: int) -> np.ndarray:
-        sub = self._pick(draws, 0, len(self._p))
+        sub = draws.choice_np(0, len(self._p))
         fires = np.stack([draws.uniform_np(1 + j) < self._p[sub, j] for j in range(2)], 1)  # [N, 2]
         entry = sub[:, None] * 2 + np.arange(2)[None, :]
         return np.where(fires, self._valid[entry], -1)

@@ -209,7 +209,7 @@ class TimmRandAugment(_Policy):
         k = self._k
         steps = []
         for j in range(self.num_ops):
-            entry = j * k + self._pick(draws, j, k)
+            entry = j * k + draws.choice_np(j, k)
             fires = draws.uniform_np(self.num_ops + j) < self.prob
             steps.append(np.where(fires, entry, -1))
         return np.stack(steps, 1) if steps else np.zeros((n, 0), dtype=np.int64)

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..presets import PRESETS
 from .bench.pipelines import BENCH_PIPELINES
@@ -218,7 +219,7 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
         return _run_show_volumes(args, p)
 
     from ..readers import ReaderError
-    from .show import CAPTION, GAP, HEADER, show_dataset
+    from .show import show_dataset
 
     transforms = PRESETS[args.transforms](size=args.size)
     try:
@@ -229,18 +230,11 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     except ValueError as e:  # none of the samples picked could be decoded
         print(f"pixelpipe show: {e}", file=sys.stderr)
         return 1
-    grid.save(args.output, optimize=True)
-    rows = (grid.size[1] - HEADER) // (args.tile + CAPTION + GAP)
-    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} sample(s), each "
-          f"beside {args.columns} augmented version(s) ({args.transforms})")
-    for source, reason in skipped:
-        print(f"left out {source}: {reason}", file=sys.stderr)
-    return 1 if skipped else 0
+    return _write_grid(args, grid, skipped, "sample(s)", "")
 
 
 def _run_show_volumes(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     from ..readers import ReaderError
-    from .show import CAPTION, GAP, HEADER
     from .show_volume_dataset import show_volume_dataset
 
     data = args.volumes or None
@@ -254,10 +248,17 @@ def _run_show_volumes(args: argparse.Namespace, p: argparse.ArgumentParser) -> i
     except ValueError as e:  # none of the volumes picked could be read
         print(f"pixelpipe show: {e}", file=sys.stderr)
         return 1
+    return _write_grid(args, grid, skipped, "volume(s)", "" if data else ", synthetic volumes")
+
+
+def _write_grid(args: argparse.Namespace, grid: Any, skipped: list[tuple[str, str]], what: str, note: str) -> int:
+    """Save a `show` grid, say what it holds, list what was left out (exit status 1 then)."""
+    from .show import CAPTION, GAP, HEADER
+
     grid.save(args.output, optimize=True)
     rows = (grid.size[1] - HEADER) // (args.tile + CAPTION + GAP)
-    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} volume(s), each beside "
-          f"{args.columns} augmented version(s) ({args.transforms}){'' if data else ', synthetic volumes'}")
+    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} {what}, each beside "
+          f"{args.columns} augmented version(s) ({args.transforms}){note}")
     for source, reason in skipped:
         print(f"left out {source}: {reason}", file=sys.stderr)
     return 1 if skipped else 0

@@ -129,10 +129,7 @@ def warp3d_reference(batch: VolumeBatch, spec: Warp3DSpec,
     n = len(spec)
     D, H, W = spec.out_size
     dev = batch.device
-    chans = {int(c) for c in batch.channels.tolist()}
-    if len(chans) > 1:
-        raise ValueError(f"the volumes have different channel counts {sorted(chans)}; one batch needs one")
-    c = chans.pop() if chans else 1
+    c = batch.common_channels()
     image = torch.empty(n, c, D, H, W, dtype=torch.float32, device=dev)
     label = None if batch.labels is None else torch.empty(n, 1, D, H, W, dtype=torch.int64, device=dev)
     padding = _PADDING[spec.border]

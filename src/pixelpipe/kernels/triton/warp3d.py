@@ -293,10 +293,7 @@ def warp3d_pointwise_gpu(batch: VolumeBatch, spec: Warp3DSpec, steps: list[Step]
     n = len(spec)
     D, H, W = spec.out_size
     dev = batch.device
-    chans = {int(c) for c in batch.channels.tolist()}
-    if len(chans) > 1:
-        raise ValueError(f"the volumes have different channel counts {sorted(chans)}; one batch needs one")
-    c = chans.pop() if chans else 1
+    c = batch.common_channels()
     first, norm, after, rest = split_program(steps)
     out_dtype = torch.float32 if rest else dtype
     image = torch.empty(n, c, D, H, W, dtype=out_dtype, device=dev)
