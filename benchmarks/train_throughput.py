@@ -66,11 +66,23 @@ def synthetic_loader(args: argparse.Namespace, listed: str) -> Loader:
     return endless(lambda: iter([x])), lambda: None
 
 
+def gpu_decoding(args: argparse.Namespace) -> object:
+    """pixelpipe's GpuDecoding with --hw-fraction / --roi where given, else its defaults."""
+    import pixelpipe as pp
+
+    settings: dict[str, object] = {}
+    if args.hw_fraction is not None:
+        settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
+    if args.roi is not None:
+        settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
+    return pp.GpuDecoding(**settings)
+
+
 def pixelpipe_loader(args: argparse.Namespace, listed: str) -> Loader:
     import pixelpipe as pp
 
     pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
-                       seed=0, drop_last=True, num_threads=args.threads)
+                       seed=0, drop_last=True, num_threads=args.threads, gpu=gpu_decoding(args))
     return endless(lambda: (b["image"] for b in pipe)), pipe.close
 
 
@@ -175,7 +187,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="pixelpipe's threads (default: its own)")
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
+    ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
+    ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     torch.backends.cudnn.benchmark = True
     listed, n = file_list(args.data, args.repeat)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {os.cpu_count()} CPUs; {n} samples "
