@@ -4,6 +4,7 @@
     pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
     pixelpipe show --volumes DIR -o x.png   the same for 3-D volumes: three middle slices each
     pixelpipe inspect --data DIR        samples, classes, formats, sizes and unreadable files
+                                        (of videos: codecs, sizes, fps, frames, durations)
 
 Exit codes: 0 success, 1 the command found a problem (unreadable files for `inspect`; samples
 left out of the grid for `show`), 2 bad arguments (including a --data path that cannot be
@@ -61,10 +62,16 @@ INSPECT_EXAMPLES = """examples:
   pixelpipe inspect --data /data/train.txt --decode     # decode every image in full
   pixelpipe inspect --data "shards/train-*.tar" --json > report.json
   pixelpipe inspect --data /data/train --decode --quiet && python train.py   # guard a job
+  pixelpipe inspect --data /data/kinetics/val            # videos: codec, size, fps, frames, duration
 
 Reports the number of samples and classes, formats, a histogram of the shorter side,
 grayscale/CMYK/alpha counts and every unreadable file with the reason. Exit code 1 when a
 file cannot be read (or holds more than --max-pixels pixels), 0 when all are readable.
+
+Videos (a folder, file list or tar shards of .mp4, .mkv, .webm, .avi, .mov, .m4v files) are
+told by their extensions: each video's codec, size, frame rate, frames and duration, a summary,
+and the unreadable ones with the kind of problem (missing, zero-length, audio-only,
+unsupported codec, truncated, corrupt). --decode then decodes every frame.
 """
 
 MAIN_EXAMPLES = """examples:
@@ -138,13 +145,13 @@ def _show(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _inspect(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="check a dataset: counts, formats, sizes, unreadable files",
-                       description="Scan a dataset (folder, file list or tar shards) and report "
-                                   "what a training job should know, unreadable files included.",
+                       description="Scan a dataset of images or videos (folder, file list or tar shards) "
+                                   "and report what a training job should know, unreadable files included.",
                        epilog=INSPECT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="folder, file list (.txt/.csv) or tar shards "
                                                  "(a path or a pattern)")
     p.add_argument("--decode", action="store_true",
-                   help="decode every image in full (slower; catches corrupt image data)")
+                   help="decode every image (every frame of every video) in full (slower; catches corrupt data)")
     p.add_argument("--threads", type=int, help="reading/decoding threads (default: all cores)")
     p.add_argument("--max-pixels", type=int, default=100_000_000,
                    help="images with more pixels are problems, as in a Pipeline (default 1e8)")
@@ -272,12 +279,22 @@ def _run_inspect(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
 
     from ..readers import ReaderError
     from .survey import survey
+    from .survey_videos import survey_videos
+    from .video_data import open_videos
 
+    found: Any
     try:
-        found = survey(args.data, decode=args.decode, num_threads=args.threads,
-                       max_pixels=args.max_pixels, quiet=args.quiet)
+        videos = open_videos(args.data)
+        if videos is not None:
+            found = survey_videos(videos, decode=args.decode, num_threads=args.threads, quiet=args.quiet,
+                                  name=args.data)
+        else:
+            found = survey(args.data, decode=args.decode, num_threads=args.threads,
+                           max_pixels=args.max_pixels, quiet=args.quiet)
     except ReaderError as e:
         p.error(f"--data {args.data}: {e}")
+    except ImportError as e:  # videos without PyAV
+        p.error(str(e))
     print(json.dumps(found.to_dict(), indent=2) if args.json else found.report())
     return 0 if found.ok else 1
 
