@@ -3,6 +3,7 @@
     pixelpipe bench                     images/s of a standard pipeline, beside its peers
     pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
     pixelpipe show --volumes DIR -o x.png   the same for 3-D volumes: three middle slices each
+    pixelpipe show --data VIDEOS -o x.png   clips of videos, one row of frames per clip
     pixelpipe inspect --data DIR        samples, classes, formats, sizes and unreadable files
                                         (of videos: codecs, sizes, fps, frames, durations)
 
@@ -42,6 +43,8 @@ SHOW_EXAMPLES = """examples:
   pixelpipe show --volumes -o vols.png                    # built-in synthetic CT-like volumes
   pixelpipe show --volumes /data/Task09_Spleen -n 4 --columns 3 -o vols.png   # imagesTr/ + labelsTr/
   pixelpipe show --volumes dataset.json --transforms elastic --size 64 -o vols.png
+  pixelpipe show --data /data/kinetics/val --clips 2 --frames-per-clip 8 -o clips.png   # videos
+  pixelpipe show --clips 2 -o clips.png                   # built-in synthetic videos
 
 Each row is one sample: the original, then --columns augmented versions (column k is what
 epoch k of a run with --seed gives it), with its class name below. Samples are spread evenly
@@ -55,6 +58,13 @@ the label map overlaid (one colour per label value). --volumes takes a folder wi
 uses generated volumes. Volume transforms: affine (default: random affine, flips, random crop,
 windowing), elastic, flip, intensity; the crop is --size voxels a side (default the largest
 cube up to 96 that every volume shown holds) and the window the volumes' 0.5-99.5 percentiles.
+
+When --data holds videos (told by their extensions), or with --clips, --frames-per-clip or
+--stride, each row is one clip: --frames-per-clip frames --stride apart, augmented as a
+VideoPipeline augments them (every frame of a clip with the clip's draws), captioned with the
+label, video and frame numbers; --clips clips per video, their starts spread over it, of -n
+videos (default 4) spread over the dataset; --size defaults to 112. Without --data: synthetic
+videos.
 """
 
 INSPECT_EXAMPLES = """examples:
@@ -138,7 +148,14 @@ def _show(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "the largest cube up to 96 that every volume shown holds)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--tile", type=int, default=None,
-                   help="tile side in the grid, pixels (default 160; 96 per slice for volumes)")
+                   help="tile side in the grid, pixels (default 160; 96 per slice for volumes and per frame "
+                        "for videos)")
+    p.add_argument("--clips", type=int, default=None,
+                   help="(videos) clips per video, one row each (default 2); without --data: synthetic videos")
+    p.add_argument("--frames-per-clip", type=int, default=None,
+                   help="(videos) frames in a clip, all drawn side by side (default 8)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="(videos) frames between a clip's consecutive frames (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -201,6 +218,22 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     volumes = args.volumes is not None
     if volumes and args.data is not None:
         p.error("give --data (images) or --volumes (3-D volumes), not both")
+    clip_options = [f"--{name.replace('_', '-')}" for name in ("clips", "frames_per_clip", "stride")
+                    if getattr(args, name) is not None]
+    if volumes and clip_options:
+        p.error(f"{', '.join(clip_options)}: for videos, not with --volumes")
+    if not volumes and (clip_options or args.data is not None):
+        from ..readers import ReaderError
+        from .video_data import open_videos
+
+        try:
+            videos = open_videos(args.data) if args.data is not None else None
+        except ReaderError as e:
+            p.error(f"--data {args.data}: {e}")
+        if videos is not None or (args.data is None and clip_options):
+            return _run_show_videos(args, p, videos)
+        if clip_options:
+            p.error(f"{', '.join(clip_options)}: --data {args.data} holds images, not videos")
     presets = VOLUME_TRANSFORM_NAMES if volumes else tuple(PRESETS)
     if args.transforms is None:
         args.transforms = presets[0] if volumes else "imagenet_train"
@@ -256,6 +289,50 @@ def _run_show_volumes(args: argparse.Namespace, p: argparse.ArgumentParser) -> i
         print(f"pixelpipe show: {e}", file=sys.stderr)
         return 1
     return _write_grid(args, grid, skipped, "volume(s)", "" if data else ", synthetic volumes")
+
+
+def _run_show_videos(args: argparse.Namespace, p: argparse.ArgumentParser, videos: Any) -> int:
+    if args.columns is not None:
+        p.error("--columns is for images: with videos each row is one clip (--clips per video, "
+                "--frames-per-clip frames each)")
+    if args.transforms is None:
+        args.transforms = "imagenet_train"
+    if args.transforms not in PRESETS:
+        p.error(f"--transforms must be one of {', '.join(PRESETS)}, got {args.transforms!r}")
+    defaults = {"n": 4, "clips": 2, "frames_per_clip": 8, "stride": 2, "tile": 96, "size": 112}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    for name in ("n", "clips", "frames_per_clip", "stride", "size"):
+        if getattr(args, name) < 1:
+            p.error(f"{'-n' if name == 'n' else '--' + name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.tile < 16:
+        p.error(f"--tile must be >= 16 pixels, got {args.tile}")
+    if not args.output.lower().endswith(".png"):
+        p.error(f"-o/--output must name a .png file, got {args.output!r}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+        p.error(f"-o/--output: folder {os.path.dirname(os.path.abspath(args.output))!r} does not exist")
+
+    from .show_video_dataset import show_video_dataset
+
+    try:
+        grid, skipped = show_video_dataset(videos, PRESETS[args.transforms](size=args.size), n=args.n,
+                                           clips=args.clips, frames_per_clip=args.frames_per_clip,
+                                           stride=args.stride, seed=args.seed, tile=args.tile)
+    except ImportError as e:  # videos without PyAV
+        p.error(str(e))
+    except ValueError as e:  # none of the videos picked could be read
+        print(f"pixelpipe show: {e}", file=sys.stderr)
+        return 1
+    from .show import CAPTION, GAP
+
+    grid.save(args.output, optimize=True)
+    rows = (grid.size[1] - GAP) // (args.tile + CAPTION + GAP)
+    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} clip(s) of {args.frames_per_clip} "
+          f"frames ({args.transforms}){'' if videos is not None else ', synthetic videos'}")
+    for source, reason in skipped:
+        print(f"left out {source}: {reason}", file=sys.stderr)
+    return 1 if skipped else 0
 
 
 def _write_grid(args: argparse.Namespace, grid: Any, skipped: list[tuple[str, str]], what: str, note: str) -> int:
