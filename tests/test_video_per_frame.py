@@ -139,3 +139,27 @@ def test_the_keyword_on_every_op_and_where_it_is_refused() -> None:
         pp.MixUp(per_frame=True)
     with pytest.raises(ValueError, match="give per_frame=True to the OneOf itself"):
         pp.OneOf([pp.RandomFlip(per_frame=True)])
+
+
+def test_ops_without_an_init_of_their_own_take_it_too() -> None:
+    class Plain(pp.PixelOp):
+        def apply(self, x, params, draws):
+            return x
+
+    assert Plain(per_frame=True).per_frame and not Plain().per_frame
+    ops = [getattr(pp, name) for name in pp.__all__]
+    kinds = [op for op in ops if isinstance(op, type) and issubclass(op, pp.Op) and op is not pp.Op]
+    assert len(kinds) > 40
+    assert all("per_frame" in inspect.signature(op).parameters for op in kinds)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_per_frame_on_cuda_matches_the_cpu() -> None:
+    clips = constant_clips()
+    t = pp.Compose([pp.RandomResizedCrop(24), pp.ColorJitter(0.4, 0.4, 0.4, per_frame=True),
+                    pp.RandomErasing(p=1.0, per_frame=True)])
+    cpu = augment_clips(t, clips, [0, 1, 2])
+    gpu = augment_clips(t, clips.cuda(), [0, 1, 2])
+    assert gpu.is_cuda and gpu.shape == cpu.shape
+    assert (gpu.cpu() - cpu).abs().mean() < 1 / 255  # the same draws; float order aside
+    assert not torch.equal(gpu[0, 1], gpu[0, 0])

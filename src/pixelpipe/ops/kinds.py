@@ -86,8 +86,8 @@ class Op:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is not None and not hasattr(init, "_per_frame"):
+        init = cls.__init__  # its own, or what it inherits (a mixin's, as AppliedWithP's, or object's)
+        if not hasattr(init, "_per_frame"):
             cls.__init__ = _taking_per_frame(init)  # type: ignore[method-assign]
 
     def _fields(self) -> dict[str, Any]:

@@ -2,13 +2,15 @@
 inspect`, `pixelpipe show`), which take images and videos under the same --data.
 
 A path holds videos when its files (a folder's, a list file's entries, a tar shard's members)
-carry the video readers' extensions (readers.VIDEO_EXTENSIONS) more often than image ones:
+carry the video readers' extensions (readers.VIDEO_EXTENSIONS) at least as often as image ones
+among the first files found (LOOKED_AT: a large image folder is not walked twice):
 a folder then opens as a VideoFolder, a list file as a VideoFileList, tar shards as a
 VideoTar. Anything else is left to the image readers.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -20,12 +22,12 @@ __all__ = ["open_videos"]
 
 _LIST_SUFFIXES = (".txt", ".csv", ".lst")
 _TAR_SUFFIXES = (".tar",)  # a VideoTar needs random access: compressed shards are never videos here
-_LOOKED_AT = 1000  # a list file's first entries that decide
+LOOKED_AT = 10_000  # the files (entries, members) that decide
 
 
 def _mostly_videos(names: Iterable[str]) -> bool:
     videos = images = 0
-    for name in names:
+    for name in itertools.islice(names, LOOKED_AT):
         ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
         videos += ext in VIDEO_EXTENSIONS
         images += ext in IMAGE_EXTENSIONS
@@ -59,7 +61,7 @@ def open_videos(data: Any) -> Any:
             listed = FileList(path)
         except ReaderError:
             return None  # the image reader says what is wrong with it
-        names = [listed.sources(i) for i in range(min(len(listed), _LOOKED_AT))]
+        names = [listed.sources(i) for i in range(min(len(listed), LOOKED_AT))]
         return VideoFileList(path) if _mostly_videos(names) else None
     if lower.endswith(_TAR_SUFFIXES) or "{" in path or "*" in path or "?" in path:
         return _tar(path)
