@@ -69,11 +69,11 @@ def open_videos(data: Any) -> Any:
 
 
 def _tar(path: str) -> Any:
-    from ..readers._tar import _expand
     from ..readers._tar_index import random_access_members
+    from ..readers._video_tar import shard_paths
 
     try:
-        shards = _expand(path)
+        shards = shard_paths(path)
     except ReaderError:
         return None
     first = next((s for s in shards if os.path.isfile(s)), None)
