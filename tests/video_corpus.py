@@ -46,4 +46,14 @@ def truncated(src: str, dst: Path, keep: float = 0.5) -> str:
     return os.fspath(dst)
 
 
-__all__ = ["FFV1_TOLERANCE", "audio_only", "encode_video", "indices", "truncated"]
+def unknown_codec(dst: Path) -> str:
+    """A Matroska file whose video track names a codec no decoder knows (V_QQQQ for V_FFV1)."""
+    src = encode_video(dst.with_name(dst.stem + "-ffv1.mkv"), 4, codec="ffv1")
+    data = Path(src).read_bytes()
+    at = data.index(b"V_FFV1")
+    dst.write_bytes(data[:at] + b"V_QQQQ" + data[at + 6:])
+    os.remove(src)
+    return os.fspath(dst)
+
+
+__all__ = ["FFV1_TOLERANCE", "audio_only", "encode_video", "indices", "truncated", "unknown_codec"]

@@ -11,7 +11,8 @@ whose sample indices are the clips' ids repeated T times. Every random draw of e
 function of (seed, epoch, sample index, op), so the frames of a clip share one draw of each op
 (the same crop, flip, colour, noise field, erased rectangle) and the clips of a batch differ;
 every op works on clips unchanged, in the same fused passes, the frames of all clips in one
-launch. Batch ops (MixUp, CutMix) mix whole clips: they run after the frames are regrouped,
+launch. An op given `per_frame=True` draws per frame instead, keyed by (seed, epoch, clip id,
+frame number in the clip, op): temporal jitter for that op alone. Batch ops (MixUp, CutMix) mix whole clips: they run after the frames are regrouped,
 on the clips as samples, so a clip's partner is another clip and every frame of it gets the
 same weight and rectangle.
 """

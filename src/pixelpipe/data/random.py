@@ -18,7 +18,7 @@ import torch
 
 from .transfer import to_device
 
-__all__ = ["Draws", "epochs", "hash32", "op_blocks", "prefix", "uniform"]
+__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "op_blocks", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -131,6 +131,14 @@ def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
     int, or int64 [N] per-sample epochs (see `epochs`). The planner takes planner.c's twin
     (pixelpipe.plan.fast.prefix)."""
     return fold_numpy(SEED_STATE, (int(seed), epochs(epoch), as_indices(indices)))
+
+
+def frame_prefix(prefix: np.ndarray, frames: Any) -> np.ndarray:
+    """The hash state (uint32 [N]) of a per-frame op's draws: a batch's `prefix` with each row's
+    frame number (int64 [N], its place in its clip) folded in, so that draws are keyed by
+    (seed, epoch, clip, frame) instead of (seed, epoch, clip). Ops draw from it as from any
+    prefix; the fold is elementwise, so a frame's draws do not depend on its batch."""
+    return fold_numpy(np.asarray(prefix, dtype=np.uint32).reshape(-1), (as_indices(frames),))
 
 
 def as_indices(indices: Any) -> np.ndarray:

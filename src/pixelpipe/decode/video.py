@@ -31,8 +31,8 @@ Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 class VideoError(ValueError):
     """A video cannot be read: no video stream (an audio-only file), no frames, a stream that
-    breaks off, an unknown codec, or frames asked for outside the video. The message names the
-    file and the reason."""
+    breaks off, a codec FFmpeg has no decoder for, or frames asked for outside the video. The
+    message names the file and the reason."""
 
 
 def import_av() -> Any:
@@ -105,7 +105,10 @@ def _video_stream(container: Any, name: str) -> Any:
     if not container.streams.video:
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
         raise VideoError(f"{name}: no video stream (streams: {kinds})")
-    return container.streams.video[0]
+    stream = container.streams.video[0]
+    if stream.codec_context is None:  # FFmpeg knows no decoder for the stream's codec
+        raise VideoError(f"{name}: unsupported codec: FFmpeg has no decoder for the video stream")
+    return stream
 
 
 def probe(source: Source) -> VideoInfo:

@@ -3,8 +3,10 @@
 The N clips' T frames go through the Compose as one batch of N * T images whose sample indices
 are each clip's id repeated T times: every draw of every op is a function of (seed, epoch,
 sample index, op), so the frames of a clip share one draw of each op and the clips differ
-(see pixelpipe.data.clips). Batch ops run after the frames are regrouped, on the clips as
-samples, so MixUp and CutMix mix whole clips.
+(see pixelpipe.data.clips). Each image also carries its frame number in its clip (0..T-1):
+ops with per_frame=True draw from (seed, epoch, clip id, frame, op) instead, a draw per frame.
+Batch ops run after the frames are regrouped, on the clips as samples, so MixUp and CutMix
+mix whole clips.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def augment_clips(compose: Any, clips: torch.Tensor | Sequence[Any], ids: Any, s
         size = (0, 0)
         empty = torch.empty(0, t, c, *size, dtype=compose.dtype)
         return to_layout(empty, layout) if not program.batch_ops else {"video": to_layout(empty, layout), **values}
-    prepared = eng.prepare(program, frames, seed, epoch, np.repeat(ids, t))
+    prepared = eng.prepare(program, frames, seed, epoch, np.repeat(ids, t), frames=np.tile(np.arange(t), n))
     out = eng.finish(prepared)["image"]
     video = out.view(n, t, *out.shape[1:])
     if not program.batch_ops:

@@ -93,16 +93,18 @@ class Engine:
 
     # ----------------------------------------------------------------------------- running
     def run(self, program: Program, images: Any, seed: int = 0, epoch: Any = 0, indices: Any = None,
-            targets: Targets | None = None) -> dict[str, Any]:
+            targets: Targets | None = None, frames: Any = None) -> dict[str, Any]:
         """Both halves: the batch dict ("image", and the targets moved, if given)."""
-        return self.finish(self.prepare(program, images, seed, epoch, indices, targets))
+        return self.finish(self.prepare(program, images, seed, epoch, indices, targets, frames=frames))
 
     def prepare(self, program: Program, images: Any, seed: int = 0, epoch: Any = 0, indices: Any = None,
                 targets: Targets | None = None, defer_decode: bool = False,
-                decode_lane: int | None = None) -> Prepared:
+                decode_lane: int | None = None, frames: Any = None) -> Prepared:
         """The first half: read headers, plan the first stage and, on CUDA, decode its regions
         (with defer_decode, `decode` or `finish` does that later). decode_lane: the GPU decoder
-        lane for the whole batch (in [0, gpu.lanes); None: split)."""
+        lane for the whole batch (in [0, gpu.lanes); None: split). frames: int64 [N], each
+        image's frame number in its clip, for the ops with per_frame=True (augment_clips gives
+        them); None for images."""
         if not self._started:
             self._started = True
             if self.freeze_gc:
@@ -117,8 +119,13 @@ class Engine:
                 targets.masks.check_sizes(sizes)
             if targets.boxes is not None:  # the Compose's box_format, as (x0, y0, x1, y1) pixels
                 targets = replace(targets, boxes=targets.boxes.in_pixels(program.targets.box_format, sizes))
-        work = self._prepare_stage(program, 0, source, seed, epoch, idx, defer_decode, decode_lane, targets or None)
-        return Prepared(program, seed, epoch, idx, work, targets or None)
+        if frames is not None:
+            frames = np.asarray(frames, dtype=np.int64).reshape(-1)
+            if frames.shape != idx.shape:
+                raise ValueError(f"frames must give one frame number per image ({len(idx)}), got {frames.shape[0]}")
+        work = self._prepare_stage(program, 0, source, seed, epoch, idx, defer_decode, decode_lane, targets or None,
+                                   frames)
+        return Prepared(program, seed, epoch, idx, work, targets or None, frames)
 
     def prepare_split(self, program: Program, images: ImageBatch, seed: int, epoch: Any, indices: Any,
                       parts: int, targets: Targets | None = None) -> list[Prepared]:
@@ -162,7 +169,7 @@ class Engine:
             part = StageWork(program, 0, work.plan[rows], work.source.rows(rows), work.spec[rows],
                              None if packed is None else packed.rows(rows))
             out.append(Prepared(program, seed, part_epochs[j], whole.idx[rows], part,
-                                None if whole.targets is None else whole.targets.rows(rows)))
+                                None if whole.targets is None else whole.targets.rows(rows)))  # images: no frames
         return out
 
     def decode(self, prepared: Prepared) -> None:
@@ -182,7 +189,7 @@ class Engine:
         for k in range(len(prepared.program.stages)):
             if k:
                 work = self._prepare_stage(prepared.program, k, x, prepared.seed, prepared.epoch, prepared.idx,
-                                           targets=targets)
+                                           targets=targets, frames=prepared.frames)
             x = self._finish_stage(work, prepared, targets is not None)
             if targets is not None:
                 targets = self._move(targets, work, x.device)
@@ -194,13 +201,13 @@ class Engine:
     # ----------------------------------------------------------------------------- stages
     def _prepare_stage(self, program: Program, k: int, x: Any, seed: int, epoch: Any, idx: np.ndarray,
                        defer_decode: bool = False, decode_lane: int | None = None,
-                       targets: Targets | None = None) -> StageWork:
+                       targets: Targets | None = None, frames: np.ndarray | None = None) -> StageWork:
         stage = program.stages[k]
         if isinstance(x, torch.Tensor):  # a stage after pixel ops: float NCHW in [0, 1]
             x = tensor_source(x)
         encoded = isinstance(x, EncodedSource)
         sizes = x.sizes() if encoded else x.table.numpy()[:, 1:3].astype(np.float64)
-        plan = stage.sample(seed, epoch, idx, sizes, targets)  # targets: for ops that look at them
+        plan = stage.sample(seed, epoch, idx, sizes, targets, frames)  # targets: for ops that look at them
         out_size = plan.uniform_size() if len(idx) else _fixed_size(stage)
         if out_size is None:
             hint = f" before {type(stage.pixels[0][1]).__name__}" if stage.pixels and k + 1 < len(program.stages) else ""
@@ -246,12 +253,13 @@ class Engine:
         """The stage's pixel ops on its warped float image, Normalize where it stands among them,
         then (last stage) the output form."""
         stage, idx = work.stage, prepared.idx
-        shared = fast.prefix(prepared.seed, prepared.epoch, idx)
+        prefixes = stage.prefixes(fast.prefix(prepared.seed, prepared.epoch, idx), prepared.frames,
+                                  [pos for pos, _ in stage.pixels])
         norm_at = stage.normalize_at if stage.normalize is not None else -1
         for j, (pos, op) in enumerate(stage.pixels):
             if j == norm_at and j > 0:
                 x = _normalize(x, stage)
-            draws = Draws(prepared.seed, prepared.epoch, idx, pos, shared)
+            draws = Draws(prepared.seed, prepared.epoch, idx, pos, prefixes[j])
             sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
             y = op.apply(x, op.sample(draws, sizes), draws)
             if not isinstance(y, torch.Tensor):

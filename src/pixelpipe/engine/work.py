@@ -49,6 +49,7 @@ class Prepared:
     idx: np.ndarray  # int64 [N] global sample indices
     first: StageWork
     targets: Targets | None = None  # as given, before the first stage
+    frames: np.ndarray | None = None  # int64 [N], each image's frame in its clip (per-frame ops); None: images
 
 
 class PendingDecode:

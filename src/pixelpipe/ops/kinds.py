@@ -20,7 +20,10 @@ from a `Draws` and states its contribution through one of four kinds:
   the compound's position, so that they draw the same numbers.
 
 A new op subclasses one kind and is found by the planner through that kind: nothing else
-changes. Parameters, sizes and matrices are numpy float64 arrays with one row per sample:
+changes. Every op takes `per_frame=True` (a keyword its constructor gains from `Op`): on
+clips (pixelpipe.augment_clips), such an op draws its parameters for each frame, keyed by
+(clip, frame), instead of once per clip (see pixelpipe.data.clips); on images it changes
+nothing. Parameters, sizes and matrices are numpy float64 arrays with one row per sample:
 planning runs on the host once per batch, on a few hundred numbers, where each torch call on
 the CPU costs more than the arithmetic; torch is for pixels. Coordinates are continuous: pixel
 (row i, column j) covers [j, j+1) x [i, i+1), its centre is (j + 0.5, i + 0.5); matrices act
@@ -29,6 +32,9 @@ on column vectors (x, y, 1).
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,9 +54,16 @@ EVAL_STYLES = ("center", "imagenet")
 
 class Op:
     """Base of every op. `kind` names the planner's kind: "geometry", "color", "pixel",
-    "batch" or "normalize"."""
+    "batch" or "normalize".
+
+    `per_frame`: False (default), every frame of a clip shares the clip's draw of this op;
+    True, each frame draws anew, from draws keyed by (seed, epoch, clip, frame, op), so a
+    ColorJitter flickers while the crop stays. Every subclass's constructor takes it as a
+    keyword (`ColorJitter(0.4, per_frame=True)`); batch ops (which mix whole clips) and
+    targets ops refuse it."""
 
     kind: str = "op"
+    per_frame: bool = False
     # how many leading draws (0..draws-1) sample() uses: a stage hashes them for all its ops in
     # one evaluation (`random.op_blocks`); draws beyond are hashed when asked for
     draws: int = 0
@@ -71,12 +84,45 @@ class Op:
                         "method eval_form(self, style) returning the ops it becomes (an empty list drops it), "
                         "or build the evaluation Compose yourself")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__init__  # its own, or what it inherits (a mixin's, as AppliedWithP's, or object's)
+        if not hasattr(init, "_per_frame"):
+            cls.__init__ = _taking_per_frame(init)  # type: ignore[method-assign]
+
     def _fields(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "per_frame"}
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._fields().items())
+        fields = {**self._fields(), **({"per_frame": True} if self.per_frame else {})}
+        args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
         return f"{type(self).__name__}({args})"
+
+
+def _taking_per_frame(init: Callable[..., None]) -> Callable[..., None]:
+    """An op's __init__ that also takes the keyword `per_frame` (see Op), its signature
+    showing it. Only True is stored on the op, so an op's repr names it only when it is on."""
+
+    @functools.wraps(init)
+    def __init__(self: Op, *args: Any, per_frame: bool = False, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if not isinstance(per_frame, bool):
+            raise ValueError(f"{type(self).__name__}: per_frame must be True or False, got {per_frame!r}")
+        if per_frame:
+            if self.kind in ("batch", "targets"):
+                raise ValueError(f"{type(self).__name__} is a {self.kind} op: it works on whole clips, so "
+                                 "per_frame=True does not apply to it")
+            self.per_frame = True
+
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())
+    if "per_frame" not in sig.parameters:
+        at = next((k for k, q in enumerate(params) if q.kind is inspect.Parameter.VAR_KEYWORD), len(params))
+        params.insert(at, inspect.Parameter("per_frame", inspect.Parameter.KEYWORD_ONLY, default=False,
+                                            annotation="bool"))
+    __init__.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    __init__._per_frame = True  # type: ignore[attr-defined]
+    return __init__
 
 
 class GeometryOp(Op):

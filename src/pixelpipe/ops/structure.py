@@ -84,6 +84,10 @@ class _Structure(Op):
 
     def _setup(self, ops: Sequence[Op]) -> None:
         self.ops = list(ops)
+        framed = [type(op).__name__ for op in self.ops if op.per_frame]
+        if framed:  # inner ops draw from the structure's draws: theirs would not be followed
+            raise ValueError(f"{type(self).__name__}: per_frame=True on an op inside it ({', '.join(framed)}); "
+                             f"give per_frame=True to the {type(self).__name__} itself (its ops draw from its draws)")
         if self.kind == "geometry":
             for attr in ("interpolation", "border", "fill"):
                 given = {getattr(op, attr) for op in self.ops if getattr(op, attr, None) is not None}

@@ -9,6 +9,11 @@ run last, on the whole output batch. `build` makes the `Program` a Compose runs;
 kind and need no change here.
 
 Per batch, `Stage.sample` turns a stage into a `StagePlan` (pixelpipe.plan.stage_plan).
+
+Ops with `per_frame=True` (their positions in `Stage.per_frame`) draw, when the batch's frame
+numbers are given (clips: pixelpipe.augment_clips), from the prefix with each row's frame
+folded in (random.frame_prefix); every other op from the batch's prefix. Nothing else about
+them differs: they fold into the same passes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.random import Draws, epochs
+from ..data.random import Draws, epochs, frame_prefix
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
@@ -34,10 +39,12 @@ __all__ = ["Program", "Stage", "build"]
 class Stage:
     """Ops fused into one warp + one pointwise pass, then the pixel ops after them. `ops` and
     `pixels` hold (position, op) pairs; `normalize_at` is where Normalize applies among the
-    pixel ops (0: in the pointwise pass, before them)."""
+    pixel ops (0: in the pointwise pass, before them); `per_frame` the positions of the ops
+    that draw per frame of a clip (module docstring)."""
 
     ops: list[tuple[int, Op]] = field(default_factory=list)
     pixels: list[tuple[int, PixelOp]] = field(default_factory=list)
+    per_frame: set[int] = field(default_factory=set)
     interpolation: str = "bilinear"
     border: str = "constant"
     fill: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -66,23 +73,24 @@ class Stage:
             text += f" -> pixel[{', '.join(names)}]"
         return text
 
-    def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any, targets: Targets | None = None) -> StagePlan:
+    def sample(self, seed: int, epoch: Any, indices: Any, sizes: Any, targets: Targets | None = None,
+               frames: Any = None) -> StagePlan:
         """Draw every op's parameters and fold them. indices: int64 [N] global sample indices
         and sizes: float64 [N, 2] input (h, w), each a tensor or a numpy array; epoch: an int,
-        or int64 [N] per-sample epochs (random.epochs). A geometric op with `needs_targets`
-        (RandomIoUCrop) draws with `sample(draws, sizes, targets)`: the batch's targets (None
-        when it has none) as the stage's earlier ops moved them into the op's input."""
+        or int64 [N] per-sample epochs (random.epochs); frames: int64 [N], each row's frame
+        number in its clip, or None (images: per-frame ops draw as the others). A geometric op
+        with `needs_targets` (RandomIoUCrop) draws with `sample(draws, sizes, targets)`: the
+        batch's targets (None when it has none) as the stage's earlier ops moved them into the
+        op's input."""
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
-        shared = fast.prefix(seed, epoch, indices)
-        # the leading draws of every op hashed in one evaluation (see random.op_blocks)
-        blocks = (fast.op_blocks(shared, [pos for pos, _ in self.ops], [fast.block_draws(op) for _, op in self.ops])
-                  if n else None)
+        prefixes = self.prefixes(fast.prefix(seed, epoch, indices), frames, [pos for pos, _ in self.ops])
+        blocks = _blocks(prefixes, self.ops) if n else None
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
         for k, (pos, op) in enumerate(self.ops):
-            draws = Draws(seed, epoch, indices, pos, shared, None if blocks is None else blocks[k])
+            draws = Draws(seed, epoch, indices, pos, prefixes[k], None if blocks is None else blocks[k])
             if isinstance(op, GeometryOp) and getattr(op, "needs_targets", False):
                 seen = targets if targets is None or matrix is None else targets.moved(matrix, cur)
                 m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
@@ -96,6 +104,14 @@ class Stage:
             matrix = np.zeros((n, 3, 3))
             matrix[:, 0, 0] = matrix[:, 1, 1] = matrix[:, 2, 2] = 1.0
         return StagePlan(self, matrix, sizes, np.asarray(cur, dtype=np.float64), color_params)
+
+    def prefixes(self, shared: np.ndarray, frames: Any, positions: list[int]) -> list[np.ndarray]:
+        """The hash prefix each op at `positions` draws from: the batch's (`shared`), or, for a
+        per-frame op when frames are given, the per-frame one (made once)."""
+        if frames is None or not self.per_frame.intersection(positions):
+            return [shared] * len(positions)
+        framed = frame_prefix(shared, frames)
+        return [framed if pos in self.per_frame else shared for pos in positions]
 
     def resolve(self, op: GeometryOp) -> bool:
         """Fold op's explicit filter settings into the stage; False if they conflict."""
@@ -111,6 +127,17 @@ class Stage:
 
 def _name(op: Op) -> str:
     return getattr(op, "name", None) or type(op).__name__
+
+
+def _blocks(prefixes: list[np.ndarray], ops: list[tuple[int, Op]]) -> list[np.ndarray]:
+    """The leading draws of every op, hashed in one evaluation per prefix (random.op_blocks)."""
+    out: list[np.ndarray] = [np.empty(0)] * len(ops)
+    for pre in {id(p): p for p in prefixes}.values():
+        ks = [k for k, p in enumerate(prefixes) if p is pre]
+        got = fast.op_blocks(pre, [ops[k][0] for k in ks], [fast.block_draws(ops[k][1]) for k in ks])
+        for k, block in zip(ks, got):
+            out[k] = block
+    return out
 
 
 @dataclass
@@ -194,10 +221,12 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
             if current is not None:
                 stages.append(current)
             current = Stage()
+        if ops[pos].per_frame:  # a compound's parts draw per frame when it does
+            current.per_frame.add(pos)
         if isinstance(op, GeometryOp):
             if not current.resolve(op):
                 stages.append(current)
-                current = Stage()
+                current = Stage(per_frame={pos} if ops[pos].per_frame else set())
                 current.resolve(op)
             current.ops.append((pos, op))
         elif isinstance(op, ColorOp):

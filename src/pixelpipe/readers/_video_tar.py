@@ -21,9 +21,15 @@ from ._tar import _expand, _label
 from ._tar_index import random_access_members, split_name
 from ._video import VIDEO_EXTENSIONS
 
-__all__ = ["VideoTar"]
+__all__ = ["VideoTar", "shard_paths"]
 
 _LABEL_EXTS = ("cls", "txt", "json")
+
+
+def shard_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The shards a VideoTar reads for `paths`: globs and brace ranges expanded, as TarShards
+    expands them (ReaderError when a glob matches nothing)."""
+    return _expand(paths)
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class VideoTar:
     def __init__(self, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
                  extensions: Iterable[str] = VIDEO_EXTENSIONS, max_bytes: int = 16 * MAX_BYTES) -> None:
         exts = tuple(e.lower().lstrip(".") for e in extensions)
-        self.shards = _expand(paths)
+        self.shards = shard_paths(paths)
         if not self.shards:
             raise ReaderError("VideoTar: no shards given")
         self._videos: list[_Member] = []

@@ -3,7 +3,9 @@
     pixelpipe bench                     images/s of a standard pipeline, beside its peers
     pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
     pixelpipe show --volumes DIR -o x.png   the same for 3-D volumes: three middle slices each
+    pixelpipe show --data VIDEOS -o x.png   clips of videos, one row of frames per clip
     pixelpipe inspect --data DIR        samples, classes, formats, sizes and unreadable files
+                                        (of videos: codecs, sizes, fps, frames, durations)
 
 Exit codes: 0 success, 1 the command found a problem (unreadable files for `inspect`; samples
 left out of the grid for `show`), 2 bad arguments (including a --data path that cannot be
@@ -41,6 +43,8 @@ SHOW_EXAMPLES = """examples:
   pixelpipe show --volumes -o vols.png                    # built-in synthetic CT-like volumes
   pixelpipe show --volumes /data/Task09_Spleen -n 4 --columns 3 -o vols.png   # imagesTr/ + labelsTr/
   pixelpipe show --volumes dataset.json --transforms elastic --size 64 -o vols.png
+  pixelpipe show --data /data/kinetics/val --clips 2 --frames-per-clip 8 -o clips.png   # videos
+  pixelpipe show --clips 2 -o clips.png                   # built-in synthetic videos
 
 Each row is one sample: the original, then --columns augmented versions (column k is what
 epoch k of a run with --seed gives it), with its class name below. Samples are spread evenly
@@ -54,6 +58,13 @@ the label map overlaid (one colour per label value). --volumes takes a folder wi
 uses generated volumes. Volume transforms: affine (default: random affine, flips, random crop,
 windowing), elastic, flip, intensity; the crop is --size voxels a side (default the largest
 cube up to 96 that every volume shown holds) and the window the volumes' 0.5-99.5 percentiles.
+
+When --data holds videos (told by their extensions), or with --clips, --frames-per-clip or
+--stride, each row is one clip: --frames-per-clip frames --stride apart, augmented as a
+VideoPipeline augments them (every frame of a clip with the clip's draws), captioned with the
+label, video and frame numbers; --clips clips per video, their starts spread over it, of -n
+videos (default 4) spread over the dataset; --size defaults to 112. Without --data: synthetic
+videos.
 """
 
 INSPECT_EXAMPLES = """examples:
@@ -61,10 +72,16 @@ INSPECT_EXAMPLES = """examples:
   pixelpipe inspect --data /data/train.txt --decode     # decode every image in full
   pixelpipe inspect --data "shards/train-*.tar" --json > report.json
   pixelpipe inspect --data /data/train --decode --quiet && python train.py   # guard a job
+  pixelpipe inspect --data /data/kinetics/val            # videos: codec, size, fps, frames, duration
 
 Reports the number of samples and classes, formats, a histogram of the shorter side,
 grayscale/CMYK/alpha counts and every unreadable file with the reason. Exit code 1 when a
 file cannot be read (or holds more than --max-pixels pixels), 0 when all are readable.
+
+Videos (a folder, file list or tar shards of .mp4, .mkv, .webm, .avi, .mov, .m4v files) are
+told by their extensions: each video's codec, size, frame rate, frames and duration, a summary,
+and the unreadable ones with the kind of problem (missing, zero-length, audio-only,
+unsupported codec, truncated, corrupt). --decode then decodes every frame.
 """
 
 MAIN_EXAMPLES = """examples:
@@ -131,20 +148,27 @@ def _show(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "the largest cube up to 96 that every volume shown holds)")
     p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--tile", type=int, default=None,
-                   help="tile side in the grid, pixels (default 160; 96 per slice for volumes)")
+                   help="tile side in the grid, pixels (default 160; 96 per slice for volumes and per frame "
+                        "for videos)")
+    p.add_argument("--clips", type=int, default=None,
+                   help="(videos) clips per video, one row each (default 2); without --data: synthetic videos")
+    p.add_argument("--frames-per-clip", type=int, default=None,
+                   help="(videos) frames in a clip, all drawn side by side (default 8)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="(videos) frames between a clip's consecutive frames (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
 def _inspect(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="check a dataset: counts, formats, sizes, unreadable files",
-                       description="Scan a dataset (folder, file list or tar shards) and report "
-                                   "what a training job should know, unreadable files included.",
+                       description="Scan a dataset of images or videos (folder, file list or tar shards) "
+                                   "and report what a training job should know, unreadable files included.",
                        epilog=INSPECT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="folder, file list (.txt/.csv) or tar shards "
                                                  "(a path or a pattern)")
     p.add_argument("--decode", action="store_true",
-                   help="decode every image in full (slower; catches corrupt image data)")
+                   help="decode every image (every frame of every video) in full (slower; catches corrupt data)")
     p.add_argument("--threads", type=int, help="reading/decoding threads (default: all cores)")
     p.add_argument("--max-pixels", type=int, default=100_000_000,
                    help="images with more pixels are problems, as in a Pipeline (default 1e8)")
@@ -194,6 +218,22 @@ def _run_show(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     volumes = args.volumes is not None
     if volumes and args.data is not None:
         p.error("give --data (images) or --volumes (3-D volumes), not both")
+    clip_options = [f"--{name.replace('_', '-')}" for name in ("clips", "frames_per_clip", "stride")
+                    if getattr(args, name) is not None]
+    if volumes and clip_options:
+        p.error(f"{', '.join(clip_options)}: for videos, not with --volumes")
+    if not volumes and (clip_options or args.data is not None):
+        from ..readers import ReaderError
+        from .video_data import open_videos
+
+        try:
+            videos = open_videos(args.data) if args.data is not None else None
+        except ReaderError as e:
+            p.error(f"--data {args.data}: {e}")
+        if videos is not None or (args.data is None and clip_options):
+            return _run_show_videos(args, p, videos)
+        if clip_options:
+            p.error(f"{', '.join(clip_options)}: --data {args.data} holds images, not videos")
     presets = VOLUME_TRANSFORM_NAMES if volumes else tuple(PRESETS)
     if args.transforms is None:
         args.transforms = presets[0] if volumes else "imagenet_train"
@@ -251,6 +291,50 @@ def _run_show_volumes(args: argparse.Namespace, p: argparse.ArgumentParser) -> i
     return _write_grid(args, grid, skipped, "volume(s)", "" if data else ", synthetic volumes")
 
 
+def _run_show_videos(args: argparse.Namespace, p: argparse.ArgumentParser, videos: Any) -> int:
+    if args.columns is not None:
+        p.error("--columns is for images: with videos each row is one clip (--clips per video, "
+                "--frames-per-clip frames each)")
+    if args.transforms is None:
+        args.transforms = "imagenet_train"
+    if args.transforms not in PRESETS:
+        p.error(f"--transforms must be one of {', '.join(PRESETS)}, got {args.transforms!r}")
+    defaults = {"n": 4, "clips": 2, "frames_per_clip": 8, "stride": 2, "tile": 96, "size": 112}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    for name in ("n", "clips", "frames_per_clip", "stride", "size"):
+        if getattr(args, name) < 1:
+            p.error(f"{'-n' if name == 'n' else '--' + name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.tile < 16:
+        p.error(f"--tile must be >= 16 pixels, got {args.tile}")
+    if not args.output.lower().endswith(".png"):
+        p.error(f"-o/--output must name a .png file, got {args.output!r}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+        p.error(f"-o/--output: folder {os.path.dirname(os.path.abspath(args.output))!r} does not exist")
+
+    from .show_video_dataset import show_video_dataset
+
+    try:
+        grid, skipped = show_video_dataset(videos, PRESETS[args.transforms](size=args.size), n=args.n,
+                                           clips=args.clips, frames_per_clip=args.frames_per_clip,
+                                           stride=args.stride, seed=args.seed, tile=args.tile)
+    except ImportError as e:  # videos without PyAV
+        p.error(str(e))
+    except ValueError as e:  # none of the videos picked could be read
+        print(f"pixelpipe show: {e}", file=sys.stderr)
+        return 1
+    from .show import CAPTION, GAP
+
+    grid.save(args.output, optimize=True)
+    rows = (grid.size[1] - GAP) // (args.tile + CAPTION + GAP)
+    print(f"wrote {args.output}: {grid.size[0]}x{grid.size[1]} pixels, {rows} clip(s) of {args.frames_per_clip} "
+          f"frames ({args.transforms}){'' if videos is not None else ', synthetic videos'}")
+    for source, reason in skipped:
+        print(f"left out {source}: {reason}", file=sys.stderr)
+    return 1 if skipped else 0
+
+
 def _write_grid(args: argparse.Namespace, grid: Any, skipped: list[tuple[str, str]], what: str, note: str) -> int:
     """Save a `show` grid, say what it holds, list what was left out (exit status 1 then)."""
     from .show import CAPTION, GAP, HEADER
@@ -272,12 +356,22 @@ def _run_inspect(args: argparse.Namespace, p: argparse.ArgumentParser) -> int:
 
     from ..readers import ReaderError
     from .survey import survey
+    from .survey_videos import survey_videos
+    from .video_data import open_videos
 
+    found: Any
     try:
-        found = survey(args.data, decode=args.decode, num_threads=args.threads,
-                       max_pixels=args.max_pixels, quiet=args.quiet)
+        videos = open_videos(args.data)
+        if videos is not None:
+            found = survey_videos(videos, decode=args.decode, num_threads=args.threads, quiet=args.quiet,
+                                  name=args.data)
+        else:
+            found = survey(args.data, decode=args.decode, num_threads=args.threads,
+                           max_pixels=args.max_pixels, quiet=args.quiet)
     except ReaderError as e:
         p.error(f"--data {args.data}: {e}")
+    except ImportError as e:  # videos without PyAV
+        p.error(str(e))
     print(json.dumps(found.to_dict(), indent=2) if args.json else found.report())
     return 0 if found.ok else 1
 
