@@ -17,6 +17,8 @@ from pixelpipe.tools.datasets import synthetic
 
 SIZE = 24  # small outputs keep the CPU reference warp quick
 RANDOM = ("imagenet_train", "fastai_like", "light", "heavy", "simclr", "deit")
+# presets of one normalised image tensor per input (yolo: a detection preset, its own tests)
+CLASSIFICATION = [name for name in presets.PRESETS if name != "yolo"]
 # the noise deit erases with is in normalised units: its rectangles cannot agree with the
 # unnormalised run, so the normalisation check runs without them
 NO_ERASING = {"deit": {"random_erasing": 0.0}}
@@ -43,7 +45,7 @@ def small(images: list[bytes], side: int = 64) -> list[torch.Tensor]:
 
 def test_names_and_docstrings() -> None:
     assert list(presets.PRESETS) == ["imagenet_train", "imagenet_val", "fastai_like", "light", "heavy", "simclr",
-                                     "deit"]
+                                     "deit", "yolo"]
     for name, fn in presets.PRESETS.items():
         assert fn is getattr(presets, name)
         doc = pyinspect.getdoc(fn)
@@ -51,7 +53,7 @@ def test_names_and_docstrings() -> None:
         assert isinstance(fn(), pp.Compose)
 
 
-@pytest.mark.parametrize("name", list(presets.PRESETS))
+@pytest.mark.parametrize("name", CLASSIFICATION)
 def test_default_output_is_normalised_float32_nchw(name: str, blobs: list[bytes]) -> None:
     images = small(blobs)
     assert any(im.shape[2] == 1 for im in images) and any(im.shape[2] == 3 for im in images)
@@ -65,7 +67,7 @@ def test_default_output_is_normalised_float32_nchw(name: str, blobs: list[bytes]
     assert float(x.min()) < 0.0  # would not hold for unnormalised values
 
 
-@pytest.mark.parametrize("name", list(presets.PRESETS))
+@pytest.mark.parametrize("name", CLASSIFICATION)
 def test_dtype_and_layout_arguments(name: str, blobs: list[bytes]) -> None:
     images = small(blobs[:3])
     half = presets.PRESETS[name](SIZE, dtype=torch.float16, layout="NHWC")(images)
@@ -194,3 +196,48 @@ def test_deit_erases_after_normalising_with_noise() -> None:
     assert presets.deit(224).ops[0].interpolation == "bicubic"
     assert presets.deit(224, dtype=torch.uint8).ops[-1].value == 0.0
     assert type(presets.deit(224, random_erasing=0.0).ops[-1]).__name__ == "Normalize"
+
+
+def test_yolo_has_yolos_defaults() -> None:
+    ops = presets.yolo().ops
+    assert [type(op).__name__ for op in ops] == ["LetterBox", "RandomAffine", "RandomFlip", "RandomHSV", "Mosaic"]
+    box, affine, flip, hsv, mosaic = ops
+    assert box.size == (640, 640) and box.fill == (114.0, 114.0, 114.0)
+    assert affine.translate == (0.1, 0.1) and affine.scale == (0.5, 1.5) and affine.degrees == (0.0, 0.0)
+    assert flip.horizontal == 0.5 and flip.vertical == 0.0
+    assert hsv.hue == (-0.015, 0.015) and np.allclose(hsv.saturation, (0.3, 1.7)) and np.allclose(hsv.value, (0.6, 1.4))
+    assert mosaic.p == 1.0 and mosaic.box_format == "xyxy"
+    assert presets.yolo(mosaic=0.0).ops[-1].__class__.__name__ == "RandomHSV"
+    assert presets.yolo(box_format="cxcywh").targets.box_format == "cxcywh"
+    assert type(presets.yolo(normalize=True).ops[-2]).__name__ == "Normalize"
+    for bad in ({"mosaic": 1.5}, {"flip": -0.1}, {"translate": 2.0}, {"scale": 1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            presets.yolo(**bad)
+
+
+def test_yolo_moves_boxes_with_the_images(blobs: list[bytes]) -> None:
+    """Boxes stay inside the output and keep their labels; the output is in [0, 1] and repeats
+    exactly for a seed and epoch; without a mosaic, a box around a white square on black still
+    encloses the square's pixels after the affine and the flip."""
+    images = small(blobs)
+    t = presets.yolo(48)
+    boxes = [torch.tensor([[4.0, 4.0, 30.0, 40.0], [10.0, 2.0, 20.0, 12.0]]) for _ in images]
+    labels = [torch.tensor([1, 2]) for _ in images]
+    out = t(images, seed=3, boxes=boxes, labels=labels)
+    again = t(images, seed=3, boxes=boxes, labels=labels)
+    assert torch.equal(out["image"], again["image"])
+    assert out["image"].shape == (len(images), 3, 48, 48) and out["image"].dtype == torch.float32
+    assert out["image"].min() >= 0 and out["image"].max() <= 1
+    for b, lab in zip(out["boxes"], out["labels"]):
+        assert b.shape[0] == lab.shape[0] and set(lab.tolist()) <= {1, 2}
+        assert (b >= 0).all() and (b[:, 2] <= 48).all() and (b[:, 3] <= 48).all()
+    square = np.zeros((40, 40, 3), np.uint8)
+    square[10:30, 8:24] = 255
+    plain = presets.yolo(40, mosaic=0.0, hsv=(0.0, 0.0, 0.0))
+    moved = plain([torch.from_numpy(square)] * 4, seed=5, boxes=[torch.tensor([[8.0, 10.0, 24.0, 30.0]])] * 4)
+    for img, b in zip(moved["image"], moved["boxes"]):
+        ys, xs = np.nonzero(img[0].numpy() > 0.75)
+        if len(xs) == 0:  # translated off the output
+            continue
+        x0, y0, x1, y1 = b[0].tolist()
+        assert x0 - 1 <= xs.min() and xs.max() + 1 <= x1 + 1 and y0 - 1 <= ys.min() and ys.max() + 1 <= y1 + 1

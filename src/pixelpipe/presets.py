@@ -30,12 +30,15 @@ from .ops import (
     CenterCrop,
     ColorJitter,
     GaussianBlur,
+    LetterBox,
+    Mosaic,
     Normalize,
     Op,
     RandomAffine,
     RandomErasing,
     RandomFlip,
     RandomGrayscale,
+    RandomHSV,
     RandomPerspective,
     RandomResizedCrop,
     RandomRotate,
@@ -54,6 +57,7 @@ __all__ = [
     "imagenet_val",
     "light",
     "simclr",
+    "yolo",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -306,6 +310,57 @@ def deit(size: int = 224, magnitude: float = 9.0, random_erasing: float = 0.25, 
     return _finish(ops, dtype, layout, normalize, mean, std, after)
 
 
+def yolo(size: int = 640, mosaic: float = 1.0, translate: float = 0.1, scale: float = 0.5, degrees: float = 0.0,
+         flip: float = 0.5, hsv: tuple[float, float, float] = (0.015, 0.7, 0.4), fill: int = 114, *,
+         box_format: str = "xyxy", dtype: torch.dtype = torch.float32, layout: str = "NCHW",
+         normalize: bool | None = False, mean: Sequence[float] = IMAGENET_MEAN,
+         std: Sequence[float] = IMAGENET_STD) -> Compose:
+    """YOLOv5/v8's training augmentation (its hyp.scratch defaults) for detection: each image
+    letterboxed into a `size` square (grey `fill` padding), moved by up to `translate` of the
+    side, zoomed by a factor in (1 - scale, 1 + scale) and rotated by up to `degrees`, flipped
+    left-right with probability `flip`, its hue, saturation and value jittered in HSV by `hsv`
+    (hsv_h, hsv_s, hsv_v), then a mosaic of four images of the batch for `mosaic` of the
+    samples. Boxes (in `box_format`, the Compose's) and their labels follow every step; boxes
+    cut below 2 pixels or 10% of their area by the mosaic are dropped.
+
+    Outputs float values in [0, 1], YOLO's input (normalize=False); normalize=True applies
+    mean and std before the mosaic. The Compose returns a dict ("image", and "boxes" and
+    "labels" when given), since the mosaic is a batch op.
+
+    How it differs from YOLO's own: YOLO pastes four images into a canvas twice the size and
+    crops it back with its random affine; here each image gets its affine first and the mosaic
+    takes a quadrant of each around a random centre (Mosaic's docstring), so every output
+    pixel is still resampled once.
+
+    When to use it: training single-stage detectors (YOLO, RetinaNet-style) from scratch or
+    fine-tuning them on COCO-like data with boxes.
+
+    Example:
+        >>> [type(op).__name__ for op in yolo(320).ops]  # doctest: +NORMALIZE_WHITESPACE
+        ['LetterBox', 'RandomAffine', 'RandomFlip', 'RandomHSV', 'Mosaic']
+    """
+    size = _check_size(size)
+    for name, v in (("mosaic", mosaic), ("flip", flip)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {v}")
+    if not 0.0 <= translate <= 1.0:
+        raise ValueError(f"translate must be a fraction of the side in [0, 1], got {translate}")
+    if not 0.0 <= scale < 1.0:
+        raise ValueError(f"scale must be in [0, 1) (zoom factors 1 - scale .. 1 + scale), got {scale}")
+    ops: list[Op] = [LetterBox(size, fill=fill),
+                     RandomAffine(degrees, translate=(translate, translate), scale=(1.0 - scale, 1.0 + scale),
+                                  fill=fill),
+                     RandomFlip(horizontal=flip),
+                     RandomHSV(*hsv, p=1.0)]
+    if normalize:
+        if dtype == torch.uint8:
+            raise ValueError("normalize=True needs a float dtype (float32, float16 or bfloat16)")
+        ops.append(Normalize(mean, std))
+    if mosaic > 0:
+        ops.append(Mosaic(p=mosaic, box_format=box_format))
+    return Compose(ops, dtype=dtype, layout=layout, box_format=box_format)
+
+
 PRESETS: dict[str, Callable[..., Compose]] = {
     "imagenet_train": imagenet_train,
     "imagenet_val": imagenet_val,
@@ -314,4 +369,5 @@ PRESETS: dict[str, Callable[..., Compose]] = {
     "heavy": heavy,
     "simclr": simclr,
     "deit": deit,
+    "yolo": yolo,
 }

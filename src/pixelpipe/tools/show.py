@@ -244,8 +244,8 @@ def _column(t: Compose, items: list[Any], seed: int, epoch: int, idx: list[int],
     def run(part: list[Any], where: list[int], at: list[int]) -> list[tuple[torch.Tensor, dict[str, Any]]]:
         given = {k: [v[j] for j in at] for k, v in targets.items()}
         out = t(part, seed=seed, epoch=epoch, indices=where, **given)
-        if not given:
-            return [(x, {}) for x in out]
+        if not given:  # a Compose with batch ops (Mosaic, MixUp) returns a dict all the same
+            return [(x, {}) for x in (out["image"] if isinstance(out, dict) else out)]
         return [(x, sample_targets(out, k, t.targets.box_format)) for k, x in enumerate(out["image"])]
 
     try:
