@@ -219,13 +219,29 @@ class Boxes(_Ragged):
         return Boxes(data, self.counts, self.labels, self.visible)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Boxes:
+        return self.moved_by(lambda p, s: transform_points(matrix, p, s), out_sizes)
+
+    def moved_by(self, move: Any, out_sizes: np.ndarray, per_edge: int = 2) -> Boxes:
+        """The boxes through a map of points: move(points [K, 2], sample [K]) -> [K, 2]. Each
+        box becomes the box enclosing its moved outline, taken at `per_edge` evenly spaced
+        points along each edge (2: the corners, exact for any matrix without perspective;
+        more for a map that bends straight lines), clipped to the output image."""
         if not len(self.data):
             return Boxes(self.data.copy(), self.counts, self.labels, self.visible)
         x0, y0, x1, y1 = self.data.T
-        sample = np.repeat(self.sample_of(), 4)
-        corners = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1),
-                            np.stack([x0, y1], 1)], 1).reshape(-1, 2)
-        moved = transform_points(matrix, corners, sample).reshape(-1, 4, 2)
+        if per_edge == 2:
+            corners = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1),
+                                np.stack([x0, y1], 1)], 1)
+        else:
+            t = np.linspace(0.0, 1.0, per_edge)[None, :]
+            xs, ys = x0[:, None] + (x1 - x0)[:, None] * t, y0[:, None] + (y1 - y0)[:, None] * t
+            lo_x, hi_x = np.broadcast_to(x0[:, None], xs.shape), np.broadcast_to(x1[:, None], xs.shape)
+            lo_y, hi_y = np.broadcast_to(y0[:, None], ys.shape), np.broadcast_to(y1[:, None], ys.shape)
+            corners = np.concatenate([np.stack([xs, lo_y], 2), np.stack([xs, hi_y], 2), np.stack([lo_x, ys], 2),
+                                      np.stack([hi_x, ys], 2)], 1)
+        k = corners.shape[1]
+        sample = np.repeat(self.sample_of(), k)
+        moved = move(corners.reshape(-1, 2), sample).reshape(-1, k, 2)
         lo, hi = moved.min(1), moved.max(1)
         whole = np.prod(hi - lo, 1)
         wh = out_sizes[self.sample_of()][:, ::-1]  # (w, h) per box
@@ -259,10 +275,14 @@ class Keypoints(_Ragged):
         return self.counts // (self.joints or 1)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Keypoints:
+        return self.moved_by(lambda p, s: transform_points(matrix, p, s), out_sizes)
+
+    def moved_by(self, move: Any, out_sizes: np.ndarray) -> Keypoints:
+        """The points through a map: move(points [K, 2], sample [K]) -> [K, 2]."""
         if not len(self.data):
             return Keypoints(self.data.copy(), self.counts, self.joints)
         sample = self.sample_of()
-        uv = transform_points(matrix, self.data[:, :2], sample)
+        uv = move(self.data[:, :2], sample)
         h, w = out_sizes[sample, 0], out_sizes[sample, 1]
         inside = (uv[:, 0] >= 0) & (uv[:, 0] < w) & (uv[:, 1] >= 0) & (uv[:, 1] < h)
         vis = np.where(np.isfinite(uv).all(1) & inside, self.data[:, 2], 0.0)
@@ -351,6 +371,12 @@ class Targets:
         """Boxes and keypoints through the matrices (masks are warped by the engine)."""
         return Targets(None if self.boxes is None else self.boxes.moved(matrix, out_sizes),
                        None if self.keypoints is None else self.keypoints.moved(matrix, out_sizes), self.masks)
+
+    def moved_by(self, move: Any, out_sizes: np.ndarray, per_edge: int) -> Targets:
+        """Boxes and keypoints through a map of points (Boxes.moved_by: a box's edges sampled
+        at `per_edge` points each); masks are warped by the engine."""
+        return Targets(None if self.boxes is None else self.boxes.moved_by(move, out_sizes, per_edge),
+                       None if self.keypoints is None else self.keypoints.moved_by(move, out_sizes), self.masks)
 
 
 @dataclass(frozen=True)
