@@ -19,6 +19,7 @@ from helpers import check_op, run
 
 import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch
+from pixelpipe.kernels.cpu.warp import GENERAL, general_library, general_sample, sample_rows
 from pixelpipe.kernels.deform import Deformation, displaced, field_at, move_points
 from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import WarpSpec
@@ -266,3 +267,21 @@ class TestElasticTransform:
     def test_dropped_in_eval(self):
         t = Compose([pp.ElasticTransform(), pp.Resize((8, 8))])
         assert [type(op).__name__ for op in t.eval().ops] == ["Resize"]
+
+
+@pytest.mark.skipif(general_library() is None, reason="warp.c was not built")
+@pytest.mark.parametrize("interp,border", [("bilinear", "constant"), ("bicubic", "reflect"), ("nearest", "wrap")])
+def test_c_warp_through_the_field_equals_the_reference(interp, border):
+    """warp.c's exact path through the field (pp_warp_deformed) computes the reference's
+    numbers: equal, bit for bit, after a crop, a rotation or a perspective and a shrink."""
+    g = torch.Generator().manual_seed(1)
+    imgs = [torch.randint(0, 255, (h, w, 3), generator=g, dtype=U8) for h, w in [(80, 90), (120, 70), (60, 60), (200, 150)]]
+    ops = [pp.RandomPerspective(0.4, p=1.0, interpolation=interp, border=border),
+           pp.ElasticTransform(alpha=150.0, sigma=4.0), pp.Resize((40, 36))]
+    batch = ImageBatch.from_list(imgs)
+    plan = _plan(ops, batch.sizes.double(), seed=1)
+    spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+    rows = sample_rows(spec, torch.full((4,), GENERAL))
+    ref = warp_reference(batch.data, batch.table, spec)
+    for i in range(4):
+        assert torch.equal(general_sample(imgs[i], spec, rows, i), ref[i]), i

@@ -73,6 +73,7 @@ def field_at(field: torch.Tensor, grid: torch.Tensor, x: torch.Tensor, y: torch.
     n, gw = field.shape[0], field.shape[3]
     if sample is None:
         sample = torch.arange(n, device=x.device).view(n, *([1] * (x.dim() - 1))).expand(x.shape)
+    x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)  # (a perspective's horizon: its point stays NaN)
     g = grid.to(x.dtype)[sample]  # [..., 4]
     sy, sx, ch, cw = g.unbind(-1)
     tx = torch.minimum((x / sx).clamp_min(0.0), cw - 1)

@@ -135,19 +135,20 @@ class ElasticTransform(GeometryOp):
     def _noise(self, draws: Draws, draw: int, gh: int, gw: int, margin: int) -> np.ndarray:
         """float64 [N, gh + 2 margin, gw + 2 margin]: uniform (-1, 1) at nodes (i, j), i from
         -margin, each a function of its sample and (i, j) alone (not of the grid's size)."""
-        n = len(draws)
         i = np.arange(-margin, gh + margin)
         j = np.arange(-margin, gw + margin)
         elements = ((i[:, None] + _MARGIN) * _STRIDE + (j[None, :] + _MARGIN)).reshape(-1)
-        samples = np.repeat(np.arange(n), len(elements))
-        u = draws.field_at(draw, samples, np.tile(elements, n)).numpy().astype(np.float64)
-        return 2.0 * u.reshape(n, len(i), len(j)) - 1.0
+        u = draws.field_elements_np(draw, elements).astype(np.float64)
+        return 2.0 * u.reshape(-1, len(i), len(j)) - 1.0
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         n = len(sizes)
         grid = self._grid(sizes)
         gh = int(grid[:, 2].max()) if n else 2
         gw = int(grid[:, 3].max()) if n else 2
+        on = draws.bernoulli_np(0, self.p)
+        if not on.any():  # no sample deformed: no noise to draw
+            return {"field": np.zeros((n, 2, gh, gw), dtype=np.float32), "grid": grid}
         if self.control_points is not None:
             mx, my = self.max_displacement
             dx = self._noise(draws, 1, gh, gw, 0) * mx
@@ -162,7 +163,6 @@ class ElasticTransform(GeometryOp):
             dy = _blur(self._noise(draws, 2, gh, gw, _MARGIN)) * (scale * ay / 2)
         field = np.stack([dx, dy], 1)
         own = (np.arange(gh)[None, :, None] < grid[:, 2, None, None]) & (np.arange(gw)[None, None, :] < grid[:, 3, None, None])
-        on = draws.bernoulli_np(0, self.p)
         field = np.where((own & on[:, None, None])[:, None], field, 0.0).astype(np.float32)
         return {"field": field, "grid": grid}
 
