@@ -285,3 +285,44 @@ def test_c_warp_through_the_field_equals_the_reference(interp, border):
     ref = warp_reference(batch.data, batch.table, spec)
     for i in range(4):
         assert torch.equal(general_sample(imgs[i], spec, rows, i), ref[i]), i
+
+
+def test_planned_together_equals_planned_alone():
+    """Batches planned together and split (Engine.prepare_split, a Pipeline's cached epochs)
+    give what each batch gives alone: the field is sliced with the plan."""
+    g = torch.Generator().manual_seed(2)
+    imgs = [torch.randint(0, 255, (40, 48, 3), generator=g, dtype=U8) for _ in range(6)]
+    t = Compose([pp.ElasticTransform(alpha=120.0, sigma=4.0, p=0.7), pp.RandomRotate(10)], dtype=U8)
+    with pp.Engine(num_threads=1) as engine:
+        parts = engine.prepare_split(t.program, ImageBatch.from_list(imgs), 3, 1, np.arange(6) + 10, 2)
+        split = torch.cat([engine.finish(p)["image"] for p in parts])
+    alone = torch.cat([t(imgs[k : k + 3], seed=3, epoch=1, indices=np.arange(k, k + 3) + 10) for k in (0, 3)])
+    assert torch.equal(split, alone)
+
+
+class _Seer(pp.GeometryOp):
+    """A geometric op that draws from the boxes (as RandomIoUCrop does): it keeps what it saw."""
+
+    needs_targets = True
+
+    def sample(self, draws, sizes, targets=None):
+        self.seen = targets
+        return {}
+
+    def transform(self, params, sizes):
+        return np.tile(np.eye(3), (len(sizes), 1, 1)), sizes
+
+
+def test_box_dependent_op_sees_the_boxes_moved_through_the_field():
+    """An op drawing from the boxes after the field in its stage is handed the boxes moved
+    through it (plan.deform's way), not through the matrices alone."""
+    from pixelpipe.data.targets import Targets
+
+    seer = _Seer()
+    t = Compose([pp.ElasticTransform(control_points=3, max_displacement=6.0), pp.RandomRotate(5), seer])
+    targets = Targets.from_args(4, boxes=[[[20.0, 20.0, 40.0, 40.0]]] * 4)
+    plan = t.stages[0].sample(0, 0, np.arange(4), np.full((4, 2), 64.0), targets)
+    expect = plan.elastic.move(targets, plan.matrix, plan.out_sizes).boxes.data
+    plain = targets.moved(plan.matrix, plan.out_sizes).boxes.data
+    assert np.allclose(seer.seen.boxes.data, expect)
+    assert np.abs(expect - plain).max() > 0.5

@@ -93,7 +93,12 @@ class Stage:
                 m, cur = op.transform(params, cur)
                 matrix = m if matrix is None else m @ matrix
             elif isinstance(op, GeometryOp) and getattr(op, "needs_targets", False):
-                seen = targets if targets is None or matrix is None else targets.moved(matrix, cur)
+                if targets is None or matrix is None:
+                    seen = targets
+                elif elastic is not None:  # through the field drawn before it in this stage
+                    seen = elastic.move(targets, matrix, cur)
+                else:
+                    seen = targets.moved(matrix, cur)
                 m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
                 matrix = m if matrix is None else m @ matrix
             elif isinstance(op, GeometryOp):
