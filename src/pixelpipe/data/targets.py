@@ -5,7 +5,8 @@ forms (lists, padded tensors, torchvision's detection dicts).
 Each kind knows how a stage's per-sample matrix moves it: boxes and keypoints on the host, in
 numpy, all samples of a batch in one evaluation (they are few numbers); masks are label images,
 resampled on the images' device by the nearest-neighbour warp (pixelpipe.kernels.reference.masks)
-with the same matrices. Coordinates are those of the images (pixel (row i, column j) covers
+with the same matrices. A stage with a displacement field (ElasticTransform) moves boxes and
+keypoints through a map of points instead (`moved_by`, given by plan.deform). Coordinates are those of the images (pixel (row i, column j) covers
 [j, j+1) x [i, i+1)), in the displayed orientation of encoded images (EXIF applied).
 
 Boxes and keypoints are ragged: one array of all the batch's rows and a count per sample, so no

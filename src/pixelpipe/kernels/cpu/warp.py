@@ -16,7 +16,8 @@ no Python arithmetic per pixel) so they can run on the decoding threads:
   on a uint8 source: one call of warp.c per sample (`pp_warp_general`, the GIL released), the
   reference's arithmetic per output pixel (source point, per-pixel stretch, each axis's taps
   once, the 2-D sum), reading the decoded region in place; the CPU stage has it write the
-  pointwise pass's result straight into the output slot (`finish_general`).
+  pointwise pass's result straight into the output slot (`finish_general`). Samples an
+  ElasticTransform's field moves take it through `pp_warp_deformed` (the field read on the way).
 
 `classify` names the first two (and REFERENCE for the rest); `with_general` moves the rest to
 "general" where warp.c was built. Without it (no C compiler at install), and for float sources
