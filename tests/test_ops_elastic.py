@@ -264,6 +264,10 @@ class TestElasticTransform:
         with pytest.raises(ValueError, match=match):
             pp.ElasticTransform(**kw)
 
+    def test_refused_inside_a_choice(self):
+        with pytest.raises(ValueError, match="ElasticTransform"):
+            pp.OneOf([pp.ElasticTransform(), pp.RandomRotate(10)])
+
     def test_dropped_in_eval(self):
         t = Compose([pp.ElasticTransform(), pp.Resize((8, 8))])
         assert [type(op).__name__ for op in t.eval().ops] == ["Resize"]

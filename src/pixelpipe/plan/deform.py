@@ -93,7 +93,9 @@ class Elastic:
         """Boxes and keypoints through the deformation (see the module docstring)."""
         after = matrix @ np.linalg.inv(self.before)
         fn = lambda p, s: move_points(self.before, after, self.field, self.grid, p, s)
-        return targets.moved_by(fn, out_sizes, EDGE_POINTS)
+        boxes, points = targets.boxes, targets.keypoints
+        return Targets(None if boxes is None else boxes.moved_by(fn, out_sizes, EDGE_POINTS),
+                       None if points is None else points.moved_by(fn, out_sizes), targets.masks)
 
 
 def _box(m: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
