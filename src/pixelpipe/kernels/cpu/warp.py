@@ -168,7 +168,7 @@ def _general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, dst: t
                     BORDER_CODE[spec.border], int(spec.antialias), _DTYPE_CODE[dst.dtype], *strides, channels,
                     int(color), int(clamp)], dtype=np.int64)
     row = rows.packed[i]
-    if rows.bent is not None and rows.bent[i]:  # through the displacement field (exact path)
+    if rows.bent is not None and rows.bent[i]:  # through the displacement field
         assert rows.deform_rows is not None and rows.fields is not None and rows.field_dims is not None
         status = lib.pp_warp_deformed(img.data_ptr(), geo.ctypes.data, row.ctypes.data, pw.ctypes.data,
                                       dst.data_ptr(), rows.deform_rows[i].ctypes.data, rows.fields[i].ctypes.data,
