@@ -35,6 +35,8 @@ def pipelines() -> dict[str, list[pp.ops.Op]]:
         "crop + rotate 10": crop + [pp.RandomRotate(10), NORM],
         "crop + rotate 10, reflect": crop + [pp.RandomRotate(10, border="reflect"), NORM],
         "crop + perspective 0.2": crop + [pp.RandomPerspective(0.2), NORM],
+        "crop + elastic 50, 5": crop + [pp.ElasticTransform(50.0, 5.0), NORM],
+        "crop + elastic, p=0.5": crop + [pp.ElasticTransform(50.0, 5.0, p=0.5), NORM],
         "preset fastai_like": presets.fastai_like(224).ops,
         "preset heavy": presets.heavy(224).ops,
         "preset light": presets.light(224).ops,

@@ -18,7 +18,7 @@ PUBLIC = [
     "VideoPipeline", "ClipSampler", "augment_clips",
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp",
     "Resize", "Crop", "CenterCrop", "RandomResizedCrop", "RandomCrop", "CenterResizedCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "ElasticTransform", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
     "ChannelShuffle", "RGBShift", "RandomHSV",
     "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma", "JpegQuality",

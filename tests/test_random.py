@@ -275,3 +275,15 @@ def test_per_pixel_field_equals_its_numpy_twin():
     assert float(f.min()) >= 0.0 and float(f.max()) < 1.0
     assert torch.equal(Draws(11, 2, idx[2:3], 7).field(3, (2, 5, 6))[0], f[2])
     assert not torch.equal(d.field(4, (2, 5, 6)), f)
+
+
+def test_field_elements_equal_field_at():
+    """Draws.field_elements_np (numpy, every sample at the same element numbers) gives exactly
+    field_at's numbers, and field()'s where the element numbers are a field's own."""
+    idx = torch.tensor([5, 0, 2**33 + 1, -7])
+    d = Draws(11, 2, idx, 7)
+    elements = np.array([0, 1, 59, 4096 * 3 + 7, 2**31 - 1])
+    got = d.field_elements_np(3, elements)
+    at = d.field_at(3, np.repeat(np.arange(4), 5), np.tile(elements, 4)).numpy().reshape(4, 5)
+    assert got.dtype == np.float32 and np.array_equal(got, at)
+    assert np.array_equal(d.field_elements_np(3, np.arange(60)), d.field_np(3, (2, 5, 6)).reshape(4, 60))

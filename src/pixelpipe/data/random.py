@@ -330,6 +330,14 @@ class Draws:
         h = _mix_i32(state_t ^ _mix_i32(e_t + _GOLDEN_I32))
         return ((h >> 8) & 0xFFFFFF).to(torch.float32) * (1.0 / (1 << 24))
 
+    def field_elements_np(self, draw: int, elements: np.ndarray) -> np.ndarray:
+        """float32 [N, E]: field_at(draw, n, elements[e]) for every sample n and element e, in
+        numpy uint32 arithmetic (the same bits): numbers at element positions an op chooses
+        (a grid addressed by fixed strides, whatever its size in this batch). elements: int64
+        [E], below 2**31."""
+        key = _mix_u32(np.asarray(elements, dtype=np.int64).astype(np.uint32) + np.uint32(_GOLDEN))
+        return _unit_numpy(_mix_u32(self._hash_np(draw).reshape(-1, 1) ^ key.reshape(1, -1)))
+
     def normal_field_at(self, draw: int, samples: np.ndarray, elements: np.ndarray, device: Any = None) -> torch.Tensor:
         """normal_field(draw, shape) at the given (sample, element) pairs only (see field_at)."""
         u1 = self.field_at(draw, samples, elements, device).clamp_min_(1.0 / (1 << 24))

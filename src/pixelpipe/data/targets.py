@@ -5,8 +5,9 @@ forms (lists, padded tensors, torchvision's detection dicts).
 Each kind knows how a stage's per-sample matrix moves it: boxes and keypoints on the host, in
 numpy, all samples of a batch in one evaluation (they are few numbers); masks are label images,
 resampled on the images' device by the nearest-neighbour warp (pixelpipe.kernels.reference.masks)
-with the same matrices. Coordinates are those of the images (pixel (row i, column j) covers
-[j, j+1) x [i, i+1)), in the displayed orientation of encoded images (EXIF applied).
+with the same matrices; a displacement field moves them by a map of points (`moved_by`,
+plan.deform). Coordinates are those of the images (pixel (row i, column j) covers [j, j+1) x
+[i, i+1)), in the displayed orientation of encoded images (EXIF applied).
 
 Boxes and keypoints are ragged: one array of all the batch's rows and a count per sample, so no
 step loops over samples in Python. Inside, boxes are always (x0, y0, x1, y1) pixels; a Compose's
@@ -25,6 +26,7 @@ import torch
 
 from .errors import SampleError
 from .keypoint_pairs import check_flip_pairs
+from .points import box_outline, transform_points
 from .transfer import to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
@@ -136,18 +138,6 @@ def _labels(values: Any, counts: np.ndarray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def transform_points(matrix: np.ndarray, points: np.ndarray, sample: np.ndarray) -> np.ndarray:
-    """Points [K, 2] (x, y), each through the matrix of its sample (`sample`: [K] positions
-    into matrix [N, 3, 3]), perspective division included: [K, 2]."""
-    m = matrix[sample]
-    x, y = points[:, 0], points[:, 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pz = m[:, 2, 0] * x + m[:, 2, 1] * y + m[:, 2, 2]
-        u = (m[:, 0, 0] * x + m[:, 0, 1] * y + m[:, 0, 2]) / pz
-        v = (m[:, 1, 0] * x + m[:, 1, 1] * y + m[:, 1, 2]) / pz
-    return np.stack([u, v], 1)
-
-
 class _Ragged:
     """Rows of every sample in one array, with per-sample counts."""
 
@@ -219,13 +209,17 @@ class Boxes(_Ragged):
         return Boxes(data, self.counts, self.labels, self.visible)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Boxes:
+        return self.moved_by(lambda p, s: transform_points(matrix, p, s), out_sizes)
+
+    def moved_by(self, move: Any, out_sizes: np.ndarray, per_edge: int = 2) -> Boxes:
+        """The boxes through a map of points, move(points [K, 2], sample [K]) -> [K, 2]: each
+        becomes the box enclosing its outline moved at `per_edge` points per edge (outlines:
+        2, the corners, for matrices; more for a map that bends lines), clipped to the image."""
         if not len(self.data):
             return Boxes(self.data.copy(), self.counts, self.labels, self.visible)
-        x0, y0, x1, y1 = self.data.T
-        sample = np.repeat(self.sample_of(), 4)
-        corners = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1),
-                            np.stack([x0, y1], 1)], 1).reshape(-1, 2)
-        moved = transform_points(matrix, corners, sample).reshape(-1, 4, 2)
+        corners = box_outline(self.data, per_edge)
+        k = corners.shape[1]
+        moved = move(corners.reshape(-1, 2), np.repeat(self.sample_of(), k)).reshape(-1, k, 2)
         lo, hi = moved.min(1), moved.max(1)
         whole = np.prod(hi - lo, 1)
         wh = out_sizes[self.sample_of()][:, ::-1]  # (w, h) per box
@@ -259,10 +253,14 @@ class Keypoints(_Ragged):
         return self.counts // (self.joints or 1)
 
     def moved(self, matrix: np.ndarray, out_sizes: np.ndarray) -> Keypoints:
+        return self.moved_by(lambda p, s: transform_points(matrix, p, s), out_sizes)
+
+    def moved_by(self, move: Any, out_sizes: np.ndarray) -> Keypoints:
+        """The points through a map: move(points [K, 2], sample [K]) -> [K, 2]."""
         if not len(self.data):
             return Keypoints(self.data.copy(), self.counts, self.joints)
         sample = self.sample_of()
-        uv = transform_points(matrix, self.data[:, :2], sample)
+        uv = move(self.data[:, :2], sample)
         h, w = out_sizes[sample, 0], out_sizes[sample, 1]
         inside = (uv[:, 0] >= 0) & (uv[:, 0] < w) & (uv[:, 1] >= 0) & (uv[:, 1] < h)
         vis = np.where(np.isfinite(uv).all(1) & inside, self.data[:, 2], 0.0)

@@ -281,7 +281,10 @@ class Engine:
         """The targets through stage work's matrices: boxes and keypoints on the host, masks by
         the nearest warp on the image's device."""
         plan = work.plan
-        moved = targets.moved(plan.matrix, plan.out_sizes)
+        if plan.elastic is None:
+            moved = targets.moved(plan.matrix, plan.out_sizes)
+        else:  # through the displacement field (plan.deform says how)
+            moved = plan.elastic.move(targets, plan.matrix, plan.out_sizes)
         pairs = work.program.targets.flip_pairs
         if pairs and moved.keypoints is not None:
             moved.keypoints = mirror_keypoints(moved.keypoints, plan.matrix, pairs)
@@ -289,7 +292,8 @@ class Engine:
             stage = work.stage
             out_size = work.spec.out_size
             warped = warp_masks(targets.masks.items, plan.inverse(), plan.in_sizes, out_size, stage.border,
-                                work.program.output.mask_fill, device)
+                                work.program.output.mask_fill, device,
+                                None if plan.elastic is None else plan.deformation())
             moved.masks = type(targets.masks)(warped, targets.masks.planar)
         return moved
 

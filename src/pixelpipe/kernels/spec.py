@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .. import native
+from .deform import Deformation
 
 _AFFINE_ROW = np.array([0.0, 0.0, 1.0])
 
@@ -55,6 +56,10 @@ class WarpSpec:
         fill: 3 floats (0..255) read by taps beyond the image with border "constant".
         antialias: stretch the filter by the local shrink factor (from the Jacobian of the
             inverse map, per output pixel) when the warp shrinks.
+        deform: a displacement field between the matrices (kernels.deform), or None. The source
+            point is then the deformation's, while `inverse` (outer @ inner, the matrix part)
+            still gives the antialiasing stretch, its bound and the taps: the field's own
+            stretch is not followed (it is smooth, near 1).
     """
 
     inverse: np.ndarray
@@ -66,6 +71,7 @@ class WarpSpec:
     border: str = "constant"
     fill: tuple[float, float, float] = (0.0, 0.0, 0.0)
     antialias: bool = True
+    deform: Deformation | None = None
 
     def __len__(self) -> int:
         return int(self.inverse.shape[0])
@@ -81,7 +87,8 @@ class WarpSpec:
         """The spec of some samples (an index array, a boolean mask or a slice); a stretch
         computed already is sliced with it."""
         part = WarpSpec(self.inverse[rows], self.image_size[rows], self.origin[rows], self.clip[rows],
-                        self.out_size, self.interpolation, self.border, self.fill, self.antialias)
+                        self.out_size, self.interpolation, self.border, self.fill, self.antialias,
+                        None if self.deform is None else self.deform[rows])
         if "_max_scale" in self.__dict__:
             part.__dict__["_max_scale"] = self.__dict__["_max_scale"][rows]
         return part

@@ -262,6 +262,13 @@ AVX2 static int block8(const Job *J, int64_t i, int64_t j, int grey, const __m25
             }
         }
 #undef LIN
+        if (J->drow) { /* through the displacement field, lane by lane (the stretch stays the matrices') */
+            double px[4], pu[4], pv[4];
+            _mm256_storeu_pd(px, x);
+            for (int l = 0; l < 4; l++) deformed_point(J, px[l], (double)i + 0.5, &pu[l], &pv[l]);
+            u[h] = _mm256_loadu_pd(pu);
+            v[h] = _mm256_loadu_pd(pv);
+        }
         const __m256d in = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(u[h], _mm256_setzero_pd(), _CMP_GE_OQ),
                                                        _mm256_cmp_pd(u[h], _mm256_set1_pd(J->img_w), _CMP_LT_OQ)),
                                          _mm256_and_pd(_mm256_cmp_pd(v[h], _mm256_setzero_pd(), _CMP_GE_OQ),

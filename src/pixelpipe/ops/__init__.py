@@ -6,6 +6,7 @@ from .blur import GaussianBlur, MedianBlur, MotionBlur, RandomAdjustSharpness, R
 from .color import ColorJitter, Normalize, RandomGrayscale
 from .crop import CenterCrop, CenterResizedCrop, Crop, Pad, RandomCrop, RandomResizedCrop, Resize
 from .detection import RandomIoUCrop, RandomZoomOut, SanitizeBoxes
+from .elastic import ElasticTransform
 from .erasing import Cutout, GridMask, RandomErasing
 from .geometry import RandomAffine, RandomFlip, RandomPerspective, RandomRotate, RandomRotate90, Warp
 from .hsv import RandomHSV
@@ -37,7 +38,7 @@ from .volume_kinds import VolumeGeometryOp, VolumeIntensityOp, VolumeOp
 __all__ = [
     "Op", "GeometryOp", "ColorOp", "PixelOp", "BatchOp", "TargetsOp", "CompoundOp",
     "Resize", "Crop", "CenterCrop", "CenterResizedCrop", "RandomResizedCrop", "RandomCrop", "Pad",
-    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "Warp",
+    "RandomFlip", "RandomRotate", "RandomRotate90", "RandomAffine", "RandomPerspective", "ElasticTransform", "Warp",
     "ColorJitter", "RandomGrayscale", "RandomInvert", "Normalize", "GaussianNoise", "SaltAndPepper", "Lambda",
     "ChannelShuffle", "RGBShift", "RandomHSV",
     "RandomPosterize", "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomGamma", "JpegQuality",

@@ -136,6 +136,10 @@ class GeometryOp(Op):
     """
 
     needs_targets: bool = False
+    # True: a displacement field, not a matrix (ops.elastic): its transform() is the identity
+    # and its sample() returns "field" and "grid", which the stage hands to the warp
+    # (plan.deform); a stage takes one such op, a second one starts the next stage
+    deformation: bool = False
 
     kind = "geometry"
     interpolation: str | None = None

@@ -88,6 +88,10 @@ class _Structure(Op):
         if framed:  # inner ops draw from the structure's draws: theirs would not be followed
             raise ValueError(f"{type(self).__name__}: per_frame=True on an op inside it ({', '.join(framed)}); "
                              f"give per_frame=True to the {type(self).__name__} itself (its ops draw from its draws)")
+        bent = [type(op).__name__ for op in self.ops if getattr(op, "deformation", False)]
+        if bent:  # a choice among ops is a choice among matrices, and a field is not one
+            raise ValueError(f"{type(self).__name__} cannot hold {bent[0]}: its displacement field is no matrix to "
+                             "choose; put it in the Compose and use its p")
         if self.kind == "geometry":
             for attr in ("interpolation", "border", "fill"):
                 given = {getattr(op, attr) for op in self.ops if getattr(op, attr, None) is not None}

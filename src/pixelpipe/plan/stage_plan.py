@@ -12,11 +12,13 @@ import numpy as np
 import torch
 
 from .. import native
+from ..kernels.deform import Deformation
 from ..kernels.spec import PointwiseSpec, WarpSpec, is_affine, stretch_at
 from ..ops.color import apply_to_mean, compose, identity
 from ..ops.kinds import ColorOp, Params
 from ..ops.matrices import host
 from . import fast
+from .deform import Elastic
 from .output import Form
 
 __all__ = ["StagePlan"]
@@ -41,6 +43,8 @@ class StagePlan:
     in_sizes: np.ndarray  # float64 [N, 2]
     out_sizes: np.ndarray  # float64 [N, 2]
     color_params: list[tuple[ColorOp, Params]]
+    # the stage's displacement field (plan.deform), or None: then the matrices are the whole map
+    elastic: Elastic | None = None
 
     @property
     def needs_means(self) -> bool:
@@ -52,7 +56,8 @@ class StagePlan:
         n = self.matrix.shape[0]
         cut = lambda v: v[rows] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v
         part = StagePlan(self.stage, self.matrix[rows], self.in_sizes[rows], self.out_sizes[rows],
-                         [(op, {k: cut(v) for k, v in params.items()}) for op, params in self.color_params])
+                         [(op, {k: cut(v) for k, v in params.items()}) for op, params in self.color_params],
+                         None if self.elastic is None else self.elastic[rows])
         if "_inverse" in self.__dict__:
             part.__dict__["_inverse"] = self.__dict__["_inverse"][rows]
         return part
@@ -107,6 +112,15 @@ class StagePlan:
         n = self.matrix.shape[0]
         if n == 0:
             return np.zeros((0, 4), dtype=np.int64)
+        if self.elastic is not None:  # deformed samples reach further (plan.deform)
+            plain = self._matrix_regions()
+            bent = self.elastic.regions(self.inverse(), self.out_sizes, self.in_sizes,
+                                        self.stage.border in ("reflect", "wrap"))
+            return np.where(self.deformation().active()[:, None], bent, plain)
+        return self._matrix_regions()
+
+    def _matrix_regions(self) -> np.ndarray:
+        """regions() of the matrices alone."""
         lib = native.library()
         if lib is not None and "_inverse" not in self.__dict__:
             found = self._regions_native(lib)
@@ -164,7 +178,10 @@ class StagePlan:
         x = np.concatenate([0.0 * w, w, 0.0 * w, w], 1)  # the four corners, [N, 4]
         y = np.concatenate([0.0 * h, 0.0 * h, h, h], 1)
         sy, sx = stretch_at(self.inverse(), x, y)
-        return np.stack([sy.min(1), sx.min(1)], 1)
+        found = np.stack([sy.min(1), sx.min(1)], 1)
+        if self.elastic is not None:  # a field of slope g shrinks by at most 1 - g more
+            found = found * np.maximum(1.0 - self.elastic.slope(), 0.0)[:, None]
+        return found
 
     def min_decode_size(self, regions: np.ndarray) -> np.ndarray:
         """int64 [N, 2]: how small a decoder may make each region (DCT scaling) without going
@@ -193,8 +210,17 @@ class StagePlan:
             clip = np.concatenate([np.floor(clip[:, :2] * sc + EPS), np.ceil(clip[:, 2:] * sc - EPS)], 1).astype(np.int64)
             clip = np.minimum(clip, np.tile(img, 2))
             org = np.floor(org * sc + EPS).astype(np.int64)
+        deform = None if self.elastic is None else self.elastic.deformation(self.inverse(), scale)
         return WarpSpec(inv, img, org, clip, out_size, self.stage.interpolation, self.stage.border,
-                        self.stage.fill, antialias)
+                        self.stage.fill, antialias, deform)
+
+    def deformation(self) -> Deformation:
+        """The warp's Deformation in image pixels (the plan must have a field)."""
+        assert self.elastic is not None
+        cached = self.__dict__.get("_deformation")
+        if cached is None:
+            cached = self.__dict__["_deformation"] = self.elastic.deformation(self.inverse())
+        return cached
 
     def color_matrix(self, means: Any) -> torch.Tensor | None:
         """Fold the colour ops into float64 [N, 3, 4] (None when there are none).

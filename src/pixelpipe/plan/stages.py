@@ -4,7 +4,8 @@ A *stage* is a run of geometric and colour ops executed as one resampling pass a
 pointwise pass (colour, clamp and, when it comes before them, Normalize), followed by the pixel
 ops that stand after them in the list, run on the warped image. A stage ends where fusion is
 impossible: where a geometric or colour op follows a pixel op (its input is the pixel op's
-result), and where two geometric ops ask for different interpolation, border or fill. Batch ops
+result), where two geometric ops ask for different interpolation, border or fill, and at a
+second displacement field (ElasticTransform: one field per warp). Batch ops
 run last, on the whole output batch. `build` makes the `Program` a Compose runs; new ops join a
 kind and need no change here.
 
@@ -29,6 +30,7 @@ from ..ops.color import Normalize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
 from ..ops.matrices import host
 from . import fast
+from .deform import Elastic
 from .output import INTERMEDIATE, Form, Output
 from .stage_plan import StagePlan
 
@@ -89,10 +91,22 @@ class Stage:
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
+        elastic: Elastic | None = None
         for k, (pos, op) in enumerate(self.ops):
             draws = Draws(seed, epoch, indices, pos, prefixes[k], None if blocks is None else blocks[k])
-            if isinstance(op, GeometryOp) and getattr(op, "needs_targets", False):
-                seen = targets if targets is None or matrix is None else targets.moved(matrix, cur)
+            if isinstance(op, GeometryOp) and op.deformation:  # its field, and the matrices before it
+                params = op.sample(draws, cur)
+                before = matrix if matrix is not None else np.tile(np.eye(3), (n, 1, 1))
+                elastic = Elastic(before.copy(), params["field"], params["grid"])
+                m, cur = op.transform(params, cur)
+                matrix = m if matrix is None else m @ matrix
+            elif isinstance(op, GeometryOp) and getattr(op, "needs_targets", False):
+                if targets is None or matrix is None:
+                    seen = targets
+                elif elastic is not None:  # through the field drawn before it in this stage
+                    seen = elastic.move(targets, matrix, cur)
+                else:
+                    seen = targets.moved(matrix, cur)
                 m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
                 matrix = m if matrix is None else m @ matrix
             elif isinstance(op, GeometryOp):
@@ -103,7 +117,7 @@ class Stage:
         if matrix is None:
             matrix = np.zeros((n, 3, 3))
             matrix[:, 0, 0] = matrix[:, 1, 1] = matrix[:, 2, 2] = 1.0
-        return StagePlan(self, matrix, sizes, np.asarray(cur, dtype=np.float64), color_params)
+        return StagePlan(self, matrix, sizes, np.asarray(cur, dtype=np.float64), color_params, elastic)
 
     def prefixes(self, shared: np.ndarray, frames: Any, positions: list[int]) -> list[np.ndarray]:
         """The hash prefix each op at `positions` draws from: the batch's (`shared`), or, for a
@@ -224,6 +238,9 @@ def build(ops: list[Op], output: Output, targets: TargetForm | None = None) -> P
         if ops[pos].per_frame:  # a compound's parts draw per frame when it does
             current.per_frame.add(pos)
         if isinstance(op, GeometryOp):
+            if op.deformation and any(g.deformation for _, g in current.geometry):  # one field per warp
+                stages.append(current)
+                current = Stage(per_frame={pos} if ops[pos].per_frame else set())
             if not current.resolve(op):
                 stages.append(current)
                 current = Stage(per_frame={pos} if ops[pos].per_frame else set())

@@ -5,8 +5,9 @@ Each sample is decoded, warped (warp_cpu's "window", "separable" or "general" pa
 output. The "general" path (rotations, shears, perspective, borders: warp.c) does the warp and
 the pointwise pass in one C call that releases the GIL. Samples that need the reference warp
 (float sources between stages, or no warp.c where the C helpers were not built) are gathered
-and run through the vectorised reference, batched. When a colour op needs the warped image's
-mean (contrast), the warp and the pointwise pass are two phases (_two_phases), both on the
+and run through the vectorised reference, batched. Samples an ElasticTransform displaces take
+the "general" path through its field (pp_warp_deformed). When a colour op needs the warped
+image's mean (contrast), the warp and the pointwise pass are two phases (_two_phases), both on the
 workers. Otherwise the workers start decoding as soon as the batch arrives: the batch's set-up
 (which path each sample takes, the output tensor) is made by the calling thread meanwhile, and
 the reference samples' regions are kept for the batched warp. The workers take the samples
@@ -333,8 +334,14 @@ def longest_first(spec: WarpSpec) -> list[int]:
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
     """classify(spec) with the rest "general" where warp.c was built, or every sample REFERENCE
-    when the pixels are not uint8."""
-    return with_general(classify(spec)) if len(spec) and uint8 else torch.full((len(spec),), REFERENCE)
+    when the pixels are not uint8. Samples a displacement field moves take "general" (warp.c
+    reads the field; the reference without it); those it leaves in place (p) keep their path."""
+    if not (len(spec) and uint8):
+        return torch.full((len(spec),), REFERENCE)
+    kind = classify(spec)
+    if spec.deform is not None:
+        kind = torch.from_numpy(np.where(spec.deform.active(), REFERENCE, kind.numpy()))
+    return with_general(kind)
 
 
 class _Setup:

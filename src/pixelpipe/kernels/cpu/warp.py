@@ -16,7 +16,8 @@ no Python arithmetic per pixel) so they can run on the decoding threads:
   on a uint8 source: one call of warp.c per sample (`pp_warp_general`, the GIL released), the
   reference's arithmetic per output pixel (source point, per-pixel stretch, each axis's taps
   once, the 2-D sum), reading the decoded region in place; the CPU stage has it write the
-  pointwise pass's result straight into the output slot (`finish_general`).
+  pointwise pass's result straight into the output slot (`finish_general`). Samples an
+  ElasticTransform's field moves take it through `pp_warp_deformed` (the field read on the way).
 
 `classify` names the first two (and REFERENCE for the rest); `with_general` moves the rest to
 "general" where warp.c was built. Without it (no C compiler at install), and for float sources
@@ -106,6 +107,12 @@ class SampleRows:
     mirror_x: list[bool]
     mirror_y: list[bool]
     packed: np.ndarray | None = None  # WarpSpec.packed_np(), when some sample is GENERAL
+    # with a displacement field: which samples it moves, its rows (Deformation.rows()), its
+    # nodes (float32, contiguous) and their (gh, gw)
+    bent: list[bool] | None = None
+    deform_rows: np.ndarray | None = None
+    fields: np.ndarray | None = None
+    field_dims: np.ndarray | None = None
 
 
 def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
@@ -113,14 +120,22 @@ def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
     inv = spec.inverse
     kinds = kind.tolist()
     packed = spec.packed_np() if GENERAL in kinds else None
-    return SampleRows(kinds, spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
+    rows = SampleRows(kinds, spec.clip.tolist(), spec.origin.tolist(), (inv[:, 0, 0] < 0).tolist(),
                       (inv[:, 1, 1] < 0).tolist(), packed)
+    d = spec.deform
+    if d is not None:
+        rows.bent = d.active().tolist()
+        rows.deform_rows = d.rows()
+        rows.fields = np.ascontiguousarray(d.field, dtype=np.float32)
+        rows.field_dims = np.array(d.field.shape[2:], dtype=np.int64)
+    return rows
 
 
 # see warp.c: pp_warp_general(src, geo int64 [18], row float64 [21], pw float32 [21], dst);
+# pp_warp_deformed(the same, drow float64 [22], field float32 [2, gh, gw], dims int64 [2]);
 # pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3])
-_SIGNATURES = {"pp_warp_general": (C.c_int64, [C.c_void_p] * 5), "pp_pointwise": (C.c_int64, [C.c_void_p] * 4),
-               "pp_channel_sums": (None, [C.c_void_p] * 3)}
+_SIGNATURES = {"pp_warp_general": (C.c_int64, [C.c_void_p] * 5), "pp_warp_deformed": (C.c_int64, [C.c_void_p] * 8),
+               "pp_pointwise": (C.c_int64, [C.c_void_p] * 4), "pp_channel_sums": (None, [C.c_void_p] * 3)}
 _DTYPE_CODE = {torch.uint8: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
 
 
@@ -153,7 +168,14 @@ def _general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, dst: t
                     BORDER_CODE[spec.border], int(spec.antialias), _DTYPE_CODE[dst.dtype], *strides, channels,
                     int(color), int(clamp)], dtype=np.int64)
     row = rows.packed[i]
-    if lib.pp_warp_general(img.data_ptr(), geo.ctypes.data, row.ctypes.data, pw.ctypes.data, dst.data_ptr()):
+    if rows.bent is not None and rows.bent[i]:  # through the displacement field
+        assert rows.deform_rows is not None and rows.fields is not None and rows.field_dims is not None
+        status = lib.pp_warp_deformed(img.data_ptr(), geo.ctypes.data, row.ctypes.data, pw.ctypes.data,
+                                      dst.data_ptr(), rows.deform_rows[i].ctypes.data, rows.fields[i].ctypes.data,
+                                      rows.field_dims.ctypes.data)
+    else:
+        status = lib.pp_warp_general(img.data_ptr(), geo.ctypes.data, row.ctypes.data, pw.ctypes.data, dst.data_ptr())
+    if status:
         raise ValueError(f"sample {i}: the general warp cannot take this sample (taps {row[19:21]}, "
                          f"{c} channels, buffer {h}x{w})")
 

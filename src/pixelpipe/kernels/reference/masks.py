@@ -15,18 +15,20 @@ import numpy as np
 import torch
 
 from ...data.transfer import to_device
+from ..deform import Deformation, displaced
 from ..filters import border_index
 
 __all__ = ["warp_masks"]
 
 
 def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.ndarray, out_size: tuple[int, int],
-               border: str, fill: int, device: torch.device | str) -> torch.Tensor:
+               border: str, fill: int, device: torch.device | str, deform: Deformation | None = None) -> torch.Tensor:
     """Resample per-sample label images [H_i, W_i, C] (one dtype, one C) to [N, H, W, C].
 
     inverse: float64 [N, 3, 3] output -> mask coordinates; image_sizes: [N, 2] (h, w) of the
     masks (the border rule applies beyond them); border: "constant", "reflect", "replicate" or
-    "wrap"; fill: the label read beyond a "constant" border."""
+    "wrap"; fill: the label read beyond a "constant" border; deform: the stage's displacement
+    field (kernels.deform), whose source points then replace the inverse's."""
     n = len(masks)
     H, W = out_size
     device = torch.device(device)
@@ -46,6 +48,8 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
     pz = inv[:, 6] * x + inv[:, 7] * y + inv[:, 8]
     u = (inv[:, 0] * x + inv[:, 1] * y + inv[:, 2]) / pz
     v = (inv[:, 3] * x + inv[:, 4] * y + inv[:, 5]) / pz
+    if deform is not None:
+        u, v = displaced(deform, x.expand(n, H, W), y.expand(n, H, W))
     limit = float(1 << 30)  # far points (a perspective's other side) held where int64 cannot overflow
     iu = torch.floor(u.nan_to_num(limit).clamp(-limit, limit)).to(torch.int64)
     iv = torch.floor(v.nan_to_num(limit).clamp(-limit, limit)).to(torch.int64)

@@ -1,7 +1,8 @@
 """The reference warp in plain torch: any per-sample homography, antialiased, every border rule.
 
 Vectorised over all output pixels of the batch; loops only over the filter's taps. It computes
-in float64 coordinates and float32 values and is the twin that every fast path must match. It
+in float64 coordinates and float32 values and is the twin that every fast path must match. A
+spec with a displacement field (kernels.deform) takes its source points through the field. It
 is not fast for large shrink factors (taps grow with the footprint), which is what the CPU fast
 path and the GPU kernel are for.
 """
@@ -13,6 +14,7 @@ import math
 import numpy as np
 import torch
 
+from ..deform import displaced
 from ..filters import SUPPORT, border_index, filter_weight
 from ..spec import WarpSpec
 
@@ -78,6 +80,8 @@ def warp_reference(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec) -> t
         sy = torch.minimum(sy.clamp_min(1.0), limit[:, 0].view(n, 1, 1))
     else:
         sx = sy = torch.ones_like(u)
+    if spec.deform is not None:  # the source points through the field; the stretch stays the matrices'
+        u, v = displaced(spec.deform, x.expand(n, H, W), y.expand(n, H, W))
     taps = spec.taps()
     col = lambda a: t(np.ascontiguousarray(a)).view(n, 1, 1)
     img_h, img_w = col(spec.image_size[:, 0]), col(spec.image_size[:, 1])

@@ -3,7 +3,10 @@
 Per output pixel: the source point from the sample's 3x3 inverse matrix with perspective
 division, the antialiasing stretch from the local Jacobian, the filter taps (border rule, clip
 box, Pillow's edge renormalisation), then, fused, the sample's colour matrix, clamp,
-normalisation, cast and layout. Twin: warp_torch.warp_reference + pointwise_torch.
+normalisation, cast and layout. With a displacement field (an ElasticTransform's, DEFORM) the
+source point goes through it on the way: 4 more float32 taps of 2 values per output pixel,
+from a field of a few KB per sample that stays in L1/L2 (kernels.deform says how it is read).
+Twin: warp_torch.warp_reference + pointwise_torch.
 pointwise_reference (tests/test_gpu_kernels.py checks they agree).
 
 Sources: an ImageBatch (one buffer, contiguous HWC samples) or a DeviceViews (samples left in
@@ -88,6 +91,36 @@ def _tap(k, d, inv, size, lo, hi, inside, INTERP: tl.constexpr, BORDER: tl.const
     else:
         w = tl.where(keep, _filter(d * inv, INTERP), 0.0)
     return kb, fill, w
+
+
+@triton.jit
+def _bilinear(p, k, GW, ax, ay, ok):
+    """One component of the coarse field (p: float32 [Gh, Gw]) between nodes k, k + 1, k + GW
+    and k + GW + 1, at fractions (ax, ay)."""
+    v00 = tl.load(p + k, mask=ok, other=0.0)
+    v01 = tl.load(p + k + 1, mask=ok, other=0.0)
+    v10 = tl.load(p + k + GW, mask=ok, other=0.0)
+    v11 = tl.load(p + k + GW + 1, mask=ok, other=0.0)
+    return (v00 * (1.0 - ax) + v01 * ax) * (1.0 - ay) + (v10 * (1.0 - ax) + v11 * ax) * ay
+
+
+@triton.jit
+def _field(fp, fx, fy, sy, sx, ch, cw, GH, GW, mask):
+    """(dx, dy): the coarse field (fp: float32 [2, Gh, Gw]) at frame point (fx, fy), bilinear,
+    held at its edge nodes beyond them (kernels.deform.field_at)."""
+    tx = tl.minimum(tl.maximum(fx / sx, 0.0), cw - 1.0)
+    ty = tl.minimum(tl.maximum(fy / sy, 0.0), ch - 1.0)
+    ok = mask & (tx == tx) & (ty == ty)  # no read for a NaN point (a perspective's horizon)
+    tx = tl.where(ok, tx, 0.0)
+    ty = tl.where(ok, ty, 0.0)
+    jx = tl.minimum(tl.floor(tx), cw - 2.0)
+    jy = tl.minimum(tl.floor(ty), ch - 2.0)
+    ax = (tx - jx).to(tl.float32)
+    ay = (ty - jy).to(tl.float32)
+    k = jy.to(tl.int32) * GW + jx.to(tl.int32)
+    dx = _bilinear(fp, k, GW, ax, ay, ok)
+    dy = _bilinear(fp + GH * GW, k, GW, ax, ay, ok)
+    return dx, dy
 
 
 @triton.jit
@@ -185,6 +218,9 @@ def _warp_kernel(
     fill_ptr,  # float32 [3]: border colour (0..255)
     out_ptr,  # output tensor (any of uint8, float16, bfloat16, float32)
     sums_ptr,  # float32 [N, 3]: per-sample channel sums of the warp, written when SUMS, read when MEANS
+    def_ptr,  # float64 [N, 22]: inner, outer (3x3 each), node spacing y, x, counts y, x; read when DEFORM
+    field_ptr,  # float32 [N, 2, GH, GW]: the displacement fields (frame pixels); read when DEFORM
+    GH, GW,  # the fields' node rows and columns (padding included)
     H, W,  # output height and width
     s_n, s_c, s_y, s_x,  # output element strides (NCHW or NHWC)
     INTERP: tl.constexpr,  # 0 nearest, 1 bilinear, 2 bicubic
@@ -197,6 +233,7 @@ def _warp_kernel(
     GREY_OUT: tl.constexpr,  # write one grey channel
     ROUND: tl.constexpr,  # round to nearest (uint8 output)
     STORE: tl.constexpr,  # write the output (False: only the sums)
+    DEFORM: tl.constexpr,  # the source point through def_ptr's matrices and the field (kernels.deform)
     BLOCK: tl.constexpr,  # output pixels per program
 ):
     n = tl.program_id(1)
@@ -249,6 +286,19 @@ def _warp_kernel(
     else:
         sx = tl.full([BLOCK], 1.0, tl.float64)
         sy = tl.full([BLOCK], 1.0, tl.float64)
+    if DEFORM:  # the source point through the field; the stretch above stays the matrices'
+        dp = def_ptr + n * 22
+        qz = tl.load(dp + 6) * x + tl.load(dp + 7) * y + tl.load(dp + 8)
+        fx = (tl.load(dp + 0) * x + tl.load(dp + 1) * y + tl.load(dp + 2)) / qz
+        fy = (tl.load(dp + 3) * x + tl.load(dp + 4) * y + tl.load(dp + 5)) / qz
+        fp = field_ptr + n.to(tl.int64) * (2 * GH * GW)
+        ddx, ddy = _field(fp, fx, fy, tl.load(dp + 18), tl.load(dp + 19), tl.load(dp + 20), tl.load(dp + 21),
+                          GH, GW, mask)
+        fx = fx + ddx.to(tl.float64)
+        fy = fy + ddy.to(tl.float64)
+        rz = tl.load(dp + 15) * fx + tl.load(dp + 16) * fy + tl.load(dp + 17)
+        u = (tl.load(dp + 9) * fx + tl.load(dp + 10) * fy + tl.load(dp + 11)) / rz
+        v = (tl.load(dp + 12) * fx + tl.load(dp + 13) * fy + tl.load(dp + 14)) / rz
     inside = (u >= 0) & (u < img_w.to(tl.float64)) & (v >= 0) & (v < img_h.to(tl.float64))
     # source points beyond 2^30 pixels (a perspective's far side) are held there, so that the
     # int32 tap indices cannot overflow; every border rule reads the same there as further out
@@ -350,13 +400,20 @@ def _launch(data: torch.Tensor, table: torch.Tensor, spec: WarpSpec, params: tor
     fill = device_constant(tuple(spec.fill), dev)
     post_d = device_constant(post, dev)
     sums_d = sums if sums is not None else device_constant((0.0,), dev)  # not read without SUMS or MEANS
+    deform = spec.deform
+    if deform is None:  # not read
+        def_rows, field, gh, gw = sums_d, sums_d, 2, 2
+    else:  # uploaded per call (a few KB per sample)
+        def_rows = to_device(deform.rows(), dev)
+        field = to_device(np.ascontiguousarray(deform.field, dtype=np.float32), dev)
+        gh, gw = int(deform.field.shape[2]), int(deform.field.shape[3])
     grid = (triton.cdiv(H * W, block), n)
     _warp_kernel[grid](
-        data, table, params, params.shape[1], post_d, fill, out, sums_d, H, W, *strides,
+        data, table, params, params.shape[1], post_d, fill, out, sums_d, def_rows, field, gh, gw, H, W, *strides,
         INTERP=INTERP_CODE[spec.interpolation], BORDER=BORDER_CODE[spec.border],
         ANTIALIAS=bool(spec.antialias and spec.interpolation != "nearest"), COLOR=color, MEANS=means,
         FINISH=finish, SUMS=sums is not None and not means, GREY_OUT=grey, ROUND=rounding, STORE=store,
-        BLOCK=block, num_warps=num_warps,
+        DEFORM=deform is not None, BLOCK=block, num_warps=num_warps,
     )
 
 
