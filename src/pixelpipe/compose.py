@@ -38,6 +38,11 @@ class Compose:
             and right eye, ...): in a sample the geometry mirrors (an odd number of flips),
             each instance's joints a and b are exchanged after moving, so a left wrist stays
             a left wrist. Needs keypoints given per instance, [K, J, 2 or 3].
+        boxes_from_masks: each moved box becomes the box of its instance's warped mask, not the
+            box enclosing its moved corners (larger than the object after a rotation, a shear
+            or a perspective warp). Needs masks with one channel per box ([H, W, K], nonzero
+            inside) or an instance map ([H, W], box k's pixels hold k + 1); a box whose mask
+            left the image gets visibility 0 (pixelpipe.data.mask_boxes).
 
     Calling it: ``compose(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes).
@@ -80,14 +85,16 @@ class Compose:
 
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, mask_fill: int = 0, box_format: str = "xyxy",
-                 targets: str = "list", flip_pairs: Sequence[Sequence[int]] | None = None) -> None:
+                 targets: str = "list", flip_pairs: Sequence[Sequence[int]] | None = None,
+                 boxes_from_masks: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
         self.ops = ops
         self.output = Output(dtype, layout, channels, antialias, mask_fill)
-        self.program: Program = build(ops, self.output, TargetForm(box_format, targets, flip_pairs=flip_pairs))
+        self.program: Program = build(ops, self.output, TargetForm(box_format, targets, flip_pairs=flip_pairs,
+                                                                      boxes_from_masks=bool(boxes_from_masks)))
         self.targets = self.program.targets
 
     @property
@@ -114,7 +121,7 @@ class Compose:
         """A Compose of other ops with this one's output form."""
         o, t = self.output, self.targets
         return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill, t.box_format, t.form,
-                       t.flip_pairs)
+                       t.flip_pairs, t.boxes_from_masks)
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops, for validation and serving: each op

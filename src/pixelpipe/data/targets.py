@@ -394,13 +394,15 @@ def _per_sample(values: np.ndarray, counts: np.ndarray, form: str, fill: float, 
 @dataclass(frozen=True)
 class TargetForm:
     """How boxes come in and targets go out (a Compose's `box_format` and `targets`), the
-    rules that drop boxes (its SanitizeBoxes, if any) and the keypoints' left/right pairs
-    (its `flip_pairs`, see data.keypoint_pairs)."""
+    rules that drop boxes (its SanitizeBoxes, if any), the keypoints' left/right pairs
+    (its `flip_pairs`, see data.keypoint_pairs) and whether boxes follow their masks (its
+    `boxes_from_masks`)."""
 
     box_format: str = "xyxy"
     form: str = "list"
     rules: BoxRules | None = None
     flip_pairs: tuple[tuple[int, int], ...] = ()  # left/right joints, swapped where a sample is mirrored
+    boxes_from_masks: bool = False  # each moved box is its warped mask's box (data.mask_boxes)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flip_pairs", check_flip_pairs(self.flip_pairs))

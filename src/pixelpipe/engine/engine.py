@@ -23,6 +23,7 @@ import torch
 
 from ..data.batch import ImageBatch
 from ..data.keypoint_pairs import mirror_keypoints
+from ..data.mask_boxes import boxes_from_masks
 from ..data.random import Draws, epochs
 from ..data.targets import Targets
 from ..data.threads import one_torch_thread
@@ -295,6 +296,8 @@ class Engine:
                                 work.program.output.mask_fill, device,
                                 None if plan.elastic is None else plan.deformation())
             moved.masks = type(targets.masks)(warped, targets.masks.planar)
+            if work.program.targets.boxes_from_masks and moved.boxes is not None:
+                moved.boxes = boxes_from_masks(moved.boxes, moved.masks)
         return moved
 
     # ----------------------------------------------------------------------------- resources
