@@ -233,9 +233,10 @@ def test_a_batch_with_several_failures_is_made_again_once(kind: str) -> None:
     made = epochs.count(0)  # the producer starts the next epoch ahead: those are not counted
     if kind == "header":  # found while planning: the first batch planned twice, the padding batch once
         assert made == len(batches) + 1, made
-    else:  # found while decoding: the first batch split, then made again in one piece once (and
-        # the batch after it, planned ahead before the failure was known, planned again)
-        assert made == len(batches) + 3, made
+    else:  # found while decoding: the first batch split, then only the samples that take the
+        # failed ones' places made (and the batch after it, planned ahead before the failure was
+        # known, planned again)
+        assert made == len(batches) + 2, made
 
 
 def test_sample_error_lists_every_failure() -> None:
@@ -454,3 +455,38 @@ def test_resume_lists_each_error_once_when_the_producer_is_ahead(tmp_path: Path)
     for x, y in zip(out, tail):
         assert all(torch.equal(x[key], y[key]) for key in x)
     assert restored_errors == errors
+
+
+@pytest.mark.parametrize("on_error", ["skip", "replace"])
+def test_only_the_failed_samples_are_made_again(on_error: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose decode fails on some samples keeps the rows it made: only stand-ins (or the
+    samples read to fill it) are decoded again, and the batches equal those of a Pipeline that
+    makes the batch again in one piece."""
+    import pixelpipe.engine.sources as sources
+
+    data = [it.data for it in samples(16)]
+    mixed = [(d, 0) for d in data[:2] + BROKEN["body"](data) + data[2:]]
+    decoded: list[int] = []
+    real = sources.EncodedSource.loader
+
+    def counting(self, *a, **k):  # type: ignore[no-untyped-def]
+        load = real(self, *a, **k)
+        return lambda i: (decoded.append(i), load(i))[1]
+
+    monkeypatch.setattr(sources.EncodedSource, "loader", counting)
+    with make(mixed, on_error, batch_size=8, shuffle=False, prefetch=1, drop_last=True) as pipe:
+        kept = run(pipe)
+    reused = len(decoded)
+    decoded.clear()
+    with make(mixed, on_error, batch_size=8, shuffle=False, prefetch=1, drop_last=True) as pipe:
+        finish = pipe.engine.finish
+        pipe.engine.finish = lambda prepared, partial=False: finish(prepared)  # the whole batch again
+        whole = run(pipe)
+    assert len(kept) == len(whole) >= 2
+    for a, b in zip(kept, whole):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["valid"], b["valid"])
+        assert torch.equal(a["image"], b["image"])
+    assert sorted(e[0] for e in pipe.errors) == [2, 3, 4]
+    # the whole remake decodes the first batch three times (split, in one piece, with stand-ins);
+    # keeping the made rows decodes it once and then only the 3 samples that take their places
+    assert reused <= len(decoded) - 8, (reused, len(decoded))

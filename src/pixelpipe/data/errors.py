@@ -15,7 +15,14 @@ class SampleError(ValueError):
     at once: `failures` lists (position, reason) of each, lowest position first (`position`
     and `reason` are that first one's), so that a pipeline skipping or replacing them makes
     the batch again once, not once per failing sample.
+
+    `batch`: where the engine finished the batch's other samples all the same (the CPU path of
+    a batch without targets), the output dict with the failing samples' rows unset; None
+    otherwise. A Pipeline then makes only stand-ins for the failing samples and keeps the rest.
     """
+
+    batch: dict | None = None
+    partial: object = None  # a stage's output tensor with the failing rows unset (engine internal)
 
     def __init__(self, position: int, reason: str, more: Sequence[tuple[int, str]] = ()) -> None:
         more = sorted((int(p), str(r)) for p, r in more if int(p) != position)

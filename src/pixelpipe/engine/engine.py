@@ -34,7 +34,7 @@ from ..kernels.reference.masks import warp_masks
 from ..plan import Program, Stage, fast
 from ..plan.output import finish_tensor
 from .options import GpuDecoding
-from .sources import EncodedSource, as_source, sample_indices, tensor_source
+from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
 from .stats import BatchDecode, DecodeStats
 from .work import PendingDecode, Prepared, StageWork
 
@@ -180,23 +180,37 @@ class Engine:
         if isinstance(work.source, PendingDecode):
             work.source, work.decoded = work.source.run()
 
-    def finish(self, prepared: Prepared) -> dict[str, Any]:
+    def finish(self, prepared: Prepared, partial: bool = False) -> dict[str, Any]:
         """The second half: every stage's passes and pixel ops, the targets moved with them.
-        Returns the batch dict: "image", and "boxes", "keypoints", "masks" where given."""
+        Returns the batch dict: "image", and "boxes", "keypoints", "masks" where given. With
+        partial, a batch without targets whose first stage could not decode some samples on the
+        CPU is finished all the same and its SampleError raised with the dict as `batch` (the
+        failing samples' rows unset)."""
         self.decode(prepared)
         work = prepared.first
         targets = prepared.targets
         x: Any = None
+        unreadable: SampleError | None = None
         for k in range(len(prepared.program.stages)):
             if k:
                 work = self._prepare_stage(prepared.program, k, x, prepared.seed, prepared.epoch, prepared.idx,
                                            targets=targets, frames=prepared.frames)
-            x = self._finish_stage(work, prepared, targets is not None)
+            try:
+                x = self._finish_stage(work, prepared, targets is not None)
+            except SampleError as e:
+                if not partial or targets is not None or e.partial is None:
+                    raise
+                unreadable, x = e, e.partial  # the other samples' pixels go on through the stages
+                if work.stage.pixels:
+                    x = self._pixels(work, x, prepared, False)
             if targets is not None:
                 targets = self._move(targets, work, x.device)
         batch: dict[str, Any] = {"image": x}
         if targets is not None:
             batch.update(_outputs(targets, prepared.program, x))
+        if unreadable is not None:
+            unreadable.partial, unreadable.batch = None, batch
+            raise unreadable
         return batch
 
     # ----------------------------------------------------------------------------- stages

@@ -25,7 +25,7 @@ from ..compose import Compose
 from ..data.targets import TARGET_KEYS, Targets, sample_values, targets_of
 from ..data.threads import one_torch_thread
 from ..engine import Engine, GpuDecoding, SampleError
-from ..engine.stats import DecodeStats
+from ..engine.stats import BatchDecode, DecodeStats
 from ..ops.kinds import Op
 from ..readers import open_reader
 from .arguments import check_arguments, check_state
@@ -282,6 +282,10 @@ class Pipeline(Reported):
         made again, in one piece, first; so is a batch made again here after a sample failed
         (a split batch whose finish fails would be made twice more)."""
         b, whole = self.batch_size, redo
+        reuse: dict[int, tuple[torch.Tensor, int]] = {}  # id(item) -> (tensor, row): samples made already
+        if redo and run.partial is not None:  # keep what the failed finish made; refill its failures
+            run.pending, redo = self._keep_made(run, run.partial, reuse), False
+            run.partial = None
         while not run.stop.is_set() and (run.total is None or run.made < run.total):
             if not redo and self._cache is not None:  # later epochs: all cached
                 made = self._cache.next_batch(run, side, self._wrap_cached)
@@ -295,7 +299,10 @@ class Pipeline(Reported):
                     self._reading.pad(run)
             saved = run.save()
             with torch.cuda.stream(side) if side is not None else nullcontext():
-                work, record, run.pending = self._make(run, run.pending, split=not whole)
+                if reuse:
+                    work, record, run.pending = self._make_reusing(run, run.pending, reuse)
+                else:
+                    work, record, run.pending = self._make(run, run.pending, split=not whole)
             redo, whole = False, work is None
             if work is not None:
                 run.made += 1
@@ -352,7 +359,72 @@ class Pipeline(Reported):
             for position, reason in e.failures:
                 left = self._reading.refill(run, left, items[position], reason)
             return None, None, left
-        return (lambda: self._wrap(engine.finish(prepared), items, index, epoch)), record, rest
+        keep = self._cache is None and self.on_error != "raise"
+
+        def finished() -> dict[str, Any]:
+            try:
+                out = engine.finish(prepared, partial=keep)
+            except SampleError as e:
+                if e.batch is not None:  # the others were made: the producer keeps them (_keep_made)
+                    e.items = items  # type: ignore[attr-defined]
+                raise
+            return self._wrap(out, items, index, epoch)
+
+        return finished, record, rest
+
+    def _keep_made(self, run: Run, failed: SampleError, reuse: dict[int, tuple[torch.Tensor, int]]) -> list[Item]:
+        """The run's pending items after a finish that failed on some samples but made the rest
+        (failed.batch, failed.items): the made rows go into reuse, the failures through the
+        policy (refill), as a batch made again in one piece would have them."""
+        items: list[Item] = failed.items  # type: ignore[attr-defined]
+        image = failed.batch["image"]  # type: ignore[index]
+        bad = {position for position, _ in failed.failures}
+        for j, it in enumerate(items):
+            if j not in bad:
+                reuse[id(it)] = (image, j)
+        left = run.pending
+        for position, reason in failed.failures:
+            left = self._reading.refill(run, left, items[position], reason)
+        return left
+
+    def _make_reusing(self, run: Run, pending: list[Item], reuse: dict[int, tuple[torch.Tensor, int]]
+                      ) -> tuple[Any, Any, list[Item]]:
+        """_make in one piece for a batch some of whose samples were made already (reuse): only
+        the others (stand-ins, samples read to fill the batch) are made, the rows put together
+        in the batch's order. Samples that fail again go through the policy and the batch is
+        tried again, keeping what this try made."""
+        items, rest = pending[: self.batch_size], pending[self.batch_size :]
+        index = np.fromiter((it.index for it in items), np.int64, len(items))
+        fresh = [j for j, it in enumerate(items) if id(it) not in reuse]
+        made = None
+        if fresh:
+            sub = [items[j] for j in fresh]
+            try:
+                prepared = self.engine.prepare(self.transforms.program, [it.data for it in sub], self.seed, run.epoch,
+                                               index[fresh], _targets(sub))
+                made = self.engine.finish(prepared, partial=True)["image"]
+            except SampleError as e:
+                left = items + rest
+                bad = {position for position, _ in e.failures}
+                if e.batch is not None:
+                    for j, it in enumerate(sub):
+                        if j not in bad:
+                            reuse[id(it)] = (e.batch["image"], j)
+                for position, reason in e.failures:
+                    left = self._reading.refill(run, left, sub[position], reason)
+                return None, None, left
+        first = made if made is not None else next(iter(reuse.values()))[0]
+        image = first.new_empty((len(items), *first.shape[1:]))
+        for j, it in enumerate(items):
+            if id(it) in reuse:
+                tensor, row = reuse[id(it)]
+                image[j] = tensor[row]
+        if made is not None:
+            image[torch.as_tensor(fresh, device=image.device)] = made
+        reuse.clear()
+        batch = self._wrap({"image": image}, items, index, run.epoch)
+        record = BatchDecode(cpu=len(items))
+        return (lambda: batch), (lambda: record), rest
 
     def _wrap(self, out: dict[str, Any], items: list[Item], index: np.ndarray, epoch: int) -> dict[str, Any]:
         """The batch dict from the engine's output; index: the items' sample indices (int64,

@@ -63,6 +63,9 @@ class Run:
     # epochs after this one planned ahead (pixelpipe.loader.cached.Planned by epoch), a map shared by
     # the runs of one producer; None: none are
     later: dict[int, Any] | None = None
+    # a batch whose finish failed on some samples but made the others (SampleError with its
+    # `batch` and `items`): its rows are kept when it is made again (Pipeline._next_batch)
+    partial: Any = None
 
     def save(self) -> tuple[Any, ...]:
         return (self.slots.position, self.cursor, self.made, list(self.pending), list(self.head), set(self.failed),
@@ -103,7 +106,9 @@ def produce(open_run: Callable[[int, int, int], Run], next_batch: Callable[[Run,
     is known whether k's finish fails on an undecodable sample. When it does, what was done
     since k was made is taken back (the slots read are given again, k's run restored, the
     runs after it dropped) and k is made again in one piece, so that the on_error policy
-    applies exactly as it does when a batch is made in one piece."""
+    applies exactly as it does when a batch is made in one piece. Where the finish made k's
+    other samples all the same (the error's `batch`), the run keeps it as `partial` and only
+    stand-ins for the failed samples are made again."""
     run = open_run(epoch, start, made)
     flight: Made | None = None  # the batch being finished on the finisher thread
     redo = False
@@ -133,11 +138,12 @@ def produce(open_run: Callable[[int, int, int], Run], next_batch: Callable[[Run,
             if flight is not None:
                 try:
                     batch, event = flight.future.result()  # type: ignore[union-attr]
-                except SampleError:  # made again in one piece: the policy decides
+                except SampleError as e:  # made again in one piece: the policy decides
                     if run is not flight.run:
                         run.slots.close()
                     run = flight.run
                     run.restore(flight.saved)
+                    run.partial = e if getattr(e, "items", None) is not None else None
                     flight, redo = None, True
                     continue
                 except BaseException as e:

@@ -147,7 +147,8 @@ def for_each(fn: Callable[[int], None], items: list[int], map_fn: MapFn,
     failing item in `items` (as iterating map_fn(fn, items) would; for a sorted list, the
     lowest failing one). A sample that cannot be read (SampleError) does not stop the others:
     when such are the only failures, one SampleError reports them all, so that a pipeline
-    skipping them makes the batch again once. meanwhile(), if given, runs on the caller's
+    skipping them makes the batch again once (run_cpu_stage hands the other samples' finished
+    slots over with it, as `partial`, so that only the failed ones need making again). meanwhile(), if given, runs on the caller's
     thread once the tasks are handed out (before the first item with a lazy map such as the
     builtin one); it must not raise.
 
@@ -232,7 +233,11 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
         else:
             finish_sample(warp_sample(img, spec, s.rows, i), s.pspec, i, s.out[i], s.post)
 
-    for_each(one, longest_first(spec), map_fn, meanwhile=setup.prime)
+    unreadable: SampleError | None = None
+    try:
+        for_each(one, longest_first(spec), map_fn, meanwhile=setup.prime)
+    except SampleError as e:  # the others are done: finish them, then say which failed
+        unreadable = e
     s = setup()
     if kept:
         rest = torch.tensor(sorted(kept), dtype=torch.int64)
@@ -240,6 +245,9 @@ def run_cpu_stage(load: Callable[[int], torch.Tensor], spec: WarpSpec,
         sub = PointwiseSpec(None if pspec.color is None else pspec.color[rest], pspec.mean, pspec.std,
                             pspec.dtype, pspec.layout, pspec.channels)
         s.out[rest] = pointwise_reference(_reference(kept.__getitem__, spec, rest, map), sub)
+    if unreadable is not None:
+        unreadable.partial = s.out  # every slot but the failed samples' is written
+        raise unreadable
     return s.out
 
 
