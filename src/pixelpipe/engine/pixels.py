@@ -1,0 +1,118 @@
+"""A stage's pixel ops (blur, erasing, the policies' colour and levels steps, a user's Lambda),
+Normalize where it stands among them and the output form, on the warped float image.
+
+On the CPU the batch is split by samples into consecutive pieces, and each piece runs the whole
+chain of pixel ops on one of the Engine's threads (one torch intra-op thread each, see
+data.threads), writing its rows of the output. Pixel ops are per-sample functions (kinds.PixelOp)
+and every draw is a function of the sample, not of the batch, so a piece gives its samples'
+rows bit for bit as the whole batch does (tests/test_engine_pixels.py checks this for every
+thread count). Before this, the chain ran on the thread that called the Engine while its
+decoding threads waited: the SimCLR, DeiT and RandAugment pipelines used 1.1-1.4 of 2 cores.
+Pieces, not a row band of every image: the ops' per-image statistics (equalize's histograms,
+autocontrast's range, contrast's mean) and a blur's borders would need the whole image in one
+place. Small pieces (a few samples) balance the threads, since samples cost different amounts
+(a blur for half of them, a policy's operation per sample); each piece pays the chain's
+per-call overhead once, so pieces are not single samples. On a GPU the batch runs whole, on the
+calling thread (the kernels are launched, not run, there).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws, epochs
+from ..data.transfer import device_constant
+from ..kernels.cpu.stage import MapFn, for_each
+from ..plan import Stage, fast
+from ..plan.output import Output, finish_tensor
+
+__all__ = ["PIECE", "pixel_pieces", "run_pixels"]
+
+# samples per piece on the CPU: measured on 2 cores (64-image batches of 224x224), 4 to 8 per
+# piece ran the SimCLR, DeiT and RandAugment chains fastest; 2 per piece paid the per-call
+# overhead of a policy's dozen ops 32 times per batch, 32 per piece (one per thread) left a
+# thread idle while the other finished the piece with more blurred images
+PIECE = 8
+
+
+def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, shared: np.ndarray,
+               output: Output | None, targets: bool) -> torch.Tensor:
+    """The stage's pixel ops on x (float [N, C, H, W]: the whole batch or a piece of it, idx and
+    shared the rows' sample indices and draw prefixes, epoch an int or the rows' epochs),
+    Normalize where it stands among them, then, with `output` (the last stage), the output form."""
+    norm_at = stage.normalize_at if stage.normalize is not None else -1
+    for j, (pos, op) in enumerate(stage.pixels):
+        if j == norm_at and j > 0:
+            x = normalize(x, stage)
+        draws = Draws(seed, epoch, idx, pos, shared)
+        sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
+        y = op.apply(x, op.sample(draws, sizes), draws)
+        if not isinstance(y, torch.Tensor):
+            raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
+        if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():
+            raise ValueError(f"op {pos} ({type(op).__name__}) must return a float [N, C, H, W] tensor of "
+                             f"{x.shape[0]} samples and {x.shape[1]} channels, got {y.dtype} {tuple(y.shape)}")
+        if targets and y.shape[2:] != x.shape[2:]:
+            raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
+                             "masks cannot follow it (resize or crop with a geometric op instead)")
+        x = y
+    if norm_at == len(stage.pixels) and norm_at > 0:
+        x = normalize(x, stage)
+    if output is not None:
+        x = finish_tensor(x, output)
+    return x
+
+
+def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, output: Output | None,
+                 targets: bool, map_fn: MapFn, piece: int | None = None) -> torch.Tensor:
+    """run_pixels over the batch in pieces of `piece` consecutive samples (default PIECE), on the
+    threads behind map_fn (an Engine's pool), each piece writing its rows of one output tensor:
+    the same bits as one run_pixels of the whole batch. A stage with an op that is not
+    per-sample (PixelOp.per_sample False: a Lambda by default) runs as one piece, on one of
+    those threads too. The first failing piece's error is raised."""
+    n = x.shape[0]
+    shared = fast.prefix(seed, epoch, idx)
+    per = epochs(epoch)
+    piece = max(1, PIECE if piece is None else piece)
+    if not all(getattr(op, "per_sample", True) for _, op in stage.pixels):
+        piece = max(n, 1)
+    starts = list(range(0, n, piece))
+    if len(starts) <= 1:
+        one: list[torch.Tensor] = []
+        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, shared, output, targets)), [0], map_fn)
+        return one[0]
+    made: list[torch.Tensor] = []  # the output, made by the first piece to finish
+    lock = threading.Lock()
+
+    def run(a: int) -> None:
+        b = min(a + piece, n)
+        rows_epoch = per[a:b] if isinstance(per, np.ndarray) else per
+        y = run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], shared[a:b], output, targets)
+        with lock:
+            if not made:
+                made.append(torch.empty((n, *y.shape[1:]), dtype=y.dtype))
+        out = made[0]
+        if y.shape[1:] != out.shape[1:] or y.dtype != out.dtype:
+            raise ValueError(f"the pixel ops gave samples {a}..{b - 1} as {y.dtype} {tuple(y.shape[1:])} and others "
+                             f"as {out.dtype} {tuple(out.shape[1:])}: every sample of a batch must come out alike")
+        out[a:b].copy_(y)
+
+    for_each(run, starts, map_fn)
+    return made[0]
+
+
+def normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
+    """Normalize of the stage on float NCHW x."""
+    norm = stage.normalize
+    assert norm is not None
+    c = x.shape[1]
+    mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
+    std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
+    # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
+    # (a quarter of DeiT's pixel-op time on 2 CPU cores)
+    scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
+    return torch.addcmul((-mean / std).view(1, c, 1, 1).to(x.dtype), x, scale)
