@@ -19,6 +19,7 @@ calling thread (the kernels are launched, not run, there).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,10 +41,15 @@ PIECE = 8
 
 
 def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, shared: np.ndarray,
-               output: Output | None, targets: bool) -> torch.Tensor:
+               output: Output | None, targets: bool, dest: Callable[[torch.Tensor], torch.Tensor] | None = None
+               ) -> torch.Tensor:
     """The stage's pixel ops on x (float [N, C, H, W]: the whole batch or a piece of it, idx and
     shared the rows' sample indices and draw prefixes, epoch an int or the rows' epochs),
-    Normalize where it stands among them, then, with `output` (the last stage), the output form."""
+    Normalize where it stands among them, then, with `output` (the last stage), the output form.
+
+    dest, if given, maps the result before its last pass (float NCHW) to the tensor the result
+    goes in (its rows of the batch's output): the last pass (Normalize, the cast to the output
+    dtype, the layout) writes there, the same numbers as without, in one pass fewer."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     for j, (pos, op) in enumerate(stage.pixels):
         if j == norm_at and j > 0:
@@ -60,20 +66,32 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
             raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
                              "masks cannot follow it (resize or crop with a geometric op instead)")
         x = y
-    if norm_at == len(stage.pixels) and norm_at > 0:
-        x = normalize(x, stage)
-    if output is not None:
-        x = finish_tensor(x, output)
-    return x
+    norm_last = norm_at == len(stage.pixels) and norm_at > 0
+    if dest is None:
+        if norm_last:
+            x = normalize(x, stage)
+        return x if output is None else finish_tensor(x, output)
+    out = dest(x)
+    if output is not None and output.dtype == torch.uint8:  # rounded: the reference's steps
+        out.copy_(finish_tensor(normalize(x, stage) if norm_last else x, output))
+        return out
+    # float32 NCHW values, cast once to the output's dtype as they are stored (as .to() casts)
+    view = out.permute(0, 3, 1, 2) if output is not None and output.layout == "NHWC" else out
+    if norm_last:
+        normalize(x, stage, view)
+    else:
+        view.copy_(x)
+    return out
 
 
 def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, output: Output | None,
                  targets: bool, map_fn: MapFn, piece: int | None = None) -> torch.Tensor:
     """run_pixels over the batch in pieces of `piece` consecutive samples (default PIECE), on the
-    threads behind map_fn (an Engine's pool), each piece writing its rows of one output tensor:
-    the same bits as one run_pixels of the whole batch. A stage with an op that is not
-    per-sample (PixelOp.per_sample False: a Lambda by default) runs as one piece, on one of
-    those threads too. The first failing piece's error is raised."""
+    threads behind map_fn (an Engine's pool), each piece writing its rows of one output tensor
+    (made by the first piece to get there, from the shape of its result): the same bits as one
+    run_pixels of the whole batch. A stage with an op that is not per-sample (PixelOp.per_sample
+    False: a Lambda by default) runs as one piece, on one of those threads too. The first
+    failing piece's error is raised."""
     n = x.shape[0]
     shared = fast.prefix(seed, epoch, idx)
     per = epochs(epoch)
@@ -85,28 +103,35 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
         one: list[torch.Tensor] = []
         for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, shared, output, targets)), [0], map_fn)
         return one[0]
-    made: list[torch.Tensor] = []  # the output, made by the first piece to finish
+    made: list[torch.Tensor] = []  # the output, made by the first piece to get there
     lock = threading.Lock()
 
     def run(a: int) -> None:
         b = min(a + piece, n)
+
+        def rows(y: torch.Tensor) -> torch.Tensor:
+            shape = tuple(y.shape[1:])
+            if output is not None and output.layout == "NHWC":
+                shape = (*shape[1:], shape[0])
+            dtype = y.dtype if output is None else output.dtype
+            with lock:
+                if not made:
+                    made.append(torch.empty((n, *shape), dtype=dtype))
+            out = made[0]
+            if out.shape[1:] != shape or out.dtype != dtype:
+                raise ValueError(f"the pixel ops gave samples {a}..{b - 1} as {dtype} {shape} and others as "
+                                 f"{out.dtype} {tuple(out.shape[1:])}: every sample of a batch must come out alike")
+            return out[a:b]
+
         rows_epoch = per[a:b] if isinstance(per, np.ndarray) else per
-        y = run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], shared[a:b], output, targets)
-        with lock:
-            if not made:
-                made.append(torch.empty((n, *y.shape[1:]), dtype=y.dtype))
-        out = made[0]
-        if y.shape[1:] != out.shape[1:] or y.dtype != out.dtype:
-            raise ValueError(f"the pixel ops gave samples {a}..{b - 1} as {y.dtype} {tuple(y.shape[1:])} and others "
-                             f"as {out.dtype} {tuple(out.shape[1:])}: every sample of a batch must come out alike")
-        out[a:b].copy_(y)
+        run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], shared[a:b], output, targets, rows)
 
     for_each(run, starts, map_fn)
     return made[0]
 
 
-def normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
-    """Normalize of the stage on float NCHW x."""
+def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Normalize of the stage on float NCHW x, into `out` if given (cast as it is stored)."""
     norm = stage.normalize
     assert norm is not None
     c = x.shape[1]
@@ -115,4 +140,5 @@ def normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
     # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
     # (a quarter of DeiT's pixel-op time on 2 CPU cores)
     scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
-    return torch.addcmul((-mean / std).view(1, c, 1, 1).to(x.dtype), x, scale)
+    bias = (-mean / std).view(1, c, 1, 1).to(x.dtype)
+    return torch.addcmul(bias, x, scale) if out is None else torch.addcmul(bias, x, scale, out=out)
