@@ -8,11 +8,11 @@ import threading
 import numpy as np
 import pytest
 import torch
+from helpers import varied_images
 
 import pixelpipe as pp
 import pixelpipe.engine.pixels as pixels
 from pixelpipe import presets
-from tests.helpers import varied_images
 
 SIZE = 32
 NORM = pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)

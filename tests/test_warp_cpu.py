@@ -352,3 +352,25 @@ class TestGeneralWarp:
         assert bool((with_general(classify(spec)) == GENERAL).any())
         want = warp_reference(b.data, b.table, spec).clamp(0, 255) / 255
         torch.testing.assert_close(got, want, atol=GENERAL_MAX / 255 + 1e-6, rtol=0)
+
+    @pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
+    def test_bicubic_crops_take_the_general_path(self, interpolation):
+        """Axis-aligned bicubic samples go through warp.c (cheaper than the separable path),
+        bilinear ones keep "window" / "separable"; a Compose agrees with the reference."""
+        from pixelpipe.kernels.cpu.stage import _kinds
+
+        imgs = [torch.from_numpy(make_image(60 + 7 * k, 80 - 5 * k, c=1 if k == 3 else 3, seed=k)) for k in range(8)]
+        ops = [pp.RandomResizedCrop(32, interpolation=interpolation), pp.RandomFlip(0.5)]
+        b = ImageBatch.from_list(imgs)
+        plan = pp.Compose(ops).stages[0].sample(5, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+        spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+        before = classify(spec)
+        kinds = _kinds(spec, True)
+        if interpolation == "bicubic":
+            assert bool((before == SEPARABLE).all()) and bool((kinds == GENERAL).all())
+        else:
+            assert torch.equal(kinds, before) and not bool((kinds == GENERAL).any())
+        got = pp.Compose(ops, dtype=torch.float32, layout="NHWC")(imgs, seed=5)
+        want = warp_reference(b.data, b.table, spec).clamp(0, 255) / 255
+        tolerance = GENERAL_MAX if interpolation == "bicubic" else 2.0  # "window": 2 grey levels
+        torch.testing.assert_close(got, want, atol=tolerance / 255 + 1e-6, rtol=0)

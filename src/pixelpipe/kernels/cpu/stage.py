@@ -332,9 +332,11 @@ def longest_first(spec: WarpSpec) -> list[int]:
 
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
-    """classify(spec) with the rest "general" where warp.c was built, or every sample REFERENCE
-    when the pixels are not uint8."""
-    return with_general(classify(spec)) if len(spec) and uint8 else torch.full((len(spec),), REFERENCE)
+    """classify(spec) with the rest (and bicubic "separable" samples) "general" where warp.c
+    was built, or every sample REFERENCE when the pixels are not uint8."""
+    if not (len(spec) and uint8):
+        return torch.full((len(spec),), REFERENCE)
+    return with_general(classify(spec), spec.interpolation)
 
 
 class _Setup:
