@@ -1,13 +1,14 @@
-"""A stage's pixel ops (blur, erasing, the policies' colour and levels steps, a user's Lambda),
+"""A stage's pixel ops (blur, erasing, the policies' colour and levels steps, Lambdas),
 Normalize where it stands among them and the output form, on the warped float image.
 
 On the CPU the batch is split by samples into consecutive pieces, and each piece runs the whole
 chain of pixel ops on one of the Engine's threads (one torch intra-op thread each, see
-data.threads), writing its rows of the output. Pixel ops are per-sample functions (kinds.PixelOp)
-and every draw is a function of the sample, not of the batch, so a piece gives its samples'
-rows bit for bit as the whole batch does (tests/test_engine_pixels.py checks this for every
-thread count). Before this, the chain ran on the thread that called the Engine while its
-decoding threads waited: the SimCLR, DeiT and RandAugment pipelines used 1.1-1.4 of 2 cores.
+data.threads), writing its rows of the output. Pixel ops are per-sample functions (kinds.PixelOp;
+one that is not, `per_sample = False`, makes the stage run as one piece) and every draw is a
+function of the sample, not of the batch, so a piece gives its samples' rows bit for bit as the
+whole batch does (tests/test_engine_pixels.py checks this for several thread counts and piece
+sizes). Run as one batch on the thread that calls the Engine, the chain left the decoding
+threads idle: the SimCLR, DeiT and RandAugment pipelines used 1.1-1.4 of 2 cores.
 Pieces, not a row band of every image: the ops' per-image statistics (equalize's histograms,
 autocontrast's range, contrast's mean) and a blur's borders would need the whole image in one
 place. Small pieces (a few samples) balance the threads, since samples cost different amounts
@@ -33,10 +34,10 @@ from ..plan.output import Output, finish_tensor
 
 __all__ = ["PIECE", "pixel_pieces", "run_pixels"]
 
-# samples per piece on the CPU: measured on 2 cores (64-image batches of 224x224), 4 to 8 per
-# piece ran the SimCLR, DeiT and RandAugment chains fastest; 2 per piece paid the per-call
-# overhead of a policy's dozen ops 32 times per batch, 32 per piece (one per thread) left a
-# thread idle while the other finished the piece with more blurred images
+# samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, ms per batch:
+# SimCLR 115-127 in pieces of 8, 106 of 4, 203 of 32, 319 as one piece (its blur's temporaries
+# stay in the cache); DeiT and RandAugment 107-140 in pieces of 16-32, within 10-15% of that in
+# pieces of 8, slower in pieces of 2 (a policy's dozen ops pay their per-call overhead per piece)
 PIECE = 8
 
 
