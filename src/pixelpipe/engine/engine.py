@@ -217,6 +217,8 @@ class Engine:
                 source, decoded = source.run()
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
+            if program.output.exact_resize:  # at least the region itself: full size
+                mins = np.maximum(mins, regions[:, 2:4] - regions[:, 0:2])
             scale = x.scales(regions, mins)
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=antialias)
             source = x.loader(regions, mins, scale)
