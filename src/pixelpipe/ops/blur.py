@@ -23,7 +23,7 @@ from ..data.random import Draws
 from ..data.transfer import to_device
 from .checks import check_prob, check_range, one_or_pair
 from .kinds import Op, Params, PixelOp
-from .pixelwise import column, pad_reflect
+from .pixelwise import column, pad_reflect, where_on
 
 __all__ = ["GaussianBlur", "MedianBlur", "MotionBlur", "RandomAdjustSharpness", "RandomSharpness"]
 
@@ -206,7 +206,7 @@ class MotionBlur(PixelOp):
             return x
         k = motion_kernels(self.kernel_size, params["length"], params["angle"], params["direction"])
         out = _filter2d(x, to_device(k, x.device))
-        return torch.where(column(params["on"], x), out, x)
+        return where_on(params["on"], out, x)
 
 
 class MedianBlur(PixelOp):
@@ -297,16 +297,17 @@ class RandomSharpness(PixelOp):
             return x
         # the 3x3 smoothing of the inside, as a sum of shifted views (see _filter: the same
         # bits on every device): 8 neighbours of weight 1 and the centre of weight 5, over 13
+        # (added in place into one buffer: the same roundings as new tensors per neighbour)
         inner = x[:, :, 1:-1, 1:-1]
         smooth = inner * 5.0
         for dy in range(3):
             for dx in range(3):
                 if dy != 1 or dx != 1:
-                    smooth = smooth + x[:, :, dy:dy + h - 2, dx:dx + w - 2]
-        smooth = smooth / 13.0
-        blended = (smooth + column(params["factor"], x) * (inner - smooth)).clamp_(0.0, 1.0)
+                    smooth.add_(x[:, :, dy:dy + h - 2, dx:dx + w - 2])
+        smooth.div_(13.0)
+        blended = torch.sub(inner, smooth).mul_(column(params["factor"], x)).add_(smooth).clamp_(0.0, 1.0)
         out = x.clone()
-        out[:, :, 1:-1, 1:-1] = torch.where(column(params["on"], x), blended, inner)
+        out[:, :, 1:-1, 1:-1] = where_on(params["on"], blended, inner)
         return out
 
 
