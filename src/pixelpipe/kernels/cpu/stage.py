@@ -332,11 +332,9 @@ def longest_first(spec: WarpSpec) -> list[int]:
 
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
-    """classify(spec) with the rest (and bicubic "separable" samples) "general" where warp.c
-    was built, or every sample REFERENCE when the pixels are not uint8."""
-    if not (len(spec) and uint8):
-        return torch.full((len(spec),), REFERENCE)
-    return with_general(classify(spec), spec.interpolation)
+    """classify(spec) with the rest and the "separable" samples "general" where warp.c was
+    built, or every sample REFERENCE when the pixels are not uint8."""
+    return with_general(classify(spec)) if len(spec) and uint8 else torch.full((len(spec),), REFERENCE)
 
 
 class _Setup:
