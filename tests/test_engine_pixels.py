@@ -123,3 +123,16 @@ def test_an_empty_batch_and_one_sample(images, monkeypatch):
     assert _run(t, [], 2, 4, monkeypatch).shape == (0, 3, SIZE, SIZE)
     one = _run(t, images[:1], 2, 4, monkeypatch)
     assert torch.equal(one, _run(t, images, 1, 1000, monkeypatch)[:1])
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_cpu_pixel_ops_keep_host_memory_as_the_engine_says(images, monkeypatch, keep):
+    import pixelpipe.engine.process as process
+
+    calls: list[int] = []
+    monkeypatch.setattr(process, "keep_host_memory", lambda: calls.append(1) or True)
+    with pp.Engine(num_threads=2, gpu=pp.GpuDecoding(keep_host_memory=keep)) as engine:
+        pp.Compose([pp.Resize((16, 16))])(images, engine=engine)  # no pixel ops: nothing asked
+        assert calls == []
+        COMPOSES["simclr"](images, engine=engine)
+    assert bool(calls) == keep

@@ -249,6 +249,10 @@ class Engine:
         threads (engine.pixels), on a GPU as one batch."""
         output = work.program.output if work.final else None
         if x.device.type == "cpu":
+            if self.gpu.keep_host_memory:  # the pieces' temporaries: see engine.process
+                from .process import keep_host_memory
+
+                keep_host_memory()
             return pixel_pieces(work.stage, x, prepared.seed, prepared.epoch, prepared.idx, output, targets,
                                 self.executor().map)
         shared = fast.prefix(prepared.seed, prepared.epoch, prepared.idx)
