@@ -34,10 +34,11 @@ from ..plan.output import Output, finish_tensor
 
 __all__ = ["PIECE", "pixel_pieces", "run_pixels"]
 
-# samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, ms per batch:
-# SimCLR 115-127 in pieces of 8, 106 of 4, 203 of 32, 319 as one piece (its blur's temporaries
-# stay in the cache); DeiT and RandAugment 107-140 in pieces of 16-32, within 10-15% of that in
-# pieces of 8, slower in pieces of 2 (a policy's dozen ops pay their per-call overhead per piece)
+# samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, medians of 5
+# alternating rounds, process CPU ms per batch in pieces of 4 / 8 / 16: SimCLR 157 / 155 / 176
+# (its blur's temporaries stay in the cache), DeiT 186 / 174 / 182, RandAugment 174 / 166 / 169
+# (a policy's dozen ops pay their per-call overhead per piece); as one piece SimCLR took twice
+# as long
 PIECE = 8
 
 
