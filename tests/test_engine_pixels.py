@@ -22,6 +22,7 @@ def _composes() -> dict[str, pp.Compose]:
     crop = [pp.RandomResizedCrop(SIZE), pp.RandomFlip(0.5)]
     return {
         "simclr": presets.simclr(SIZE),
+        "simclr_nhwc": presets.simclr(SIZE, dtype=torch.bfloat16, layout="NHWC"),  # Normalize last, into NHWC
         "deit": presets.deit(SIZE),
         "randaugment": pp.Compose(crop + [pp.RandAugment(2, 9), NORM, pp.RandomErasing(0.5, value="random")]),
         "policies": pp.Compose(crop + [pp.AutoAugment("imagenet"), pp.TrivialAugmentWide()], dtype=torch.uint8),
