@@ -154,7 +154,8 @@ class RandomEqualize(AppliedWithP, PixelOp):
             return x
         levels = grey_levels(x).view(n * c, -1)  # [NC, HW]
         # scatter_add_, not bincount: CUDA's bincount reads the largest value back to the host
-        hist = torch.zeros(n * c, 256, dtype=torch.int64, device=x.device).scatter_add_(1, levels, torch.ones_like(levels))
+        ones = torch.ones(1, 1, dtype=torch.int64, device=x.device).expand_as(levels)  # no tensor of ones
+        hist = torch.zeros(n * c, 256, dtype=torch.int64, device=x.device).scatter_add_(1, levels, ones)
         present = hist > 0
         top = 255 - present.flip(1).to(torch.int8).argmax(1, keepdim=True)  # highest level present
         total = levels.shape[1]
@@ -163,7 +164,9 @@ class RandomEqualize(AppliedWithP, PixelOp):
         table = ((step // 2 + below) // step.clamp_min(1)).clamp_(max=255)
         keep = step == 0
         table = torch.where(keep, torch.arange(256, device=x.device).view(1, 256), table)
-        out = table.gather(1, levels).view_as(x).to(x.dtype) * (1.0 / 255.0)
+        # the table's 256 values made float once, then gathered: the same numbers as gathering the
+        # levels and converting each value
+        out = (table.to(x.dtype) * (1.0 / 255.0)).gather(1, levels).view_as(x)
         return where_on(params["on"], out, x)
 
 
