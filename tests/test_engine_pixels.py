@@ -32,6 +32,8 @@ def _composes() -> dict[str, pp.Compose]:
                                       pp.GaussianBlur(7, p=0.5), pp.GaussianNoise(0.05, p=0.5),
                                       pp.Cutout(8, num_holes=2, value="random"), pp.GridMask((8, 16), p=0.5)],
                               dtype=torch.float16),
+        "others": pp.Compose(crop + [pp.AugMix(), pp.JpegQuality((40, 90)), pp.RandomHSV(0.1, 0.3, 0.3),
+                                     pp.SaltAndPepper(), pp.RandomGamma(p=0.5)]),
     }
 
 
