@@ -72,3 +72,13 @@ class TestGaussianNoise:
         cpu = noisy(imgs, seed=2) - plain(imgs, seed=2)
         gpu = (noisy(gpu_imgs, seed=2) - plain(gpu_imgs, seed=2)).cpu()
         torch.testing.assert_close(gpu, cpu, atol=2e-5, rtol=0)
+
+
+def test_where_on_selects_per_sample_and_skips_the_select_when_the_flags_agree():
+    from pixelpipe.ops.pixelwise import column, where_on
+
+    x, out = torch.rand(4, 3, 5, 6), torch.rand(4, 3, 5, 6)
+    mixed = np.array([True, False, True, False])
+    assert torch.equal(where_on(mixed, out, x), torch.where(column(mixed, x), out, x))
+    assert where_on(np.ones(4, dtype=bool), out, x) is out
+    assert where_on(np.zeros(4, dtype=bool), out, x) is x

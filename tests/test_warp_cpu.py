@@ -352,3 +352,58 @@ class TestGeneralWarp:
         assert bool((with_general(classify(spec)) == GENERAL).any())
         want = warp_reference(b.data, b.table, spec).clamp(0, 255) / 255
         torch.testing.assert_close(got, want, atol=GENERAL_MAX / 255 + 1e-6, rtol=0)
+
+    @pytest.mark.parametrize("interpolation", INTERPOLATIONS)
+    @pytest.mark.parametrize("antialias", [True, False])
+    def test_axis_aligned_maps_inside_the_image_agree_with_the_reference(self, interpolation, antialias):
+        """Crops, resizes and flips whose pixel centres land inside the image take warp.c's two
+        1-D passes (warp_separable.h): the general path's tolerance, grey and RGB, shrinking
+        and enlarging, on buffers with margins (decoded regions) and whole images."""
+        b = ImageBatch.from_list([torch.from_numpy(make_image(50 + 11 * k, 90 - 7 * k, c=1 if k == 2 else 3, seed=k))
+                                  for k in range(6)])
+        worst, total, pixels = 0.0, 0.0, 0
+        for ops in ([pp.RandomResizedCrop((24, 40), interpolation=interpolation), pp.RandomFlip(0.5, 0.5)],
+                    [pp.Resize((90, 70), interpolation=interpolation), pp.RandomFlip(0.5)],
+                    [pp.CenterCrop(0.7), pp.Resize((19, 23), interpolation=interpolation)]):
+            plan = pp.Compose(ops).stages[0].sample(2, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+            regions = plan.regions()
+            for spec, stored in ((plan.warp_spec(plan.uniform_size(), regions, antialias=antialias), None),
+                                 (plan.warp_spec(plan.uniform_size(), regions, origin=regions[:, :2],
+                                                 antialias=antialias), regions)):
+                rows = _general_rows(spec)
+                for i in range(len(b)):
+                    img = b[i]
+                    if stored is not None:  # the decoded region alone (a view), as the CPU decoder leaves it
+                        y0, x0, y1, x1 = stored[i].tolist()
+                        img = img[y0:y1, x0:x1]
+                    got = general_sample(img, spec, rows, i).clamp(0, 255)
+                    want = _reference_one(img, spec[[i]]).clamp(0, 255)
+                    mx, mean = _errors(got, want)
+                    worst = max(worst, mx)
+                    total += mean * want.numel()
+                    pixels += want.numel()
+        assert worst <= GENERAL_MAX, worst
+        assert total / pixels <= GENERAL_MEAN
+
+    @pytest.mark.parametrize("interpolation", ["bicubic", "bilinear"])
+    def test_separable_crops_take_the_general_path(self, interpolation):
+        """Axis-aligned "separable" samples (every bicubic one) go through warp.c (its two 1-D
+        passes are cheaper), "window" ones keep their path; a Compose agrees with the reference."""
+        from pixelpipe.kernels.cpu.stage import _kinds
+
+        imgs = [torch.from_numpy(make_image(60 + 7 * k, 80 - 5 * k, c=1 if k == 3 else 3, seed=k)) for k in range(8)]
+        ops = [pp.RandomResizedCrop(32, interpolation=interpolation), pp.RandomFlip(0.5)]
+        b = ImageBatch.from_list(imgs)
+        plan = pp.Compose(ops).stages[0].sample(5, 0, torch.arange(len(b)), b.sizes.to(torch.float64))
+        spec = plan.warp_spec(plan.uniform_size(), plan.regions())
+        before = classify(spec)
+        kinds = _kinds(spec, True)
+        if interpolation == "bicubic":
+            assert bool((before == SEPARABLE).all())
+        else:
+            assert bool((before == WINDOW).all())
+        assert torch.equal(kinds, torch.where(before == SEPARABLE, GENERAL, before))
+        got = pp.Compose(ops, dtype=torch.float32, layout="NHWC")(imgs, seed=5)
+        want = warp_reference(b.data, b.table, spec).clamp(0, 255) / 255
+        tolerance = GENERAL_MAX if interpolation == "bicubic" else 2.0  # "window": 2 grey levels
+        torch.testing.assert_close(got, want, atol=tolerance / 255 + 1e-6, rtol=0)

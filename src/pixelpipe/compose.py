@@ -43,6 +43,12 @@ class Compose:
             or a perspective warp). Needs masks with one channel per box ([H, W, K], nonzero
             inside) or an instance map ([H, W], box k's pixels hold k + 1); a box whose mask
             left the image gets visibility 0 (pixelpipe.data.mask_boxes).
+        exact_resize: on the CPU, decode JPEGs at full size. By default (False) a region that
+            the ops shrink by 2x or more is decoded at a reduced DCT scale (1/2, 1/4 or 1/8:
+            libjpeg's scaled IDCT, several times less work) and resampled from there, which
+            differs from resampling the full-size decode (Pillow's decode then resize) by a mean
+            of 0.6-0.9 grey levels on photos; True resamples the full-size pixels, as Pillow
+            does (docs/ops.md states both tolerances). GPU decoding is always full size.
 
     Calling it: ``compose(images, seed=0, epoch=0, indices=None)`` where images is an
     ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes).
@@ -86,13 +92,13 @@ class Compose:
     def __init__(self, ops: Sequence[Op], dtype: torch.dtype = torch.float32, layout: str = "NCHW",
                  channels: int = 3, antialias: bool = True, mask_fill: int = 0, box_format: str = "xyxy",
                  targets: str = "list", flip_pairs: Sequence[Sequence[int]] | None = None,
-                 boxes_from_masks: bool = False) -> None:
+                 boxes_from_masks: bool = False, exact_resize: bool = False) -> None:
         ops = list(ops)
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"ops[{i}] is {type(op).__name__}, not a pixelpipe op")
         self.ops = ops
-        self.output = Output(dtype, layout, channels, antialias, mask_fill)
+        self.output = Output(dtype, layout, channels, antialias, mask_fill, exact_resize)
         self.program: Program = build(ops, self.output, TargetForm(box_format, targets, flip_pairs=flip_pairs,
                                                                       boxes_from_masks=bool(boxes_from_masks)))
         self.targets = self.program.targets
@@ -114,6 +120,10 @@ class Compose:
         return self.output.antialias
 
     @property
+    def exact_resize(self) -> bool:
+        return self.output.exact_resize
+
+    @property
     def stages(self) -> list[Stage]:
         return self.program.stages
 
@@ -121,7 +131,7 @@ class Compose:
         """A Compose of other ops with this one's output form."""
         o, t = self.output, self.targets
         return Compose(ops, o.dtype, o.layout, o.channels, o.antialias, o.mask_fill, t.box_format, t.form,
-                       t.flip_pairs, t.boxes_from_masks)
+                       t.flip_pairs, t.boxes_from_masks, o.exact_resize)
 
     def eval(self, style: str = "center") -> Compose:
         """The deterministic evaluation form of these ops, for validation and serving: each op
@@ -151,7 +161,8 @@ class Compose:
         o = self.output
         extra = "".join(f", {k}={v!r}" for k, v, default in (
             ("channels", o.channels, 3), ("antialias", o.antialias, True), ("mask_fill", o.mask_fill, 0),
-            ("box_format", self.targets.box_format, "xyxy"), ("targets", self.targets.form, "list")) if v != default)
+            ("box_format", self.targets.box_format, "xyxy"), ("targets", self.targets.form, "list"),
+            ("exact_resize", o.exact_resize, False)) if v != default)
         return f"Compose([\n{inner}\n], dtype={o.dtype}, layout={o.layout!r}{extra})"
 
     def __call__(self, images: Any, seed: int = 0, epoch: int = 0, indices: Any = None, *,

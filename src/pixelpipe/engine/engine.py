@@ -24,16 +24,15 @@ import torch
 from ..data.batch import ImageBatch
 from ..data.keypoint_pairs import mirror_keypoints
 from ..data.mask_boxes import boxes_from_masks
-from ..data.random import Draws, epochs
+from ..data.random import epochs
 from ..data.targets import Targets
 from ..data.threads import one_torch_thread
-from ..data.transfer import device_constant
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.reference.masks import warp_masks
-from ..plan import Program, Stage, fast
-from ..plan.output import finish_tensor
+from ..plan import Program, Stage
 from .options import GpuDecoding
+from .pixels import pixel_pieces, pixel_prefixes, run_pixels
 from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
 from .stats import BatchDecode, DecodeStats
 from .work import PendingDecode, Prepared, StageWork
@@ -240,6 +239,8 @@ class Engine:
                 source, decoded = source.run()
         elif encoded:  # the CPU decoder, at the DCT scale the headers allow
             mins = plan.min_decode_size(regions)
+            if program.output.exact_resize:  # at least the region itself: full size
+                mins = np.maximum(mins, regions[:, 2:4] - regions[:, 0:2])
             scale = x.scales(regions, mins)
             spec = plan.warp_spec(out_size, regions, origin=regions[:, :2], scale=scale, antialias=antialias)
             source = x.loader(regions, mins, scale)
@@ -266,31 +267,19 @@ class Engine:
 
     def _pixels(self, work: StageWork, x: torch.Tensor, prepared: Prepared, targets: bool) -> torch.Tensor:
         """The stage's pixel ops on its warped float image, Normalize where it stands among them,
-        then (last stage) the output form."""
-        stage, idx = work.stage, prepared.idx
-        prefixes = stage.prefixes(fast.prefix(prepared.seed, prepared.epoch, idx), prepared.frames,
-                                  [pos for pos, _ in stage.pixels])
-        norm_at = stage.normalize_at if stage.normalize is not None else -1
-        for j, (pos, op) in enumerate(stage.pixels):
-            if j == norm_at and j > 0:
-                x = _normalize(x, stage)
-            draws = Draws(prepared.seed, prepared.epoch, idx, pos, prefixes[j])
-            sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
-            y = op.apply(x, op.sample(draws, sizes), draws)
-            if not isinstance(y, torch.Tensor):
-                raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
-            if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():
-                raise ValueError(f"op {pos} ({type(op).__name__}) must return a float [N, C, H, W] tensor of "
-                                 f"{x.shape[0]} samples and {x.shape[1]} channels, got {y.dtype} {tuple(y.shape)}")
-            if targets and y.shape[2:] != x.shape[2:]:
-                raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
-                                 "masks cannot follow it (resize or crop with a geometric op instead)")
-            x = y
-        if norm_at == len(stage.pixels) and norm_at > 0:
-            x = _normalize(x, stage)
-        if work.final:
-            x = finish_tensor(x, work.program.output)
-        return x
+        then (last stage) the output form: on the CPU in pieces of samples over the decoding
+        threads (engine.pixels), on a GPU as one batch."""
+        output = work.program.output if work.final else None
+        if x.device.type == "cpu":
+            if self.gpu.keep_host_memory:  # the pieces' temporaries: see engine.process
+                from .process import keep_host_memory
+
+                keep_host_memory()
+            return pixel_pieces(work.stage, x, prepared.seed, prepared.epoch, prepared.idx, output, targets,
+                                self.executor().map, frames=prepared.frames)
+        prefixes = pixel_prefixes(work.stage, prepared.seed, prepared.epoch, prepared.idx, prepared.frames)
+        return run_pixels(work.stage, x, prepared.seed, epochs(prepared.epoch), prepared.idx, prefixes, output,
+                          targets)
 
     def _move(self, targets: Targets, work: StageWork, device: torch.device) -> Targets:
         """The targets through stage work's matrices: boxes and keypoints on the host, masks by
@@ -376,18 +365,6 @@ class Engine:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
-
-
-def _normalize(x: torch.Tensor, stage: Stage) -> torch.Tensor:
-    norm = stage.normalize
-    assert norm is not None
-    c = x.shape[1]
-    mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
-    std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
-    # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
-    # (a quarter of DeiT's pixel-op time on 2 CPU cores)
-    scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
-    return torch.addcmul((-mean / std).view(1, c, 1, 1).to(x.dtype), x, scale)
 
 
 def _outputs(targets: Targets, program: Program, x: torch.Tensor) -> dict[str, Any]:

@@ -16,10 +16,15 @@ benchmarks/gpu_slow_batches.py): from memory 14.7k -> 17.1k images/s, from files
 12.7k, with both thresholds fixed high (the planning, launching and kernel-launch times per
 batch fell 2-3x from files).
 
+The CPU path's pixel ops (engine.pixels) make several tensors of a few MiB per piece of a
+batch: measured on 2 cores (64-image SimCLR, DeiT and RandAugment batches), 9-12k page faults
+and 20-25 ms of system time per batch, against 0-6k and 2-11 ms with the thresholds fixed.
+
 `keep_host_memory()` fixes M_MMAP_THRESHOLD at 64 MiB and M_TRIM_THRESHOLD at 1 GiB with
 mallopt: the process keeps the memory it had at its busiest (a few hundred MiB for a pipeline)
 instead of returning it between batches. It acts once per process, only with glibc, and only
-when an Engine makes a GPU decoder with `GpuDecoding(keep_host_memory=True)` (the default).
+when an Engine with `GpuDecoding(keep_host_memory=True)` (the default) makes a GPU decoder or
+first runs pixel ops on the CPU.
 
 ## The garbage collector
 

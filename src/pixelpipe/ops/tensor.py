@@ -27,14 +27,23 @@ class Lambda(PixelOp):
     plan splits there). Boxes, keypoints and masks are left as they are: a Lambda that moves
     pixels cannot take targets with it (use a geometric op or `Warp`).
 
-    Example: ``Lambda(lambda x, draws: x + 0.02 * draws.normal_field(0, x.shape[1:], x.device))``.
+    per_sample: True when fn computes each sample from that sample alone (as the example does):
+    on the CPU the Engine may then run it on pieces of the batch on its threads (engine.pixels),
+    with the same result. False (the default) gives fn the whole batch, on one thread, for
+    functions that look across samples (a batch mean, a shuffle).
+
+    Example: ``Lambda(lambda x, draws: x + 0.02 * draws.normal_field(0, x.shape[1:], x.device),
+    per_sample=True)``.
     """
 
     deterministic = True  # kept as it is in an evaluation Compose: pixelpipe cannot tell
 
-    def __init__(self, fn: Callable[..., torch.Tensor], name: str | None = None) -> None:
+    def __init__(self, fn: Callable[..., torch.Tensor], name: str | None = None, per_sample: bool = False) -> None:
         if not callable(fn):
             raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+        if not isinstance(per_sample, bool):
+            raise ValueError(f"per_sample must be True or False, got {per_sample!r}")
+        self.per_sample = per_sample
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "fn")
         self._with_draws = _takes_two(fn)

@@ -24,13 +24,16 @@ class Output:
     dtype: torch.uint8, float16, bfloat16 or float32 (floats in [0, 1], or normalised);
     layout: "NCHW" or "NHWC"; channels: 3 (grey images replicated) or 1 (the grey of colour
     images); antialias: antialias every shrinking warp; mask_fill: the label masks take
-    where a warp reads beyond a "constant" border (e.g. 0, or an ignore index such as 255)."""
+    where a warp reads beyond a "constant" border (e.g. 0, or an ignore index such as 255);
+    exact_resize: decode JPEGs at full size on the CPU, never at a reduced DCT scale (see
+    Compose)."""
 
     dtype: torch.dtype = torch.float32
     layout: str = "NCHW"
     channels: int = 3
     antialias: bool = True
     mask_fill: int = 0
+    exact_resize: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -40,6 +43,8 @@ class Output:
         if self.channels not in (1, 3):
             raise ValueError(f"channels must be 1 or 3, got {self.channels}")
         object.__setattr__(self, "antialias", bool(self.antialias))
+        if not isinstance(self.exact_resize, bool):
+            raise ValueError(f"exact_resize must be True or False, got {self.exact_resize!r}")
         if isinstance(self.mask_fill, bool) or not isinstance(self.mask_fill, int):
             raise ValueError(f"mask_fill must be an int (a label), got {self.mask_fill!r}")
 

@@ -341,9 +341,10 @@ def longest_first(spec: WarpSpec) -> list[int]:
 
 
 def _kinds(spec: WarpSpec, uint8: bool) -> torch.Tensor:
-    """classify(spec) with the rest "general" where warp.c was built, or every sample REFERENCE
-    when the pixels are not uint8. Samples a displacement field moves take "general" (warp.c
-    reads the field; the reference without it); those it leaves in place (p) keep their path."""
+    """classify(spec) with the rest and the "separable" samples "general" where warp.c was
+    built, or every sample REFERENCE when the pixels are not uint8. Samples a displacement
+    field moves take "general" (warp.c reads the field; the reference without it); those it
+    leaves in place (p) keep their path."""
     if not (len(spec) and uint8):
         return torch.full((len(spec),), REFERENCE)
     kind = classify(spec)

@@ -1,0 +1,153 @@
+"""A stage's pixel ops (blur, erasing, the policies' colour and levels steps, Lambdas),
+Normalize where it stands among them and the output form, on the warped float image.
+
+On the CPU the batch is split by samples into consecutive pieces, and each piece runs the whole
+chain of pixel ops on one of the Engine's threads (one torch intra-op thread each, see
+data.threads), writing its rows of the output. Pixel ops are per-sample functions (kinds.PixelOp;
+one that is not, `per_sample = False`, makes the stage run as one piece) and every draw is a
+function of the sample, not of the batch, so a piece gives its samples' rows bit for bit as the
+whole batch does (tests/test_engine_pixels.py checks this for several thread counts and piece
+sizes). Run as one batch on the thread that calls the Engine, the chain left the decoding
+threads idle: the SimCLR, DeiT and RandAugment pipelines used 1.1-1.4 of 2 cores.
+Pieces, not a row band of every image: the ops' per-image statistics (equalize's histograms,
+autocontrast's range, contrast's mean) and a blur's borders would need the whole image in one
+place. Small pieces (a few samples) balance the threads, since samples cost different amounts
+(a blur for half of them, a policy's operation per sample); each piece pays the chain's
+per-call overhead once, so pieces are not single samples. On a GPU the batch runs whole, on the
+calling thread (the kernels are launched, not run, there).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.random import Draws, epochs
+from ..data.transfer import device_constant
+from ..kernels.cpu.stage import MapFn, for_each
+from ..plan import Stage, fast
+from ..plan.output import Output, finish_tensor
+
+__all__ = ["PIECE", "pixel_pieces", "pixel_prefixes", "run_pixels"]
+
+# samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, medians of 5
+# alternating rounds, process CPU ms per batch in pieces of 4 / 8 / 16: SimCLR 157 / 155 / 176
+# (its blur's temporaries stay in the cache), DeiT 186 / 174 / 182, RandAugment 174 / 166 / 169
+# (a policy's dozen ops pay their per-call overhead per piece); as one piece (64) SimCLR took
+# 230 ms of CPU per batch against 154 in pieces of 8
+PIECE = 8
+
+
+def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, prefixes: list[np.ndarray],
+               output: Output | None, targets: bool, dest: Callable[[torch.Tensor], torch.Tensor] | None = None
+               ) -> torch.Tensor:
+    """The stage's pixel ops on x (float [N, C, H, W]: the whole batch or a piece of it, idx the
+    rows' sample indices, prefixes each pixel op's draw prefixes of the rows (Stage.prefixes:
+    per frame for per-frame ops on clips), epoch an int or the rows' epochs),
+    Normalize where it stands among them, then, with `output` (the last stage), the output form.
+
+    dest, if given, maps the result before its last pass (float NCHW) to the tensor the result
+    goes in (its rows of the batch's output): the last pass (Normalize, the cast to the output
+    dtype, the layout) writes there, the same numbers as without, in one pass fewer."""
+    norm_at = stage.normalize_at if stage.normalize is not None else -1
+    for j, (pos, op) in enumerate(stage.pixels):
+        if j == norm_at and j > 0:
+            x = normalize(x, stage)
+        draws = Draws(seed, epoch, idx, pos, prefixes[j])
+        sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
+        y = op.apply(x, op.sample(draws, sizes), draws)
+        if not isinstance(y, torch.Tensor):
+            raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
+        if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():
+            raise ValueError(f"op {pos} ({type(op).__name__}) must return a float [N, C, H, W] tensor of "
+                             f"{x.shape[0]} samples and {x.shape[1]} channels, got {y.dtype} {tuple(y.shape)}")
+        if targets and y.shape[2:] != x.shape[2:]:
+            raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
+                             "masks cannot follow it (resize or crop with a geometric op instead)")
+        x = y
+    norm_last = norm_at == len(stage.pixels) and norm_at > 0
+    if dest is None:
+        if norm_last:
+            x = normalize(x, stage)
+        return x if output is None else finish_tensor(x, output)
+    out = dest(x)
+    if output is not None and output.dtype == torch.uint8:  # rounded: the reference's steps
+        out.copy_(finish_tensor(normalize(x, stage) if norm_last else x, output))
+        return out
+    # float32 NCHW values, cast once to the output's dtype as they are stored (as .to() casts)
+    view = out.permute(0, 3, 1, 2) if output is not None and output.layout == "NHWC" else out
+    if norm_last:
+        normalize(x, stage, view)
+    else:
+        view.copy_(x)
+    return out
+
+
+def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, output: Output | None,
+                 targets: bool, map_fn: MapFn, piece: int | None = None, frames: Any = None) -> torch.Tensor:
+    """run_pixels over the batch in pieces of `piece` consecutive samples (default PIECE), on the
+    threads behind map_fn (an Engine's pool), each piece writing its rows of one output tensor
+    (made by the first piece to get there, from the shape of its result): the same bits as one
+    run_pixels of the whole batch. A stage with an op that is not per-sample (PixelOp.per_sample
+    False: a Lambda by default) runs as one piece, on one of those threads too. The first
+    failing piece's error is raised. frames: the rows' frame numbers in their clips (None for
+    images), for per-frame ops."""
+    n = x.shape[0]
+    prefixes = pixel_prefixes(stage, seed, epoch, idx, frames)
+    per = epochs(epoch)
+    piece = max(1, PIECE if piece is None else piece)
+    if not all(getattr(op, "per_sample", True) for _, op in stage.pixels):
+        piece = max(n, 1)
+    starts = list(range(0, n, piece))
+    if len(starts) <= 1:
+        one: list[torch.Tensor] = []
+        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, prefixes, output, targets)), [0], map_fn)
+        return one[0]
+    made: list[torch.Tensor] = []  # the output, made by the first piece to get there
+    lock = threading.Lock()
+
+    def run(a: int) -> None:
+        b = min(a + piece, n)
+
+        def rows(y: torch.Tensor) -> torch.Tensor:
+            shape = tuple(y.shape[1:])
+            if output is not None and output.layout == "NHWC":
+                shape = (*shape[1:], shape[0])
+            dtype = y.dtype if output is None else output.dtype
+            with lock:
+                if not made:
+                    made.append(torch.empty((n, *shape), dtype=dtype))
+            out = made[0]
+            if out.shape[1:] != shape or out.dtype != dtype:
+                raise ValueError(f"the pixel ops gave samples {a}..{b - 1} as {dtype} {shape} and others as "
+                                 f"{out.dtype} {tuple(out.shape[1:])}: every sample of a batch must come out alike")
+            return out[a:b]
+
+        rows_epoch = per[a:b] if isinstance(per, np.ndarray) else per
+        run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], [p[a:b] for p in prefixes], output, targets, rows)
+
+    for_each(run, starts, map_fn)
+    return made[0]
+
+
+def pixel_prefixes(stage: Stage, seed: int, epoch: Any, idx: np.ndarray, frames: Any = None) -> list[np.ndarray]:
+    """Each pixel op's draw prefixes of the batch's rows (per frame for per-frame ops on clips)."""
+    return stage.prefixes(fast.prefix(seed, epoch, idx), frames, [pos for pos, _ in stage.pixels])
+
+
+def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Normalize of the stage on float NCHW x, into `out` if given (cast as it is stored)."""
+    norm = stage.normalize
+    assert norm is not None
+    c = x.shape[1]
+    mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
+    std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
+    # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
+    # (a quarter of DeiT's pixel-op time on 2 CPU cores)
+    scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
+    bias = (-mean / std).view(1, c, 1, 1).to(x.dtype)
+    return torch.addcmul(bias, x, scale) if out is None else torch.addcmul(bias, x, scale, out=out)

@@ -1,0 +1,141 @@
+"""The CPU pixel stage in pieces over the Engine's threads (engine.pixels): the same bits as one
+piece on one thread, for any thread count and piece size."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from helpers import varied_images
+
+import pixelpipe as pp
+import pixelpipe.engine.pixels as pixels
+from pixelpipe import presets
+
+SIZE = 32
+NORM = pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)
+
+
+def _composes() -> dict[str, pp.Compose]:
+    crop = [pp.RandomResizedCrop(SIZE), pp.RandomFlip(0.5)]
+    return {
+        "simclr": presets.simclr(SIZE),
+        "simclr_nhwc": presets.simclr(SIZE, dtype=torch.bfloat16, layout="NHWC"),  # Normalize last, into NHWC
+        "deit": presets.deit(SIZE),
+        "randaugment": pp.Compose(crop + [pp.RandAugment(2, 9), NORM, pp.RandomErasing(0.5, value="random")]),
+        "policies": pp.Compose(crop + [pp.AutoAugment("imagenet"), pp.TrivialAugmentWide()], dtype=torch.uint8),
+        "levels": pp.Compose(crop + [pp.RandomEqualize(0.5), pp.RandomAutocontrast(0.5), pp.RandomPosterize(4),
+                                     pp.RandomSolarize(0.6), pp.RandomSharpness(0.5)], layout="NHWC"),
+        "filters": pp.Compose(crop + [pp.MedianBlur((3, 5), p=0.5), pp.MotionBlur(5, p=0.5),
+                                      pp.GaussianBlur(7, p=0.5), pp.GaussianNoise(0.05, p=0.5),
+                                      pp.Cutout(8, num_holes=2, value="random"), pp.GridMask((8, 16), p=0.5)],
+                              dtype=torch.float16),
+        "others": pp.Compose(crop + [pp.AugMix(), pp.JpegQuality((40, 90)), pp.RandomHSV(0.1, 0.3, 0.3),
+                                     pp.SaltAndPepper(), pp.RandomGamma(p=0.5)]),
+    }
+
+
+COMPOSES = _composes()
+
+
+@pytest.fixture
+def images() -> list[torch.Tensor]:
+    return varied_images(21, 40, 72, seed=5)
+
+
+def _run(t: pp.Compose, images, threads: int, piece: int, monkeypatch, **kwargs) -> torch.Tensor:
+    monkeypatch.setattr(pixels, "PIECE", piece)
+    with pp.Engine(num_threads=threads) as engine:
+        return t(images, engine=engine, seed=11, **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSES))
+def test_pieces_on_threads_give_the_bits_of_one_piece_on_one_thread(name, images, monkeypatch):
+    t = COMPOSES[name]
+    assert t.stages[-1].pixels  # the pipeline has a pixel stage to split
+    whole = _run(t, images, 1, 1000, monkeypatch)
+    for threads, piece in [(2, 1), (2, 8), (3, 5), (4, 4), (1, 3)]:
+        got = _run(t, images, threads, piece, monkeypatch)
+        assert got.dtype == whole.dtype and got.shape == whole.shape and got.stride() == whole.stride()
+        assert torch.equal(got, whole), (name, threads, piece)
+
+
+def test_pieces_take_their_rows_epochs_and_indices(images, monkeypatch):
+    t = COMPOSES["randaugment"]
+    epoch = np.arange(len(images)) % 3
+    idx = np.arange(len(images)) * 7 + 100
+    whole = _run(t, images, 1, 1000, monkeypatch, epoch=epoch, indices=idx)
+    got = _run(t, images, 2, 4, monkeypatch, epoch=epoch, indices=idx)
+    assert torch.equal(got, whole)
+    # and the rows differ from another epoch's: the epochs reach the pieces
+    other = _run(t, images, 2, 4, monkeypatch, epoch=epoch + 1, indices=idx)
+    assert not torch.equal(other, whole)
+
+
+def test_pixel_ops_run_on_the_engine_threads_with_one_torch_thread(images, monkeypatch):
+    seen: list[tuple[str, int, int]] = []
+    lock = threading.Lock()
+
+    def record(x: torch.Tensor) -> torch.Tensor:
+        with lock:
+            seen.append((threading.current_thread().name, torch.get_num_threads(), x.shape[0]))
+        return x
+
+    t = pp.Compose([pp.Resize((16, 16)), pp.Lambda(record, per_sample=True)])
+    _run(t, images, 2, 4, monkeypatch)
+    assert sorted(n for _, _, n in seen) == [1, 4, 4, 4, 4, 4]
+    assert all(name.startswith("pixelpipe-decode") for name, _, _ in seen)
+    assert all(k == 1 for _, k, _ in seen)
+
+
+def test_a_lambda_gets_the_whole_batch_unless_it_is_per_sample(images, monkeypatch):
+    t = pp.Compose([pp.Resize((16, 16)), pp.Lambda(lambda x: x - x.mean())])  # a batch statistic
+    whole = _run(t, images, 1, 1000, monkeypatch)
+    assert torch.equal(_run(t, images, 2, 4, monkeypatch), whole)
+    sizes: list[int] = []
+    t = pp.Compose([pp.Resize((16, 16)), pp.Lambda(lambda x: sizes.append(x.shape[0]) or x)])
+    _run(t, images, 2, 4, monkeypatch)
+    assert sizes == [len(images)]
+
+
+def test_the_first_failing_piece_raises(images, monkeypatch):
+    def fail(x: torch.Tensor, draws) -> torch.Tensor:
+        first = int(draws.indices[0])
+        if first >= 8:
+            raise RuntimeError(f"piece from {first}")
+        return x
+
+    t = pp.Compose([pp.Resize((16, 16)), pp.Lambda(fail, per_sample=True)])
+    with pytest.raises(RuntimeError, match="piece from 8$"):
+        _run(t, images, 3, 4, monkeypatch)
+
+
+def test_pieces_that_disagree_on_the_size_are_an_error(images, monkeypatch):
+    def grow(x: torch.Tensor, draws) -> torch.Tensor:
+        return x if int(draws.indices[0]) == 0 else torch.nn.functional.pad(x, (0, 1))
+
+    t = pp.Compose([pp.Resize((16, 16)), pp.Lambda(grow, per_sample=True)])
+    with pytest.raises(ValueError, match="every sample of a batch must come out alike"):
+        _run(t, images, 2, 4, monkeypatch)
+
+
+def test_an_empty_batch_and_one_sample(images, monkeypatch):
+    t = COMPOSES["simclr"]
+    assert _run(t, [], 2, 4, monkeypatch).shape == (0, 3, SIZE, SIZE)
+    one = _run(t, images[:1], 2, 4, monkeypatch)
+    assert torch.equal(one, _run(t, images, 1, 1000, monkeypatch)[:1])
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_cpu_pixel_ops_keep_host_memory_as_the_engine_says(images, monkeypatch, keep):
+    import pixelpipe.engine.process as process
+
+    calls: list[int] = []
+    monkeypatch.setattr(process, "keep_host_memory", lambda: calls.append(1) or True)
+    with pp.Engine(num_threads=2, gpu=pp.GpuDecoding(keep_host_memory=keep)) as engine:
+        pp.Compose([pp.Resize((16, 16))])(images, engine=engine)  # no pixel ops: nothing asked
+        assert calls == []
+        COMPOSES["simclr"](images, engine=engine)
+    assert bool(calls) == keep
