@@ -7,6 +7,12 @@ printed as a table with each peer's ratio to pixelpipe (and as JSON with --json)
 On the CPU (--device cpu, or auto on a machine without CUDA) the peer is the Pillow loop
 (pillow_loop.py) unless --peers says otherwise; it runs the pipeline's own ops (rn50, rich,
 val or a preset's), so the ratio compares like work.
+
+With boxes (the ssd pipeline, or --boxes N with any pipeline) every image carries N random boxes
+and labels (coco_boxes.py: from a generated COCO file when --data is a folder of images);
+pixelpipe reads them as dict samples and moves them with the images. The ssd pipeline's peers
+(dali, torchvision) do the same on the GPU; the other pipelines' peers run without boxes, so
+`--boxes N` against no `--boxes` measures what the targets cost pixelpipe.
 """
 
 from __future__ import annotations
@@ -17,14 +23,17 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
+from .coco_boxes import boxed_data
 from .pipelines import BENCH_PIPELINES, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
+SSD_BOXES = 7  # the ssd pipeline's boxes per image unless --boxes says (COCO has about 7 on average)
 
 
 def image_files(data: str) -> list[Path]:
@@ -49,9 +58,10 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 
 
 @contextmanager
-def pixelpipe_cpu(blobs: Sequence[bytes], pipeline: str, batch: int,
+def pixelpipe_cpu(blobs: Sequence[Any], pipeline: str, batch: int,
                   threads: int) -> Iterator[Callable[[int], Iterator[int]]]:
-    """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled, the
+    """The user's path: a Pipeline over the in-memory files, or dict samples with their targets
+    (Memory takes both), one pass = one epoch, shuffled, the
     last batch padded and only its valid samples counted), reading ahead of the loop and into
     the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
     from ...compose import Compose
@@ -83,13 +93,21 @@ CPU_PEERS = {"pillow": pillow_cpu}
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
               peers: Sequence[str] | None, passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
-              cache: bool = False, rounds: int = 1, seconds: float = 0.0) -> list[Result]:
+              cache: bool = False, rounds: int = 1, seconds: float = 0.0, boxes: int | None = None) -> list[Result]:
     """Time pixelpipe and its peers on `pipeline` (pipelines.BENCH_PIPELINES) and print the
     table. device "auto": CUDA where torch sees it, else the CPU. peers None: the device's
-    default (the Pillow loop on the CPU, none on CUDA)."""
+    default (the Pillow loop on the CPU, none on CUDA). boxes: random boxes per image (None:
+    none, or SSD_BOXES for the ssd pipeline)."""
     if pipeline not in BENCH_PIPELINES:
         raise SystemExit(f"pixelpipe bench: unknown pipeline {pipeline!r}; choose from {', '.join(BENCH_PIPELINES)}")
-    blobs, what = load_images(data, n)
+    if pipeline == "ssd" and boxes is None:
+        boxes = SSD_BOXES
+    if boxes is not None and boxes < (1 if pipeline == "ssd" else 0):
+        raise SystemExit(f"pixelpipe bench: --boxes must be >= {1 if pipeline == 'ssd' else 0} with --pipeline "
+                         f"{pipeline}, got {boxes} (the SSD crop samples around each image's boxes)")
+    boxed = None if boxes is None else boxed_data(data, n, boxes)
+    blobs, what = (boxed.blobs, boxed.what) if boxed is not None else load_images(data, n)
+    items = blobs if boxed is None else boxed.samples()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if peers is None:
@@ -101,9 +119,12 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
+        if boxed is not None and (augment_only or cache):
+            raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd, --boxes)")
         files = None if data is None else [str(p) for p in image_files(data)]  # read from disk, as users do
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
-                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files)
+                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files,
+                             boxed=boxed)
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     if rounds < 1:
@@ -113,10 +134,12 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     for peer in peers:
         if peer not in CPU_PEERS:
             print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}", file=sys.stderr)
-    peers = [p for p in peers if p in CPU_PEERS]
+        elif pipeline == "ssd":
+            print(f"note: peer {peer!r} has no ssd pipeline on the CPU", file=sys.stderr)
+    peers = [p for p in peers if p in CPU_PEERS and pipeline != "ssd"]
 
     def ours() -> Result:
-        with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
+        with pixelpipe_cpu(items, pipeline, batch, threads) as run:
             return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads",
                              seconds)
 
@@ -128,6 +151,8 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
               f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
+    if boxed is not None and peers:
+        header += f"\nboxes: pixelpipe's row carries {boxes} per image; {', '.join(peers)} run without"
     report(results, per_round, header, as_json)
     return results
 
