@@ -5,8 +5,9 @@ pixelpipe reads dict samples (image, boxes, labels) from memory, and, when the d
 folder, the same COCO file from disk through its Coco reader. For ssd, DALI runs its detection
 operators (peer_dali_ssd.py: fn.readers.coco from disk, external_source from memory) and
 torchvision its v2 transforms with tv_tensors (peer_torchvision_ssd.py); kornia has no ssd
-pipeline here and shows as a failed row. For the other pipelines the peers run their usual
-rows, without boxes: only pixelpipe's rows carry them, which is what `--boxes` measures.
+pipeline here and shows as a failed row. For the other pipelines a row "without boxes" times
+pixelpipe on the same images without them (in the same rounds: the per-round ratios are what
+the boxes cost), and the peers run their usual rows, without boxes.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
             "kornia": [("kornia", lambda: _no_ssd("kornia"), "")],
             "dali": dali,
         }
-    else:
+    else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
+        rows.append(("without boxes", lambda: pixelpipe_full(blobs, pipeline, batch, threads, device),
+                     f"pixelpipe over the same images in memory, no boxes, {threads} threads"))
         table = {
             "torchvision": [("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),
                              "nvJPEG batch decode, v2 per image; no boxes")],

@@ -12,7 +12,8 @@ With boxes (the ssd pipeline, or --boxes N with any pipeline) every image carrie
 and labels (coco_boxes.py: from a generated COCO file when --data is a folder of images);
 pixelpipe reads them as dict samples and moves them with the images. The ssd pipeline's peers
 (dali, torchvision) do the same on the GPU; the other pipelines' peers run without boxes, so
-`--boxes N` against no `--boxes` measures what the targets cost pixelpipe.
+`--boxes N` also times pixelpipe on the same images without boxes, in the same rounds (the row
+"without boxes"; the per-round ratios are with / without): what the targets cost pixelpipe.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .pipelines import BENCH_PIPELINES, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
 IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
+WITHOUT_BOXES = "without boxes"  # the row that times pixelpipe without the --boxes, beside the one with
 SSD_BOXES = 7  # the ssd pipeline's boxes per image unless --boxes says (COCO has about 7 on average)
 
 
@@ -105,6 +107,8 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     if boxes is not None and boxes < (1 if pipeline == "ssd" else 0):
         raise SystemExit(f"pixelpipe bench: --boxes must be >= {1 if pipeline == 'ssd' else 0} with --pipeline "
                          f"{pipeline}, got {boxes} (the SSD crop samples around each image's boxes)")
+    if boxes is not None and (augment_only or cache):
+        raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd, --boxes)")
     boxed = None if boxes is None else boxed_data(data, n, boxes)
     blobs, what = (boxed.blobs, boxed.what) if boxed is not None else load_images(data, n)
     items = blobs if boxed is None else boxed.samples()
@@ -119,8 +123,6 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
-        if boxed is not None and (augment_only or cache):
-            raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd, --boxes)")
         files = None if data is None else [str(p) for p in image_files(data)]  # read from disk, as users do
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
                              augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files,
@@ -138,21 +140,24 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
             print(f"note: peer {peer!r} has no ssd pipeline on the CPU", file=sys.stderr)
     peers = [p for p in peers if p in CPU_PEERS and pipeline != "ssd"]
 
-    def ours() -> Result:
-        with pixelpipe_cpu(items, pipeline, batch, threads) as run:
-            return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads",
-                             seconds)
+    def ours(samples: Sequence[Any] = items, name: str = "pixelpipe (cpu)",
+             note: str = f"Pipeline, {threads} threads") -> Result:
+        with pixelpipe_cpu(samples, pipeline, batch, threads) as run:
+            return time_runs(name, run, passes, len(blobs), quiet, note, seconds)
 
     def theirs(peer: str) -> Result:
         return time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
                          len(blobs), quiet, f"{threads} threads", seconds)
 
-    results, per_round = in_rounds([ours] + [lambda p=p: theirs(p) for p in peers], rounds)
+    jobs = [ours]
+    if boxed is not None and pipeline != "ssd":  # in the same rounds, so that drift falls on both
+        jobs.append(lambda: ours(blobs, WITHOUT_BOXES, f"pixelpipe, the same images without boxes, {threads} threads"))
+    results, per_round = in_rounds(jobs + [lambda p=p: theirs(p) for p in peers], rounds)
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
               f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
     if boxed is not None and peers:
-        header += f"\nboxes: pixelpipe's row carries {boxes} per image; {', '.join(peers)} run without"
+        header += f"\nboxes: pixelpipe's first row carries {boxes} per image; {', '.join(peers)} run without"
     report(results, per_round, header, as_json)
     return results
 
