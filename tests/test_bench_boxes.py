@@ -165,6 +165,9 @@ def test_the_cli_takes_boxes(capsys):
         main(argv + ["--boxes", "-1"])
     with pytest.raises(SystemExit, match="--boxes must be >= 1"):
         main(["bench", "--device", "cpu", "--pipeline", "ssd", "--boxes", "0"])
+    with pytest.raises(SystemExit):
+        main(["bench", "--pipeline", "volume", "--boxes", "2"])
+    assert "--boxes does not apply" in capsys.readouterr().err
 
 
 def test_boxes_refuse_augment_only_and_cache():

@@ -178,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.pipeline == "volume":
             from .bench.volumes import run_volume_bench
 
+            if args.boxes is not None:
+                parser.error("--boxes does not apply to --pipeline volume")
             if not 1 <= args.crop <= args.size:
                 parser.error(f"--crop must be in [1, --size], got {args.crop} with --size {args.size}")
             try:
