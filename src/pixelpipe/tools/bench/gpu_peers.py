@@ -168,7 +168,8 @@ def pixelpipe_files(file_list: str, total: int, pipeline: str, batch: int, threa
 def pixelpipe_full(blobs: Sequence[Any], pipeline: str, batch: int, threads: int,
                    device: torch.device, cache: bool = False) -> RunPass:
     """The user's path: a Pipeline over the in-memory files, or dict samples with their targets
-    (one pass = one epoch, shuffled, the last batch padded), prefetching and decoding the next batch while the kernels run.
+    (one pass = one epoch, shuffled, the last batch padded), prefetching and decoding the next
+    batch while the kernels run.
     With `cache`, the Pipeline's cache is on (cache="gpu" on CUDA, "device" elsewhere): the
     warm-up pass is its first epoch, which decodes every image whole into the cache, and the
     timed passes are later epochs, planning the next batch while this one's kernels run."""

@@ -63,9 +63,8 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
 def pixelpipe_cpu(blobs: Sequence[Any], pipeline: str, batch: int,
                   threads: int) -> Iterator[Callable[[int], Iterator[int]]]:
     """The user's path: a Pipeline over the in-memory files, or dict samples with their targets
-    (Memory takes both), one pass = one epoch, shuffled, the
-    last batch padded and only its valid samples counted), reading ahead of the loop and into
-    the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
+    (Memory takes both; one pass = one epoch, shuffled, the last batch padded and only its valid
+    samples counted), reading ahead of the loop and into the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
     from ...compose import Compose
     from ...loader.pipeline import Pipeline
     from ...readers import Memory
@@ -123,7 +122,8 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
-        files = None if data is None else [str(p) for p in image_files(data)]  # read from disk, as users do
+        # read from disk, as users do (with boxes, boxed_rows.py reads the COCO file instead)
+        files = None if data is None or boxed is not None else [str(p) for p in image_files(data)]
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
                              augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files,
                              boxed=boxed)
