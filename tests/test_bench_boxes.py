@@ -7,6 +7,7 @@ is missing. No timing is asserted."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from pixelpipe.tools.bench import peer_dali_ssd, peer_torchvision_ssd
+from pixelpipe.tools.bench.batches import spans
 from pixelpipe.tools.bench.coco_boxes import (
     CATEGORIES,
     boxed_data,
@@ -44,6 +46,37 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i, (jpeg, _) in enumerate(synthetic(5, seed=4)):
         (root / ("sub" if i == 4 else "") / f"{i:02d}.jpg").write_bytes(jpeg)
     return root
+
+
+def _square_scenes(n: int = 16) -> tuple[list[bytes], list[dict[str, np.ndarray]], np.ndarray]:
+    """Black JPEGs of various sizes, each with one white rectangle, and that rectangle as its box."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    blobs, targets, sizes = [], [], []
+    for _ in range(n):
+        h, w = (int(v) for v in rng.integers(120, 260, 2))
+        x0, y0 = int(rng.integers(0, w // 2)), int(rng.integers(0, h // 2))
+        x1, y1 = int(rng.integers(x0 + 30, w)), int(rng.integers(y0 + 30, h))
+        a = np.zeros((h, w, 3), np.uint8)
+        a[y0:y1, x0:x1] = 255
+        buf = io.BytesIO()
+        Image.fromarray(a).save(buf, "JPEG", quality=95)
+        blobs.append(buf.getvalue())
+        targets.append({"boxes": np.array([[x0, y0, x1, y1]], np.float32), "labels": np.array([1])})
+        sizes.append((h, w))
+    return blobs, targets, np.array(sizes)
+
+
+def _box_on_its_object(image: np.ndarray, box: np.ndarray, tolerance: float = 4.0) -> bool | None:
+    """Whether a normalised CHW output's bright pixels (the rectangle) span `box` (pixels), to
+    within `tolerance`; None where the crop left no bright pixel."""
+    bright = image.astype(np.float32).mean(0) > 0
+    if not bright.any():
+        return None
+    ys, xs = np.nonzero(bright)
+    seen = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float64)
+    return bool(np.abs(seen - np.asarray(box, np.float64)).max() <= tolerance)
 
 
 # ----------------------------------------------------------------------------- random boxes
@@ -139,6 +172,20 @@ def test_ssd_pipeline_boxes_come_out_within_the_image(folder):
                 assert ((labels >= 1) & (labels <= CATEGORIES)).all()
                 kept += len(boxes)
     assert kept > 0
+
+
+def test_ssd_pipeline_boxes_stay_on_their_objects():
+    from pixelpipe.compose import Compose
+
+    blobs, targets, _ = _square_scenes()
+    t = Compose(pipeline_ops("ssd"), dtype=torch.float16)
+    checked = []
+    for epoch in range(3):
+        out = t(blobs, seed=1, epoch=epoch, boxes=[x["boxes"] for x in targets], labels=[x["labels"] for x in targets])
+        for image, boxes in zip(out["image"], out["boxes"], strict=True):
+            if len(boxes):
+                checked.append(_box_on_its_object(image.numpy(), boxes[0].numpy()))
+    assert all(c is not False for c in checked) and checked.count(True) >= 24
 
 
 def test_ssd_bench_runs_on_the_cpu_with_the_generated_coco_set(folder, capsys):
@@ -266,6 +313,26 @@ def test_the_dali_graph_moves_boxes_with_the_same_draws_as_the_pixels():
     assert by["crop_mirror_normalize"].kwargs["dtype"] == "float16"
     assert images is by["crop_mirror_normalize"] and boxes.op == "pad" and labels.op == "pad"
     assert boxes.args[0] is by["bb_flip"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None,
+                    reason="needs nvidia-dali")
+def test_the_dali_graph_keeps_boxes_on_their_objects():
+    """The whole DALI pipeline in DALI's CPU-only mode (the CPU decoder, no device): each
+    output box (relative) still frames its white rectangle after zoom-out, crop, flip, resize."""
+    blobs, targets, sizes = _square_scenes()
+    plan = spans(len(blobs), 8)
+    pipe = peer_dali_ssd.build_pipeline(peer_dali_ssd.memory_source(blobs, targets, sizes, plan), 8, 2, None,
+                                        decoder="cpu")
+    pipe.build()
+    checked = []
+    for _ in range(6):
+        images, boxes, labels = (out.as_array() for out in pipe.run())
+        assert images.shape == (8, 3, SSD_SIZE, SSD_SIZE) and images.dtype == np.float16
+        for k in range(8):
+            if labels[k][0] >= 0:  # not padding: the box survived the crop
+                checked.append(_box_on_its_object(images[k], boxes[k][0] * SSD_SIZE))
+    assert all(c is not False for c in checked) and checked.count(True) >= 24
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="needs torchvision")

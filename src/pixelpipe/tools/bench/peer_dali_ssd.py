@@ -81,9 +81,10 @@ def augment(fn: Any, types: Any, images: Any, boxes: Any, labels: Any) -> tuple[
 
 
 def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], batch: int, threads: int,
-                   device_id: int) -> Any:
+                   device_id: int | None, decoder: str = "mixed") -> Any:
     """The DALI pipeline: `source` is (images, boxes, labels) batches for external_source, or
-    (annotations file, image folder) for fn.readers.coco."""
+    (annotations file, image folder) for fn.readers.coco. decoder "cpu" with device_id None
+    runs the same graph on the CPU alone (DALI's CPU-only mode; for tests)."""
     from nvidia.dali import fn, pipeline_def, types
 
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=device_id)
@@ -100,7 +101,7 @@ def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], b
                                        dtype=types.FLOAT, ndim=2)
             labels = fn.external_source(source=label_batches, cycle="quiet", batch=True, device="cpu",
                                         dtype=types.INT32, ndim=1)
-        images = fn.decoders.image(encoded, device="mixed", output_type=types.RGB)
+        images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
         return augment(fn, types, images, boxes, labels)
 
     return pipe()
@@ -121,15 +122,20 @@ def _reader(source: Any, batch: int, threads: int, device: torch.device, plan: l
     return run
 
 
+def memory_source(blobs: Sequence[bytes], targets: Sequence[dict[str, np.ndarray]], sizes: np.ndarray,
+                  plan: list[tuple[int, int]]) -> tuple[Batches, Batches, Batches]:
+    """The three external_source columns (files, relative boxes, labels) over the batches of `plan`."""
+    files = [np.frombuffer(bytearray(b), dtype=np.uint8) for b in blobs]  # writable copies
+    boxes, labels = relative_boxes(targets, sizes)
+    return Batches(files, plan, repeat=False), Batches(boxes, plan, repeat=False), Batches(labels, plan, repeat=False)
+
+
 def dali_ssd_memory(blobs: Sequence[bytes], targets: Sequence[dict[str, np.ndarray]], sizes: np.ndarray,
                     batch: int, threads: int, device: torch.device) -> RunPass:
     """external_source of the in-memory files and their boxes; `sizes` are the images' (height,
     width), to make the boxes relative."""
-    files = [np.frombuffer(bytearray(b), dtype=np.uint8) for b in blobs]  # writable copies
-    boxes, labels = relative_boxes(targets, sizes)
-    plan = spans(len(files), batch)
-    source = tuple(Batches(column, plan, repeat=False) for column in (files, boxes, labels))
-    return _reader(source, batch, threads, device, plan)
+    plan = spans(len(blobs), batch)
+    return _reader(memory_source(blobs, targets, sizes, plan), batch, threads, device, plan)
 
 
 def dali_ssd_coco(annotations: str, root: str, total: int, batch: int, threads: int,
