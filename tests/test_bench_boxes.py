@@ -246,11 +246,14 @@ def test_boxed_gpu_rows_on_a_cpu_device(folder, capsys):
 
 # ----------------------------------------------------------------------------- the peers' modules
 def test_peer_modules_import_without_their_libraries_and_fail_on_use(monkeypatch):
-    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # "import nvidia.dali" raises ImportError
-    monkeypatch.setitem(sys.modules, "torchvision", None)
+    # an import of these raises ImportError (submodules too: an imported one would be found first)
+    for name in ("nvidia.dali", "nvidia.dali.plugin.pytorch", "torchvision", "torchvision.transforms",
+                 "torchvision.transforms.v2", "torchvision.io"):
+        monkeypatch.setitem(sys.modules, name, None)
     blobs = boxed_data(None, 2, 1)
     with pytest.raises(ImportError):
-        peer_dali_ssd.dali_ssd_memory(blobs.blobs, blobs.targets, image_sizes(blobs.blobs), 2, 1, torch.device("cuda"))
+        peer_dali_ssd.dali_ssd_memory(blobs.blobs, blobs.targets, image_sizes(blobs.blobs), 2, 1,
+                                      torch.device("cuda", 0))
     with pytest.raises(ImportError):
         peer_torchvision_ssd.gpu_ssd(blobs.blobs, blobs.targets, 2, CPU)
 
@@ -319,11 +322,14 @@ def test_the_dali_graph_moves_boxes_with_the_same_draws_as_the_pixels():
                     reason="needs nvidia-dali")
 def test_the_dali_graph_keeps_boxes_on_their_objects():
     """The whole DALI pipeline in DALI's CPU-only mode (the CPU decoder, no device): each
-    output box (relative) still frames its white rectangle after zoom-out, crop, flip, resize."""
+    output box (relative) still frames its white rectangle after zoom-out, crop, flip, resize.
+    DALI cuts the crop window at whole pixels while the boxes move by the exact window: up to a
+    source pixel apart, which a crop enlarged 5x makes 5 output pixels (measured: median 0.8,
+    99th percentile 3, largest 5.7 over 800 boxes), hence 8 pixels here."""
     blobs, targets, sizes = _square_scenes()
     plan = spans(len(blobs), 8)
     pipe = peer_dali_ssd.build_pipeline(peer_dali_ssd.memory_source(blobs, targets, sizes, plan), 8, 2, None,
-                                        decoder="cpu")
+                                        decoder="cpu", seed=1)
     pipe.build()
     checked = []
     for _ in range(6):
@@ -331,7 +337,7 @@ def test_the_dali_graph_keeps_boxes_on_their_objects():
         assert images.shape == (8, 3, SSD_SIZE, SSD_SIZE) and images.dtype == np.float16
         for k in range(8):
             if labels[k][0] >= 0:  # not padding: the box survived the crop
-                checked.append(_box_on_its_object(images[k], boxes[k][0] * SSD_SIZE))
+                checked.append(_box_on_its_object(images[k], boxes[k][0] * SSD_SIZE, tolerance=8.0))
     assert all(c is not False for c in checked) and checked.count(True) >= 24
 
 

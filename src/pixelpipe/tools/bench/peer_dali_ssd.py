@@ -81,13 +81,14 @@ def augment(fn: Any, types: Any, images: Any, boxes: Any, labels: Any) -> tuple[
 
 
 def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], batch: int, threads: int,
-                   device_id: int | None, decoder: str = "mixed") -> Any:
+                   device_id: int | None, decoder: str = "mixed", seed: int = -1) -> Any:
     """The DALI pipeline: `source` is (images, boxes, labels) batches for external_source, or
     (annotations file, image folder) for fn.readers.coco. decoder "cpu" with device_id None
-    runs the same graph on the CPU alone (DALI's CPU-only mode; for tests)."""
+    runs the same graph on the CPU alone (DALI's CPU-only mode; for tests). seed -1: DALI
+    draws one."""
     from nvidia.dali import fn, pipeline_def, types
 
-    @pipeline_def(batch_size=batch, num_threads=threads, device_id=device_id)
+    @pipeline_def(batch_size=batch, num_threads=threads, device_id=device_id, seed=seed)
     def pipe() -> Any:
         if isinstance(source[0], str):
             annotations, root = source
