@@ -342,15 +342,23 @@ def test_the_dali_graph_keeps_boxes_on_their_objects():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="needs torchvision")
-def test_torchvision_ssd_transform_gives_300x300_and_boxes_inside():
+def test_torchvision_ssd_transform_keeps_boxes_on_their_objects():
+    from PIL import Image
+
+    blobs, targets, _ = _square_scenes()
     t = peer_torchvision_ssd.v2_ssd()
-    g = torch.Generator().manual_seed(0)
-    for i in range(8):
-        image = torch.randint(0, 256, (3, 120, 200), dtype=torch.uint8, generator=g)
-        boxes = torch.tensor([[10.0, 10.0, 60.0, 50.0], [100.0, 30.0, 190.0, 110.0]])
-        out, moved = peer_torchvision_ssd.transform_one(t, image, boxes, torch.tensor([1, 2]))
-        assert out.shape == (3, SSD_SIZE, SSD_SIZE) and out.dtype == torch.float16
-        assert (moved >= 0).all() and (moved <= SSD_SIZE).all()
+    torch.manual_seed(0)  # v2 draws from torch's global generator
+    checked = []
+    for _ in range(3):
+        for blob, target in zip(blobs, targets, strict=True):
+            image = torch.from_numpy(np.asarray(Image.open(io.BytesIO(blob)).convert("RGB"))).permute(2, 0, 1)
+            out, boxes = peer_torchvision_ssd.transform_one(t, image.contiguous(), torch.from_numpy(target["boxes"]),
+                                                            torch.from_numpy(target["labels"]))
+            assert out.shape == (3, SSD_SIZE, SSD_SIZE) and out.dtype == torch.float16
+            assert (boxes >= 0).all() and (boxes <= SSD_SIZE).all()
+            if len(boxes):
+                checked.append(_box_on_its_object(out.numpy(), boxes[0].numpy(), tolerance=8.0))
+    assert all(c is not False for c in checked) and checked.count(True) >= 24
 
 
 @pytest.mark.gpu
