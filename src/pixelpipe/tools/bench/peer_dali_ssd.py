@@ -1,5 +1,7 @@
-"""NVIDIA DALI's contender for the ssd pipeline (nvidia.dali 2.x), written from DALI's documented
-operators, its detection example's shape.
+"""NVIDIA DALI's contender for the ssd pipeline (nvidia.dali 2.x), from DALI's documented
+operators. The same graph runs in DALI's CPU-only mode with the CPU decoder (build_pipeline's
+decoder="cpu", device_id None): tests/test_bench_boxes.py checks there, with DALI 2.4, that every
+box still frames its object; the mixed decoder and the GPU operators run only on a GPU.
 
 Files: fn.readers.coco reads the same COCO instances file the pixelpipe row reads (boxes as
 corners, relative to the image: ltrb=True, ratio=True), shuffled. Memory: three
@@ -55,7 +57,8 @@ def relative_boxes(targets: Sequence[dict[str, np.ndarray]], sizes: np.ndarray) 
 
 
 def augment(fn: Any, types: Any, images: Any, boxes: Any, labels: Any) -> tuple[Any, Any, Any]:
-    """The ssd graph on decoded GPU images (HWC uint8) and their CPU boxes (relative corners)."""
+    """The ssd graph on decoded images (HWC uint8; on the GPU, or the CPU in CPU-only mode) and
+    their boxes (relative corners, on the CPU): the images, boxes and labels it outputs."""
     lo, hi = SSD_ZOOM
     zoom = fn.cast(fn.random.coin_flip(probability=SSD_ZOOM_P), dtype=types.FLOAT)
     ratio = 1.0 + zoom * (fn.random.uniform(range=(lo, hi)) - 1.0)  # 1.0: no zoom-out
