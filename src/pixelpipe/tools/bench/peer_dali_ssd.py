@@ -84,10 +84,10 @@ def augment(fn: Any, types: Any, images: Any, boxes: Any, labels: Any) -> tuple[
 
 
 def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], batch: int, threads: int,
-                   device_id: int | None, decoder: str = "mixed", seed: int = -1) -> Any:
+                   device_id: int | None, decoder: str = "mixed", seed: int | None = None) -> Any:
     """The DALI pipeline: `source` is (images, boxes, labels) batches for external_source, or
     (annotations file, image folder) for fn.readers.coco. decoder "cpu" with device_id None
-    runs the same graph on the CPU alone (DALI's CPU-only mode; for tests). seed -1: DALI
+    runs the same graph on the CPU alone (DALI's CPU-only mode; for tests). seed None: DALI
     draws one."""
     from nvidia.dali import fn, pipeline_def, types
 
