@@ -28,8 +28,9 @@ from pixelpipe.tools.bench.coco_boxes import (
     random_boxes,
     write_coco,
 )
+from pixelpipe.tools.bench.images import image_files
 from pixelpipe.tools.bench.pipelines import SSD_SIZE, pipeline_ops
-from pixelpipe.tools.bench.runner import SSD_BOXES, WITHOUT_BOXES, image_files, run_bench
+from pixelpipe.tools.bench.runner import SSD_BOXES, WITHOUT_BOXES, run_bench
 from pixelpipe.tools.cli import main
 
 CPU = torch.device("cpu")

@@ -12,13 +12,15 @@ the boxes cost), and the peers run their usual rows, without boxes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 import torch
 
 from .coco_boxes import BoxedData, image_sizes
-from .gpu_peers import Row, RunPass, _over_pipeline, parse_peers, pixelpipe_full
+
+RunPass = Callable[[int], Iterator[int]]
+Row = tuple[str, Callable[[], RunPass], str]  # (row name, factory, note), as gpu_peers.Row
 
 
 def _no_ssd(peer: str) -> NoReturn:
@@ -26,9 +28,11 @@ def _no_ssd(peer: str) -> NoReturn:
 
 
 def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batch: int, threads: int,
-                     peers: Sequence[str]) -> list[Row]:
+                     peers: Sequence[str], over: Callable[[Any, int], RunPass]) -> list[Row]:
     """pixelpipe's rows (from disk first when there is a COCO file, then from memory) and each
-    asked-for peer's, in run order."""
+    asked-for peer's (names from gpu_peers.parse_peers), in run order. over(reader, total):
+    one pass of pixelpipe's Pipeline over a reader of `total` samples (gpu_peers makes it)."""
+    from ...readers import Memory
     from . import peer_dali, peer_dali_ssd, peer_kornia, peer_torchvision, peer_torchvision_ssd
 
     total, blobs, samples = len(boxed.blobs), boxed.blobs, boxed.samples()
@@ -37,12 +41,12 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
         def from_disk() -> RunPass:  # the reader is made when the row is built, not when the table is
             from ...readers import Coco
 
-            return _over_pipeline(Coco(boxed.annotations, boxed.root), total, pipeline, batch, threads, device, None)
+            return over(Coco(boxed.annotations, boxed.root), total)
 
         rows.append(("pixelpipe (files)", from_disk,
                      f"Pipeline over the Coco reader, {threads} threads, files read from disk (page cache warm)"))
     rows.append(("pixelpipe (memory)" if rows else "pixelpipe",
-                 lambda: pixelpipe_full(samples, pipeline, batch, threads, device),
+                 lambda: over(Memory(samples), total),
                  f"Pipeline over dict samples (image, boxes, labels), {threads} threads"))
     if pipeline == "ssd":
         dali: list[Row] = []
@@ -60,7 +64,7 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
             "dali": dali,
         }
     else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
-        rows.append(("without boxes", lambda: pixelpipe_full(blobs, pipeline, batch, threads, device),
+        rows.append(("without boxes", lambda: over(Memory(list(blobs)), total),
                      f"pixelpipe over the same images in memory, no boxes, {threads} threads"))
         table = {
             "torchvision": [("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),
@@ -70,6 +74,6 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
             "dali": [("dali", lambda: peer_dali.dali_full(blobs, pipeline, batch, threads, device),
                       f"mixed decoder, {threads} threads; no boxes")],
         }
-    for peer in parse_peers(peers):
+    for peer in peers:
         rows += table[peer]
     return rows

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .images import image_files, load_images
+
 CATEGORIES = 80  # COCO's detection classes; labels are drawn from 1..CATEGORIES
 SIDE = (0.05, 0.5)  # a random box's width and height, as fractions of the image's
 
@@ -117,7 +119,6 @@ def boxed_data(data: str | None, n: int, k: int, seed: int = 0) -> BoxedData:
     k random boxes each. A folder with COCO annotations: those. A folder of images: k random
     boxes each, through a generated COCO file read back by pixelpipe's Coco reader."""
     from ...readers import Coco
-    from .runner import image_files, load_images
 
     if data is None:
         blobs, what = load_images(None, n, seed)

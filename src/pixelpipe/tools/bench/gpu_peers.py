@@ -165,11 +165,10 @@ def pixelpipe_files(file_list: str, total: int, pipeline: str, batch: int, threa
     return _over_pipeline(file_list, total, pipeline, batch, threads, device, None)
 
 
-def pixelpipe_full(blobs: Sequence[Any], pipeline: str, batch: int, threads: int,
+def pixelpipe_full(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int,
                    device: torch.device, cache: bool = False) -> RunPass:
-    """The user's path: a Pipeline over the in-memory files, or dict samples with their targets
-    (one pass = one epoch, shuffled, the last batch padded), prefetching and decoding the next
-    batch while the kernels run.
+    """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled,
+    the last batch padded), prefetching and decoding the next batch while the kernels run.
     With `cache`, the Pipeline's cache is on (cache="gpu" on CUDA, "device" elsewhere): the
     warm-up pass is its first epoch, which decodes every image whole into the cache, and the
     timed passes are later epochs, planning the next batch while this one's kernels run."""
@@ -352,7 +351,10 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     if boxed is not None:
         from .boxed_rows import boxed_contenders
 
-        rows = boxed_contenders(boxed, pipeline, dev, batch, threads, names)
+        def over(source: Any, k: int) -> RunPass:
+            return _over_pipeline(source, k, pipeline, batch, threads, dev, None)
+
+        rows = boxed_contenders(boxed, pipeline, dev, batch, threads, names, over)
     else:
         rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache, files)
     jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]

@@ -23,40 +23,17 @@ import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
 from .coco_boxes import boxed_data
+from .images import image_files, load_images
 from .pipelines import BENCH_PIPELINES, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
-IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
 WITHOUT_BOXES = "without boxes"  # the row that times pixelpipe without the --boxes, beside the one with
 SSD_BOXES = 7  # the ssd pipeline's boxes per image unless --boxes says (COCO has about 7 on average)
-
-
-def image_files(data: str) -> list[Path]:
-    """The image files under a folder (recursive), sorted."""
-    root = Path(data)
-    if not root.is_dir():
-        raise SystemExit(f"pixelpipe bench: --data {data}: not a folder")
-    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
-    if not files:
-        raise SystemExit(f"pixelpipe bench: --data {data}: no images ({', '.join(IMAGE_EXTENSIONS)})")
-    return files
-
-
-def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[bytes], str]:
-    """Encoded images from a folder (recursive) or, with no folder, the synthetic dataset."""
-    if data is None:
-        from ..datasets import synthetic
-
-        return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
-    files = image_files(data)
-    return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
 
 
 @contextmanager
