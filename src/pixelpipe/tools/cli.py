@@ -33,6 +33,8 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench --device cpu --pipeline fastai_like   # a preset, beside Pillow doing the same ops
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
   pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
+  pixelpipe bench --data DIR --pipeline ssd --peers dali,torchvision   # detection: boxes from a generated COCO file
+  pixelpipe bench --device cpu --data DIR --pipeline rn50 --boxes 20 --peers none   # what 20 boxes an image cost
   pixelpipe bench --pipeline volume --device cuda --rounds 7    # 8 CT volumes beside MONAI (and TorchIO on cpu)
 """
 
@@ -99,8 +101,8 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                        epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
     p.add_argument("--pipeline", default="rn50", choices=(*BENCH_PIPELINES, "volume"),
-                   help="rn50, rich, val, randaugment, or a preset's name (default rn50); on the CPU the Pillow loop "
-                        "runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
+                   help="rn50, rich, val, randaugment, ssd (detection: zoom-out, IoU crop, flip, 300x300, jitter, with "
+                        "boxes), or a preset's name (default rn50); on the CPU the Pillow loop runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
                         "normalise) beside MONAI and TorchIO (--peers monai,torchio)")
     p.add_argument("--size", type=int, default=160, help="(volume) volumes of size x 1.2 size x size voxels")
     p.add_argument("--crop", type=int, default=96, help="(volume) the crop's side")
@@ -120,6 +122,10 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                    help="keep timing passes until each contender ran at least this long per round "
                         "(default 0: --passes only); fast contenders then run many passes, slow ones few")
     p.add_argument("-n", type=int, default=256, help="synthetic images when --data is not given")
+    p.add_argument("--boxes", type=int, default=None, metavar="N",
+                   help="N random boxes with labels per image, moved with the images by pixelpipe (seeded; "
+                        "with --data, written to a generated COCO file); the ssd pipeline's default is 7. "
+                        "Other pipelines' peers run without boxes: compare with and without --boxes")
     p.add_argument("--augment-only", action="store_true", help="(cuda) time the transforms on decoded batches")
     p.add_argument("--cache", action="store_true", help="(cuda) also time epochs from the GPU cache")
     p.add_argument("--json", action="store_true", help="print results as JSON")
@@ -196,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.pipeline == "volume":
             from .bench.volumes import run_volume_bench
 
+            if args.boxes is not None:
+                parser.error("--boxes does not apply to --pipeline volume")
             if not 1 <= args.crop <= args.size:
                 parser.error(f"--crop must be in [1, --size], got {args.crop} with --size {args.size}")
             try:
@@ -205,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, peers,
                   args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
-                  rounds=args.rounds, seconds=args.seconds)
+                  rounds=args.rounds, seconds=args.seconds, boxes=args.boxes)
         return 0
     if args.command == "show":
         return _run_show(args, show_parser)

@@ -42,6 +42,7 @@ import torch
 
 from ...data.batch import ImageBatch
 from .batches import augment_spans, decode_head, drainer, head, spans
+from .coco_boxes import BoxedData
 from .engine_use import open_meter
 from .pipelines import pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
@@ -316,7 +317,8 @@ def contenders(blobs: Sequence[bytes], pipeline: str, device: torch.device, batc
 def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str, batch: int,
                   threads: int, peers: Sequence[str], passes: int, as_json: bool, quiet: bool,
                   augment_only: bool = False, cache: bool = False, rounds: int = 1,
-                  seconds: float = 0.0, files: Sequence[str] | None = None) -> list[Result]:
+                  seconds: float = 0.0, files: Sequence[str] | None = None,
+                  boxed: BoxedData | None = None) -> list[Result]:
     """Time pixelpipe and the asked-for peers on `device`; print a table (or JSON).
 
     Args:
@@ -331,6 +333,8 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
             other round; each one's median round is reported (runner.in_rounds).
         seconds: passes go on until a contender ran this long (timing.time_runs).
         files: the paths `blobs` were read from: pixelpipe and DALI also read them from disk.
+        boxed: the samples' boxes and labels (coco_boxes.py; `blobs` are its images): the
+            contenders of boxed_rows.py (the ssd pipeline, or pixelpipe's rows carrying them).
     """
     names = parse_peers(peers)  # exit on a bad name before any work
     dev = torch.device(device)
@@ -344,7 +348,15 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     if images is not None:
         header += (f"\naugment-only: the first {len(images)} images decoded once (RGB), "
                    f"repeated to {total} per pass")
-    rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache, files)
+    if boxed is not None:
+        from .boxed_rows import boxed_contenders
+
+        def over(source: Any, k: int) -> RunPass:
+            return _over_pipeline(source, k, pipeline, batch, threads, dev, None)
+
+        rows = boxed_contenders(boxed, pipeline, dev, batch, threads, names, over)
+    else:
+        rows = contenders(blobs, pipeline, dev, batch, threads, names, augment_only, images, cache, files)
     jobs = [lambda row=row: run_contender(row[0], row[1], passes, total, quiet, row[2], dev, seconds) for row in rows]
     results, per_round = in_rounds(jobs, rounds)
     report(results, per_round, header, as_json, {"versions": package_versions()})

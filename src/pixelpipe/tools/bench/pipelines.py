@@ -1,5 +1,6 @@
 """The benchmark pipelines, defined once for pixelpipe (its peers define the same ones); a preset's
-name (presets.PRESETS) works as a pipeline too (the CPU bench's Pillow loop has each of them)."""
+name (presets.PRESETS) works as a pipeline too (the CPU bench's Pillow loop has each of them).
+ssd is the one detection pipeline: its samples carry boxes and labels (coco_boxes.py)."""
 
 from __future__ import annotations
 
@@ -14,36 +15,53 @@ from ...ops import (
     RandomAffine,
     RandomErasing,
     RandomFlip,
+    RandomIoUCrop,
     RandomResizedCrop,
+    RandomZoomOut,
     Resize,
+    SanitizeBoxes,
 )
 from ...presets import IMAGENET_MEAN, IMAGENET_STD, PRESETS
 
-PIPELINES = ("rn50", "rich", "val", "randaugment")
+PIPELINES = ("rn50", "rich", "val", "randaugment", "ssd")
 # what `pixelpipe bench --pipeline` takes: the pipelines, then the presets of one image per
 # output (a preset with a batch op, yolo's Mosaic, has no per-image peer to compare with)
 BENCH_PIPELINES = PIPELINES + tuple(n for n in PRESETS if n not in ("yolo",))
 # DALI and kornia express shear as a matrix factor; 0.1 is atan(0.1) degrees for us
 SHEAR_FACTOR = 0.1
 SHEAR_DEGREES = math.degrees(math.atan(SHEAR_FACTOR))
+# ssd: the output side, the zoom-out's canvas side range and probability, the IoU crop's minimum
+# IoUs (1.0: no crop), scales, aspect ratios and trials, and the colour jitter (rich's)
+SSD_SIZE = 300
+SSD_ZOOM, SSD_ZOOM_P = (1.0, 4.0), 0.5
+SSD_IOUS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+SSD_SCALE, SSD_RATIO, SSD_TRIALS = (0.3, 1.0), (0.5, 2.0), 40
+JITTER = (0.2, 0.2, 0.2, 0.05)
 
 
 def pipeline_ops(name: str, size: int = 224) -> list[Op]:
     """rn50: random resized crop, flip, normalise. rich: rn50 plus rotation (+-7 degrees), shear
     (+-0.1) and colour jitter (0.2, 0.2, 0.2, hue 0.05). val: resize 256, centre crop 224,
     normalise. randaugment: rn50's crop and flip, RandAugment(2, 9), normalise, RandomErasing(0.25)
-    with noise. A preset's name: its ops at this size (normalised: the presets' default)."""
+    with noise. ssd: zoom-out (canvas side 1-4x, p 0.5, black), the SSD IoU crop, flip, resize to
+    300x300 (whatever `size`), rich's colour jitter, normalise, and SanitizeBoxes (the boxes that
+    left the picture or shrank below a pixel dropped), as torchvision's SSD recipe. A preset's
+    name: its ops at this size (normalised: the presets' default)."""
     norm = Normalize(IMAGENET_MEAN, IMAGENET_STD)
     if name == "rn50":
         return [RandomResizedCrop(size), RandomFlip(0.5), norm]
     if name == "rich":
         return [RandomResizedCrop(size), RandomFlip(0.5),
                 RandomAffine(degrees=7, shear=(-SHEAR_DEGREES, SHEAR_DEGREES)),
-                ColorJitter(0.2, 0.2, 0.2, 0.05), norm]
+                ColorJitter(*JITTER), norm]
     if name == "val":
         return [Resize(round(size * 256 / 224)), CenterCrop(size), norm]
     if name == "randaugment":
         return [RandomResizedCrop(size), RandomFlip(0.5), RandAugment(2, 9), norm, RandomErasing(0.25, value="random")]
+    if name == "ssd":
+        return [RandomZoomOut(side_range=SSD_ZOOM, p=SSD_ZOOM_P),
+                RandomIoUCrop(*SSD_SCALE, *SSD_RATIO, sampler_options=SSD_IOUS, trials=SSD_TRIALS),
+                RandomFlip(0.5), Resize((SSD_SIZE, SSD_SIZE)), ColorJitter(*JITTER), norm, SanitizeBoxes()]
     if name in PRESETS:
         return list(PRESETS[name](size).ops)
     raise ValueError(f"pipeline must be one of {', '.join(BENCH_PIPELINES)}, got {name!r}")

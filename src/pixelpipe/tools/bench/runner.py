@@ -7,6 +7,13 @@ printed as a table with each peer's ratio to pixelpipe (and as JSON with --json)
 On the CPU (--device cpu, or auto on a machine without CUDA) the peer is the Pillow loop
 (pillow_loop.py) unless --peers says otherwise; it runs the pipeline's own ops (rn50, rich,
 val or a preset's), so the ratio compares like work.
+
+With boxes (the ssd pipeline, or --boxes N with any pipeline) every image carries N random boxes
+and labels (coco_boxes.py: from a generated COCO file when --data is a folder of images);
+pixelpipe reads them as dict samples and moves them with the images. The ssd pipeline's peers
+(dali, torchvision) do the same on the GPU; the other pipelines' peers run without boxes, so
+`--boxes N` also times pixelpipe on the same images without boxes, in the same rounds (the row
+"without boxes"; the per-round ratios are with / without): what the targets cost pixelpipe.
 """
 
 from __future__ import annotations
@@ -16,44 +23,25 @@ import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from typing import Any
 
 import torch
 
-from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
+from .coco_boxes import boxed_data
+from .images import image_files, load_images
 from .pipelines import BENCH_PIPELINES, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
-IMAGE_EXTENSIONS = tuple(f".{e}" for e in READER_EXTENSIONS)
-
-
-def image_files(data: str) -> list[Path]:
-    """The image files under a folder (recursive), sorted."""
-    root = Path(data)
-    if not root.is_dir():
-        raise SystemExit(f"pixelpipe bench: --data {data}: not a folder")
-    files = sorted(p for p in root.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
-    if not files:
-        raise SystemExit(f"pixelpipe bench: --data {data}: no images ({', '.join(IMAGE_EXTENSIONS)})")
-    return files
-
-
-def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[bytes], str]:
-    """Encoded images from a folder (recursive) or, with no folder, the synthetic dataset."""
-    if data is None:
-        from ..datasets import synthetic
-
-        return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
-    files = image_files(data)
-    return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
+WITHOUT_BOXES = "without boxes"  # the row that times pixelpipe without the --boxes, beside the one with
+SSD_BOXES = 7  # the ssd pipeline's boxes per image unless --boxes says (COCO has about 7 on average)
 
 
 @contextmanager
-def pixelpipe_cpu(blobs: Sequence[bytes], pipeline: str, batch: int,
+def pixelpipe_cpu(blobs: Sequence[Any], pipeline: str, batch: int,
                   threads: int) -> Iterator[Callable[[int], Iterator[int]]]:
-    """The user's path: a Pipeline over the in-memory files (one pass = one epoch, shuffled, the
-    last batch padded and only its valid samples counted), reading ahead of the loop and into
-    the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
+    """The user's path: a Pipeline over the in-memory files, or dict samples with their targets
+    (Memory takes both; one pass = one epoch, shuffled, the last batch padded and only its valid
+    samples counted), reading ahead of the loop and into the next epoch. Closed on leaving, so that its work ahead does not run while a peer is timed."""
     from ...compose import Compose
     from ...loader.pipeline import Pipeline
     from ...readers import Memory
@@ -83,13 +71,23 @@ CPU_PEERS = {"pillow": pillow_cpu}
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
               peers: Sequence[str] | None, passes: int, n: int, as_json: bool, quiet: bool, augment_only: bool = False,
-              cache: bool = False, rounds: int = 1, seconds: float = 0.0) -> list[Result]:
+              cache: bool = False, rounds: int = 1, seconds: float = 0.0, boxes: int | None = None) -> list[Result]:
     """Time pixelpipe and its peers on `pipeline` (pipelines.BENCH_PIPELINES) and print the
     table. device "auto": CUDA where torch sees it, else the CPU. peers None: the device's
-    default (the Pillow loop on the CPU, none on CUDA)."""
+    default (the Pillow loop on the CPU, none on CUDA). boxes: random boxes per image (None:
+    none, or SSD_BOXES for the ssd pipeline)."""
     if pipeline not in BENCH_PIPELINES:
         raise SystemExit(f"pixelpipe bench: unknown pipeline {pipeline!r}; choose from {', '.join(BENCH_PIPELINES)}")
-    blobs, what = load_images(data, n)
+    if pipeline == "ssd" and boxes is None:
+        boxes = SSD_BOXES
+    if boxes is not None and boxes < (1 if pipeline == "ssd" else 0):
+        raise SystemExit(f"pixelpipe bench: --boxes must be >= {1 if pipeline == 'ssd' else 0} with --pipeline "
+                         f"{pipeline}, got {boxes} (the SSD crop samples around each image's boxes)")
+    if boxes is not None and (augment_only or cache):
+        raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd, --boxes)")
+    boxed = None if boxes is None else boxed_data(data, n, boxes)
+    blobs, what = (boxed.blobs, boxed.what) if boxed is not None else load_images(data, n)
+    items = blobs if boxed is None else boxed.samples()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if peers is None:
@@ -101,9 +99,11 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
-        files = None if data is None else [str(p) for p in image_files(data)]  # read from disk, as users do
+        # read from disk, as users do (with boxes, boxed_rows.py reads the COCO file instead)
+        files = None if data is None or boxed is not None else [str(p) for p in image_files(data)]
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
-                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files)
+                             augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files,
+                             boxed=boxed)
     if augment_only or cache:
         raise SystemExit("pixelpipe bench: --augment-only and --cache need a CUDA device")
     if rounds < 1:
@@ -113,21 +113,28 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     for peer in peers:
         if peer not in CPU_PEERS:
             print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}", file=sys.stderr)
-    peers = [p for p in peers if p in CPU_PEERS]
+        elif pipeline == "ssd":
+            print(f"note: peer {peer!r} has no ssd pipeline on the CPU", file=sys.stderr)
+    peers = [p for p in peers if p in CPU_PEERS and pipeline != "ssd"]
 
-    def ours() -> Result:
-        with pixelpipe_cpu(blobs, pipeline, batch, threads) as run:
-            return time_runs("pixelpipe (cpu)", run, passes, len(blobs), quiet, f"Pipeline, {threads} threads",
-                             seconds)
+    def ours(samples: Sequence[Any] = items, name: str = "pixelpipe (cpu)",
+             note: str = f"Pipeline, {threads} threads") -> Result:
+        with pixelpipe_cpu(samples, pipeline, batch, threads) as run:
+            return time_runs(name, run, passes, len(blobs), quiet, note, seconds)
 
     def theirs(peer: str) -> Result:
         return time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
                          len(blobs), quiet, f"{threads} threads", seconds)
 
-    results, per_round = in_rounds([ours] + [lambda p=p: theirs(p) for p in peers], rounds)
+    jobs = [ours]
+    if boxed is not None and pipeline != "ssd":  # in the same rounds, so that drift falls on both
+        jobs.append(lambda: ours(blobs, WITHOUT_BOXES, f"pixelpipe, the same images without boxes, {threads} threads"))
+    results, per_round = in_rounds(jobs + [lambda p=p: theirs(p) for p in peers], rounds)
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
               f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
+    if boxed is not None and peers:
+        header += f"\nboxes: pixelpipe's first row carries {boxes} per image; {', '.join(peers)} run without"
     report(results, per_round, header, as_json)
     return results
 

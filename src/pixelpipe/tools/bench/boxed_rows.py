@@ -1,0 +1,79 @@
+"""The GPU bench's contenders when the samples carry boxes: the ssd pipeline, or any pipeline
+with `--boxes N` (what the targets cost pixelpipe).
+
+pixelpipe reads dict samples (image, boxes, labels) from memory, and, when the data came from a
+folder, the same COCO file from disk through its Coco reader. For ssd, DALI runs its detection
+operators (peer_dali_ssd.py: fn.readers.coco from disk, external_source from memory) and
+torchvision its v2 transforms with tv_tensors (peer_torchvision_ssd.py); kornia has no ssd
+pipeline here and shows as a failed row. For the other pipelines a row "without boxes" times
+pixelpipe on the same images without them (in the same rounds: the per-round ratios are what
+the boxes cost), and the peers run their usual rows, without boxes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
+
+import torch
+
+from .coco_boxes import BoxedData, image_sizes
+
+RunPass = Callable[[int], Iterator[int]]
+Row = tuple[str, Callable[[], RunPass], str]  # (row name, factory, note), as gpu_peers.Row
+
+
+def _no_ssd(peer: str) -> NoReturn:
+    raise NotImplementedError(f"{peer} has no ssd pipeline in this bench (dali and torchvision do)")
+
+
+def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batch: int, threads: int,
+                     peers: Sequence[str], over: Callable[[Any, int], RunPass]) -> list[Row]:
+    """pixelpipe's rows (from disk first when there is a COCO file, then from memory) and each
+    asked-for peer's (names from gpu_peers.parse_peers), in run order. over(reader, total):
+    one pass of pixelpipe's Pipeline over a reader of `total` samples (gpu_peers makes it)."""
+    from ...readers import Memory
+    from . import peer_dali, peer_dali_ssd, peer_kornia, peer_torchvision, peer_torchvision_ssd
+
+    total, blobs, samples = len(boxed.blobs), boxed.blobs, boxed.samples()
+    rows: list[Row] = []
+    if boxed.annotations is not None:
+        def from_disk() -> RunPass:  # the reader is made when the row is built, not when the table is
+            from ...readers import Coco
+
+            return over(Coco(boxed.annotations, boxed.root), total)
+
+        rows.append(("pixelpipe (files)", from_disk,
+                     f"Pipeline over the Coco reader, {threads} threads, files read from disk (page cache warm)"))
+    rows.append(("pixelpipe (memory)" if rows else "pixelpipe",
+                 lambda: over(Memory(samples), total),
+                 f"Pipeline over dict samples (image, boxes, labels), {threads} threads"))
+    if pipeline == "ssd":
+        dali: list[Row] = []
+        if boxed.annotations is not None:
+            dali.append(("dali (files)", lambda: peer_dali_ssd.dali_ssd_coco(
+                boxed.annotations, boxed.root, total, batch, threads, device),
+                f"fn.readers.coco over the same file, mixed decoder, {threads} threads"))
+        dali.append(("dali (memory)" if dali else "dali", lambda: peer_dali_ssd.dali_ssd_memory(
+            blobs, boxed.targets, image_sizes(blobs), batch, threads, device),
+            f"external_source of the same bytes and boxes, mixed decoder, {threads} threads"))
+        table = {
+            "torchvision": [("torchvision", lambda: peer_torchvision_ssd.gpu_ssd(blobs, boxed.targets, batch, device),
+                             "nvJPEG batch decode, v2 per image with BoundingBoxes (boxes on the CPU)")],
+            "kornia": [("kornia", lambda: _no_ssd("kornia"), "")],
+            "dali": dali,
+        }
+    else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
+        rows.append(("without boxes", lambda: over(Memory(list(blobs)), total),
+                     f"pixelpipe over the same images in memory, no boxes, {threads} threads"))
+        table = {
+            "torchvision": [("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),
+                             "nvJPEG batch decode, v2 per image; no boxes")],
+            "kornia": [("kornia", lambda: peer_kornia.kornia_full(blobs, pipeline, batch, device),
+                        "nvJPEG decode, resize to 256x256, kornia batch; no boxes")],
+            "dali": [("dali", lambda: peer_dali.dali_full(blobs, pipeline, batch, threads, device),
+                      f"mixed decoder, {threads} threads; no boxes")],
+        }
+    for peer in peers:
+        rows += table[peer]
+    return rows
