@@ -72,7 +72,8 @@ class TestRows:
         from pixelpipe.tools.bench import peer_dali, peer_kornia
 
         monkeypatch.setitem(sys.modules, "kornia", None)  # "import kornia" raises ImportError
-        monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+        for name in ("nvidia.dali", "nvidia.dali.plugin", "nvidia.dali.plugin.pytorch"):  # imported or not
+            monkeypatch.setitem(sys.modules, name, None)
         images = _images(2)
         rows = [
             run_contender("kornia", lambda: peer_kornia.kornia_augment(images, 4, "rn50", CPU),

@@ -119,9 +119,9 @@ def _reader(source: Any, batch: int, threads: int, device: torch.device, plan: l
     it = DALIGenericIterator([pipe], OUTPUTS)
 
     def run(epoch: int) -> Iterator[int]:
-        for _ in plan:
+        for _, size in plan:  # a reader fills its last batch with samples of the next pass: not counted
             out = next(it)[0]["images"]
-            yield out.shape[0]
+            yield min(out.shape[0], size)
 
     return run
 
