@@ -11,7 +11,7 @@ name the system knows them by). The hardware JPEG engine's work is not a
 kernel and does not appear (see benchmarks/gpu_jpeg_engine.py for its utilisation).
 
 Usage (one GPU): python benchmarks/gpu_loader_kernels.py --data DIR [--repeat 8] [--batches 20]
-    [--hw-fraction 0.75] [--roi auto|true|false]
+    [--hw-fraction 0.75] [--roi auto|true|false] [--pipeline rn50|ssd]
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def main() -> None:
     ap.add_argument("--hw-fraction", default=None)
     ap.add_argument("--roi", default=None)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--pipeline", default="rn50", choices=("rn50", "ssd"),
+                    help="rn50: the imagenet_train preset over a file list; ssd: the bench's ssd ops with boxes")
     args = ap.parse_args()
     import pixelpipe as pp
 
@@ -66,8 +68,18 @@ def main() -> None:
         settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
     if args.roi is not None:
         settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
-    pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
-                       seed=0, drop_last=True, gpu=pp.GpuDecoding(**settings))
+    reader: object = listed
+    transforms = pp.presets.imagenet_train(dtype=torch.float16)
+    if args.pipeline == "ssd":  # the bench's ssd ops over a COCO file of 7 random boxes per image
+        from pixelpipe.readers import Coco
+        from pixelpipe.tools.bench.coco_boxes import boxed_data
+        from pixelpipe.tools.bench.pipelines import pipeline_ops
+
+        boxed = boxed_data(args.data, 0, 7)
+        reader = Coco(boxed.annotations, boxed.root)
+        transforms = pp.Compose(pipeline_ops("ssd"), dtype=torch.float16)
+    pipe = pp.Pipeline(reader, transforms, batch_size=BATCH, device="cuda", seed=0, drop_last=args.pipeline != "ssd",
+                       gpu=pp.GpuDecoding(**settings))
 
     def batches():  # type: ignore[no-untyped-def]
         while True:
