@@ -65,3 +65,37 @@ def rn50_regions(folder: str | Path, epochs: int) -> tuple[list[bytes], list[lis
     n = len(blobs)
     return blobs, [[tuple(r) for r in stage.sample(0, e, np.arange(n), sizes).regions().tolist()]
                    for e in range(epochs)]
+
+
+def file_list(data: str | Path, repeat: int) -> tuple[str, int]:
+    """A temporary file list ("path 0" lines) of the folder's JPEGs, listed `repeat` times, so
+    that an epoch is long enough not to restart every few batches; and its length."""
+    import os
+    import tempfile
+
+    files = sorted(str(p.resolve()) for p in Path(data).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    if not files:
+        raise SystemExit(f"no JPEGs under {data}")
+    fd, name = tempfile.mkstemp(suffix=".txt", prefix="file-list-")
+    with os.fdopen(fd, "w") as f:
+        for _ in range(repeat):
+            f.writelines(f"{p} 0\n" for p in files)
+    return name, len(files) * repeat
+
+
+def add_gpu_decoding(ap: argparse.ArgumentParser) -> None:
+    """The --hw-fraction and --roi options of gpu_decoding."""
+    ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
+    ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
+
+
+def gpu_decoding(args: argparse.Namespace) -> Any:
+    """pixelpipe's GpuDecoding with --hw-fraction / --roi where given, else its defaults."""
+    import pixelpipe as pp
+
+    settings: dict[str, Any] = {}
+    if args.hw_fraction is not None:
+        settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
+    if args.roi is not None:
+        settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
+    return pp.GpuDecoding(**settings)

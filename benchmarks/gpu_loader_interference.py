@@ -18,12 +18,11 @@ import cProfile
 import io
 import os
 import pstats
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import torch
+from _common import file_list
 
 BATCH = 256
 
@@ -55,11 +54,7 @@ def main() -> None:
     import pixelpipe as pp
     from pixelpipe.loader import pipeline as pipeline_module
 
-    files = sorted(str(p.resolve()) for p in Path(args.data).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
-    fd, listed = tempfile.mkstemp(suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        for _ in range(args.repeat):
-            f.writelines(f"{p} 0\n" for p in files)
+    listed, total = file_list(args.data, args.repeat)
     pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
                        seed=0, drop_last=True, num_threads=args.threads)
     alone = launches(args.seconds)
@@ -83,7 +78,7 @@ def main() -> None:
     stop.set()
     consumer.join()
     pipe.close()
-    print(f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPUs, {len(files)} files x {args.repeat}, "
+    print(f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPUs, {total} samples ({args.repeat}x {args.data}), "
           f"Pipeline threads {pipe.engine.num_threads}")
     print(f"launches/s alone {alone:,.0f}; beside the Pipeline {beside:,.0f} ({beside / alone:.2f} of alone) "
           f"while it delivered {rate:,.0f} images/s")

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
+from _common import add_gpu_decoding, file_list, gpu_decoding
 
 BATCH = 256
 
@@ -50,24 +49,14 @@ def main() -> None:
     ap.add_argument("--data", required=True)
     ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--hw-fraction", default=None)
-    ap.add_argument("--roi", default=None)
+    add_gpu_decoding(ap)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--pipeline", default="rn50", choices=("rn50", "ssd"),
                     help="rn50: the imagenet_train preset over a file list; ssd: the bench's ssd ops with boxes")
     args = ap.parse_args()
     import pixelpipe as pp
 
-    files = sorted(str(p.resolve()) for p in Path(args.data).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
-    fd, listed = tempfile.mkstemp(suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        for _ in range(args.repeat):
-            f.writelines(f"{p} 0\n" for p in files)
-    settings: dict[str, object] = {}
-    if args.hw_fraction is not None:
-        settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
-    if args.roi is not None:
-        settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
+    listed, total = file_list(args.data, args.repeat)
     reader: object = listed
     transforms = pp.presets.imagenet_train(dtype=torch.float16)
     if args.pipeline == "ssd":  # the bench's ssd ops over a COCO file of 7 random boxes per image
@@ -79,7 +68,7 @@ def main() -> None:
         reader = Coco(boxed.annotations, boxed.root)
         transforms = pp.Compose(pipeline_ops("ssd"), dtype=torch.float16)
     pipe = pp.Pipeline(reader, transforms, batch_size=BATCH, device="cuda", seed=0, drop_last=args.pipeline != "ssd",
-                       gpu=pp.GpuDecoding(**settings))
+                       gpu=gpu_decoding(args))
 
     def batches():  # type: ignore[no-untyped-def]
         while True:
@@ -119,8 +108,8 @@ def main() -> None:
             kernels[e.name] += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
             counts[e.name] += 1
     total = sum(kernels.values())
-    print(f"{torch.cuda.get_device_name()}, {len(files)} files x {args.repeat}, {args.batches} batches of {BATCH}, "
-          f"GpuDecoding({settings})")
+    print(f"{torch.cuda.get_device_name()}, {total} samples ({args.repeat}x {args.data}), {args.batches} batches of {BATCH}, "
+          f"{pipe.engine.gpu}")
     print(f"wall {1e6 * wall / images:.1f} us/image ({images / wall:,.0f} images/s); GPU kernels "
           f"{total / images:.1f} us/image over {sum(counts.values())} launches")
     print(f"host CPU time by thread (a run of {args.batches} batches without the profiler, "

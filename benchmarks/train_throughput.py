@@ -29,27 +29,14 @@ import argparse
 import gc
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import torch
+from _common import add_gpu_decoding, file_list, gpu_decoding
 
 BATCH = 256
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def file_list(data: str, repeat: int) -> tuple[str, int]:
-    exts = {".jpg", ".jpeg", ".JPEG", ".JPG"}
-    files = sorted(str(p.resolve()) for p in Path(data).rglob("*") if p.suffix in exts)
-    if not files:
-        raise SystemExit(f"no JPEGs under {data}")
-    fd, name = tempfile.mkstemp(suffix=".txt", prefix="train-list-")
-    with os.fdopen(fd, "w") as f:
-        for _ in range(repeat):
-            f.writelines(f"{p} 0\n" for p in files)
-    return name, len(files) * repeat
 
 
 def endless(make_epoch: Callable[[], Iterator[torch.Tensor]]) -> Iterator[torch.Tensor]:
@@ -64,18 +51,6 @@ Loader = tuple[Iterator[torch.Tensor], Callable[[], None]]  # batches, and how t
 def synthetic_loader(args: argparse.Namespace, listed: str) -> Loader:
     x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(torch.float16)
     return endless(lambda: iter([x])), lambda: None
-
-
-def gpu_decoding(args: argparse.Namespace) -> object:
-    """pixelpipe's GpuDecoding with --hw-fraction / --roi where given, else its defaults."""
-    import pixelpipe as pp
-
-    settings: dict[str, object] = {}
-    if args.hw_fraction is not None:
-        settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
-    if args.roi is not None:
-        settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
-    return pp.GpuDecoding(**settings)
 
 
 def pixelpipe_loader(args: argparse.Namespace, listed: str) -> Loader:
@@ -187,8 +162,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="pixelpipe's threads (default: its own)")
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
-    ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
-    ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
+    add_gpu_decoding(ap)
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()

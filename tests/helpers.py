@@ -359,3 +359,35 @@ def make_cube(d: int, h: int, w: int, lo: tuple[int, int, int], hi: tuple[int, i
     vol[box] = value
     lab[box] = label
     return vol, lab
+
+
+def triton_device() -> tuple[str, bool]:
+    """(device, interpreted) for the tests of a Triton kernel: "cuda" where CUDA and Triton
+    are there, "cpu" under PIXELPIPE_TRITON_INTERPRET=1 (Triton's interpreter, small inputs);
+    otherwise the calling test module is skipped."""
+    import os
+
+    from pixelpipe.kernels import gpu_kernels_available
+
+    if os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1":
+        os.environ["TRITON_INTERPRET"] = "1"
+        pytest.importorskip("triton")
+        return "cpu", True
+    if gpu_kernels_available():
+        return "cuda", False
+    pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
+
+
+def gradient_images(n: int, seed: int, small: bool = False) -> list[torch.Tensor]:
+    """n HWC uint8 images of 12..39 (small) or 12..299 pixels a side: a horizontal ramp with
+    noise, every fourth one grey (1 channel)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        h = int(torch.randint(12, 40 if small else 300, (1,), generator=g))
+        w = int(torch.randint(12, 40 if small else 300, (1,), generator=g))
+        c = 1 if i % 4 == 0 else 3
+        base = torch.linspace(0, 255, w).view(1, w, 1).expand(h, w, c)
+        noise = torch.randint(0, 60, (h, w, c), generator=g)
+        out.append((base * 0.7 + noise).clamp(0, 255).to(torch.uint8))
+    return out

@@ -5,25 +5,15 @@ installed) runs the kernel checks on the CPU through Triton's interpreter (slow;
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
+from helpers import gradient_images, triton_device
 
 import pixelpipe as pp
-from pixelpipe.kernels import gpu_kernels_available
 from pixelpipe.kernels.reference.warp import warp_reference
 
-INTERPRET = os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1"
-if INTERPRET:
-    os.environ["TRITON_INTERPRET"] = "1"
-    pytest.importorskip("triton")
-    DEVICE = "cpu"
-elif gpu_kernels_available():
-    DEVICE = "cuda"
-else:
-    pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
+DEVICE, INTERPRET = triton_device()
 
 from pixelpipe.kernels.triton.warp import warp_gpu, warp_pointwise_gpu  # noqa: E402
 
@@ -37,16 +27,7 @@ NEAREST_FLIPS = 1e-3
 
 
 def _images(n: int, seed: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        h = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
-        w = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
-        c = 1 if i % 4 == 0 else 3
-        base = torch.linspace(0, 255, w).view(1, w, 1).expand(h, w, c)
-        noise = torch.randint(0, 60, (h, w, c), generator=g)
-        out.append((base * 0.7 + noise).clamp(0, 255).to(torch.uint8))
-    return out
+    return gradient_images(n, seed, SMALL)
 
 
 PLANS = [

@@ -5,27 +5,18 @@ run the same checks on the CPU through Triton's interpreter (slow; small sizes).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
 import torch
+from helpers import gradient_images, triton_device
 
 import pixelpipe as pp
-from pixelpipe.kernels import gpu_kernels_available
 from pixelpipe.kernels.reference.pointwise import channel_means, pointwise_reference
 from pixelpipe.kernels.reference.warp import warp_reference
 from pixelpipe.kernels.spec import PointwiseSpec, WarpSpec
 
-INTERPRET = os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1"
-if INTERPRET:
-    os.environ["TRITON_INTERPRET"] = "1"
-    pytest.importorskip("triton")
-    DEVICE = "cpu"
-elif gpu_kernels_available():
-    DEVICE = "cuda"
-else:
-    pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
+DEVICE, INTERPRET = triton_device()
 
 from pixelpipe.kernels.triton.warp import warp_gpu, warp_pointwise_gpu  # noqa: E402
 
@@ -33,16 +24,7 @@ SMALL = INTERPRET
 
 
 def _images(n: int, seed: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        h = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
-        w = int(torch.randint(12, 40 if SMALL else 300, (1,), generator=g))
-        c = 1 if i % 4 == 0 else 3
-        base = torch.linspace(0, 255, w).view(1, w, 1).expand(h, w, c)
-        noise = torch.randint(0, 60, (h, w, c), generator=g)
-        out.append((base * 0.7 + noise).clamp(0, 255).to(torch.uint8))
-    return out
+    return gradient_images(n, seed, SMALL)
 
 
 PLANS = [

@@ -10,29 +10,18 @@ the range (mean 1e-6) in float32 output; nearest labels agree except at rounding
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
-from helpers import make_cube, make_volume
+from helpers import make_cube, make_volume, triton_device
 
 import pixelpipe as pp
 from pixelpipe.data.volumes import VolumeBatch
-from pixelpipe.kernels import gpu_kernels_available
 from pixelpipe.kernels.reference.pointwise3d import pointwise3d_reference
 from pixelpipe.kernels.reference.warp3d import warp3d_reference
 
 pytestmark = pytest.mark.gpu
-INTERPRET = os.environ.get("PIXELPIPE_TRITON_INTERPRET") == "1"
-if INTERPRET:
-    os.environ["TRITON_INTERPRET"] = "1"
-    pytest.importorskip("triton")
-    DEVICE = "cpu"
-elif gpu_kernels_available():
-    DEVICE = "cuda"
-else:
-    pytest.skip("needs CUDA and Triton (or PIXELPIPE_TRITON_INTERPRET=1)", allow_module_level=True)
+DEVICE, INTERPRET = triton_device()
 
 from pixelpipe.kernels.triton.warp3d import warp3d_pointwise_gpu  # noqa: E402
 

@@ -415,10 +415,15 @@ class Pipeline(Reported):
                 return None, None, left
         first = made if made is not None else next(iter(reuse.values()))[0]
         image = first.new_empty((len(items), *first.shape[1:]))
+        kept: dict[int, tuple[torch.Tensor, list[int], list[int]]] = {}  # by made tensor: its rows, their places
         for j, it in enumerate(items):
             if id(it) in reuse:
                 tensor, row = reuse[id(it)]
-                image[j] = tensor[row]
+                _, rows, places = kept.setdefault(id(tensor), (tensor, [], []))
+                rows.append(row)
+                places.append(j)
+        for tensor, rows, places in kept.values():  # one copy per try that made rows
+            image[torch.as_tensor(places, device=image.device)] = tensor[torch.as_tensor(rows, device=tensor.device)]
         if made is not None:
             image[torch.as_tensor(fresh, device=image.device)] = made
         reuse.clear()

@@ -190,6 +190,21 @@ static void deformed_point(const Job *J, double x, double y, double *u, double *
 }
 
 /* The warped value of output pixel (i, j), in pixel units, as the reference computes it. */
+/* A pixel's colour from its weighted sums: divided by the weights' total, or the fill where
+ * no tap had weight (every tap outside a "constant" border). */
+static inline void normalised(const Job *J, float acc0, float acc1, float acc2, float norm, float c[3]) {
+    if (norm > 0.0f) {
+        const float d = norm > 1e-12f ? norm : 1e-12f;
+        c[0] = acc0 / d;
+        c[1] = acc1 / d;
+        c[2] = acc2 / d;
+    } else {
+        c[0] = J->fill[0];
+        c[1] = J->fill[1];
+        c[2] = J->fill[2];
+    }
+}
+
 static void warp_pixel(const Job *J, int64_t i, int64_t j, float c[3]) {
     const double *m = J->m;
     const double x = (double)j + 0.5, y = (double)i + 0.5;
@@ -228,17 +243,7 @@ static void warp_pixel(const Job *J, int64_t i, int64_t j, float c[3]) {
             }
         }
     }
-    const float norm = (float)sum_y * (float)sum_x;
-    if (norm > 0.0f) {
-        const float d = norm > 1e-12f ? norm : 1e-12f;
-        c[0] = acc0 / d;
-        c[1] = acc1 / d;
-        c[2] = acc2 / d;
-    } else {
-        c[0] = J->fill[0];
-        c[1] = J->fill[1];
-        c[2] = J->fill[2];
-    }
+    normalised(J, acc0, acc1, acc2, (float)sum_y * (float)sum_x, c);
 }
 
 /* ------------------------------------------------------------------------- the pointwise pass */

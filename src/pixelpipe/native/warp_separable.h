@@ -94,17 +94,7 @@ static int64_t warp_separable(const Job *J, int64_t H, int64_t W) {
                 acc1 += wx[t] * q[1];
                 acc2 += wx[t] * q[2];
             }
-            const float norm = sum_y * sum_xs[j];
-            if (norm > 0.0f) { /* warp_pixel's normalisation */
-                const float d = norm > 1e-12f ? norm : 1e-12f;
-                c[0] = acc0 / d;
-                c[1] = acc1 / d;
-                c[2] = acc2 / d;
-            } else {
-                c[0] = J->fill[0];
-                c[1] = J->fill[1];
-                c[2] = J->fill[2];
-            }
+            normalised(J, acc0, acc1, acc2, sum_y * sum_xs[j], c); /* warp_pixel's normalisation */
             finish_pixel(J, i, j, c);
         }
     }

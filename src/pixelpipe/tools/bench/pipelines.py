@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ...ops import (
+    BatchOp,
     CenterCrop,
     ColorJitter,
     Normalize,
@@ -26,7 +27,8 @@ from ...presets import IMAGENET_MEAN, IMAGENET_STD, PRESETS
 PIPELINES = ("rn50", "rich", "val", "randaugment", "ssd")
 # what `pixelpipe bench --pipeline` takes: the pipelines, then the presets of one image per
 # output (a preset with a batch op, yolo's Mosaic, has no per-image peer to compare with)
-BENCH_PIPELINES = PIPELINES + tuple(n for n in PRESETS if n not in ("yolo",))
+BENCH_PIPELINES = PIPELINES + tuple(n for n, make in PRESETS.items()
+                                    if not any(isinstance(op, BatchOp) for op in make().ops))
 # DALI and kornia express shear as a matrix factor; 0.1 is atan(0.1) degrees for us
 SHEAR_FACTOR = 0.1
 SHEAR_DEGREES = math.degrees(math.atan(SHEAR_FACTOR))
