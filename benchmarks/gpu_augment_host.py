@@ -7,7 +7,10 @@ The first 256 JPEGs of DIR are decoded once (RGB) onto the GPU, as `pixelpipe be
 plans call k+1 while the GPU runs call k), the host's time per call (planning and launching),
 and the GPU's time per call (CUDA events around a call on an idle GPU, the launch latency
 included), plus the kernels' own time from torch.profiler. When the host's time per call is
-the larger, planning bounds the rate, not the kernel. Needs CUDA and Triton.
+the larger, planning bounds the rate, not the kernel. With --ops N, each pipeline also prints
+its N torch operations of most host time per call (with their count per call: host
+synchronisations such as aten::item or aten::nonzero show up there) and its N kernels of most
+GPU time per call. Needs CUDA and Triton.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--ops", type=int, default=0, help="print the N operations and kernels costing most")
     args = ap.parse_args()
     from torch.profiler import ProfilerActivity, profile
 
@@ -57,12 +61,31 @@ def main() -> None:
             host.append((time.perf_counter() - h0) * 1e3)
             b.synchronize()
             gpu.append(a.elapsed_time(b))
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if args.ops else [])
+        with profile(activities=activities) as prof:
             for e in range(10):
                 t(images, seed=0, epoch=e, indices=idx)
             torch.cuda.synchronize()
-        kernels = sum(ev.self_device_time_total for ev in prof.key_averages() if "kernel" in ev.key) / 1e3 / 10
+        events = prof.key_averages()
+        kernels = sum(ev.self_device_time_total for ev in events if ev.device_type == torch.autograd.DeviceType.CUDA) / 1e3 / 10
         print(f"{name:9s} {rate:9,.0f} {sorted(host)[5]:13.2f} {sorted(gpu)[5]:12.2f} {kernels:16.2f}", flush=True)
+        if args.ops:
+            print_ops(events, args.ops, calls=10)
+        engine.close()
+
+
+def print_ops(events: list, n: int, calls: int) -> None:
+    """The n host operations of most self CPU time and the n kernels of most GPU time, per call."""
+    cpu = sorted((ev for ev in events if ev.device_type == torch.autograd.DeviceType.CPU),
+                 key=lambda ev: -ev.self_cpu_time_total)[:n]
+    print("    host: self ms/call, count/call, operation")
+    for ev in cpu:
+        print(f"    {ev.self_cpu_time_total / 1e3 / calls:8.3f} {ev.count / calls:8.1f}  {ev.key[:90]}")
+    gpu = sorted((ev for ev in events if ev.device_type == torch.autograd.DeviceType.CUDA),
+                 key=lambda ev: -ev.self_device_time_total)[:n]
+    print("    GPU: ms/call, count/call, kernel")
+    for ev in gpu:
+        print(f"    {ev.self_device_time_total / 1e3 / calls:8.3f} {ev.count / calls:8.1f}  {ev.key[:90]}")
 
 
 if __name__ == "__main__":

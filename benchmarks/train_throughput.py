@@ -108,7 +108,34 @@ LOADERS = {"synthetic": synthetic_loader, "pixelpipe": pixelpipe_loader, "dali":
 
 
 # ----------------------------------------------------------------------------- timing
-def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int) -> tuple[float, float]:
+def isolate_main() -> str:
+    """Pin this thread (the training loop's) to the first CPU it may use and every other thread
+    of the process to the CPUs that share no physical core with it: whether the loader's threads
+    slow the loop by sharing its core (SMT siblings, caches) rather than by the GIL."""
+    import threading
+
+    cpus = sorted(os.sched_getaffinity(0))
+    main_cpu = cpus[0]
+    siblings = {main_cpu}
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{main_cpu}/topology/thread_siblings_list") as f:
+            for part in f.read().strip().split(","):
+                a, _, b = part.partition("-")
+                siblings.update(range(int(a), int(b or a) + 1))
+    except OSError:
+        pass
+    others = set(cpus) - siblings
+    me = threading.get_native_id()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {main_cpu} if int(tid) == me else others)
+        except OSError:
+            pass
+    return f"loop on CPU {main_cpu}, {len(others)} CPUs for the other threads (siblings {sorted(siblings)} kept free)"
+
+
+def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int,
+          pin_main: bool = False) -> tuple[float, float]:
     """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
     import torchvision
 
@@ -127,6 +154,8 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()
+    if pin_main:  # after the warm-up: the loader's threads (and their pools) exist by now
+        print(f"    {isolate_main()}", flush=True)
     waited = 0.0
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -137,6 +166,25 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     return steps * BATCH / wall, waited / wall
+
+
+def train_beside(model: str, batches: Iterator[torch.Tensor], args: argparse.Namespace) -> tuple[float, float]:
+    """train() on the synthetic batch while another thread draws `batches` and drops them."""
+    import threading
+
+    done = threading.Event()
+
+    def drain() -> None:
+        while not done.is_set():
+            next(batches)
+
+    drainer = threading.Thread(target=drain, name="background-loader", daemon=True)
+    drainer.start()
+    try:
+        return train(model, synthetic_loader(args, "")[0], args.warmup, args.steps, args.pin_main)
+    finally:
+        done.set()
+        drainer.join()
 
 
 def loader_alone(batches: Iterator[torch.Tensor], warmup: int, steps: int) -> float:
@@ -163,6 +211,11 @@ def main() -> None:
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
     add_gpu_decoding(ap)
+    ap.add_argument("--pin-main", action="store_true",
+                    help="after the warm-up, the training loop's thread alone on one physical core (isolate_main)")
+    ap.add_argument("--background", action="store_true",
+                    help="train on the synthetic batch while each loader runs on another thread, its batches "
+                         "dropped: how much a running loader slows the step, apart from waiting for its data")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()
@@ -178,7 +231,10 @@ def main() -> None:
         for name in args.loaders.split(","):
             try:
                 batches, stop = LOADERS[name](args, listed)
-                rate, wait = train(model, batches, args.warmup, args.steps)
+                if args.background and name != "synthetic":
+                    rate, wait = train_beside(model, batches, args)
+                else:
+                    rate, wait = train(model, batches, args.warmup, args.steps, args.pin_main)
                 stop()
                 alone = float("nan")
                 if name != "synthetic":

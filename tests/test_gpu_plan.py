@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from pixelpipe.decode import decode_region
@@ -113,3 +114,21 @@ def test_the_fallback_decodes_with_the_decoders_max_pixels(photo: Image.Image) -
     assert decode_sample([blob], None, True, 0, 5400).shape == (60, 90, 3)
     with pytest.raises(SampleDecodeError, match="more than max_pixels=100000000"):
         decode_sample([_claiming(blob, 9000, 12000)], None, True, 0)  # the default
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize("roi", [False, True])
+def test_slot_row_is_view_row_of_the_slot(orientation: int, roi: bool) -> None:
+    """The planning thread's shortcut for pixelpipe's own slots gives the row that the checked
+    path reads from the slot's __cuda_array_interface__, for every orientation, region or whole."""
+    from pixelpipe.decode.gpu_views import Job, slot_row, view_row
+    from pixelpipe.decode.nvimgcodec_open import Slot
+
+    stored = (37, 53)
+    box = (3, 5, 30, 41)
+    out = (box[2] - box[0], box[3] - box[1])
+    job = Job(4, out[::-1] if orientation >= 5 else out, stored, box, orientation, roi)
+    h, w = job.decoded_size
+    slot = Slot(torch.zeros(1, dtype=torch.uint8), 1 << 40, h, w)
+    assert slot.__cuda_array_interface__["shape"] == (h, w, 3)
+    assert slot_row(job, slot.address) == view_row(job, slot.__cuda_array_interface__, slot.strides)

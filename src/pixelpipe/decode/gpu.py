@@ -76,7 +76,8 @@ from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcode
 from .gpu_binding import BindingPath
 from .gpu_fallback import CpuUpload, SampleDecodeError, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
-from .gpu_views import Job, Row, as_views, view_row
+from .gpu_views import Job, Row, as_views, slot_row, view_row
+from .nvimgcodec_open import Slot
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 from .steady import HighWater
 
@@ -364,7 +365,8 @@ class GpuDecoder(BindingPath):
             for k, part in split:
                 opened = lanes[k].open([blobs[job.index] for job in part], [job.region for job in part],
                                          [job.decoded_size for job in part], self._c_streams[k])
-                rows.update({job.index: view_row(job, slot.__cuda_array_interface__, slot.strides)
+                rows.update({job.index: slot_row(job, slot.address) if type(slot) is Slot
+                             else view_row(job, slot.__cuda_array_interface__, slot.strides)
                              for job, slot in zip(part, opened.slots) if not isinstance(slot, str)})
                 parts.append((k, part, opened))
             return Planned(blobs, regions, exif, why, [job for _, part, _ in parts for job in part], parts,

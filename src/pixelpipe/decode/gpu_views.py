@@ -117,6 +117,14 @@ def view_row(job: Job, interface: dict[str, Any], strides: Any) -> Row:
     return row
 
 
+def slot_row(job: Job, address: int) -> Row:
+    """`view_row` for an image pixelpipe laid out itself: packed interleaved RGB of the job's
+    decoded size at `address` (an nvimgcodec_open.Slot), so there is nothing to check."""
+    h, w = job.decoded_size
+    return strided_view(address, h, w, 3, w * 3, 3, box=None if job.roi else job.box,
+                        transpose=job.orientation >= 5, flip=_FLIPS[job.orientation])
+
+
 def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any], device: torch.device,
              recycle: Any = None) -> DeviceViews:
     """The batch as views: nvImageCodec's images in place, the CPU-decoded samples where their

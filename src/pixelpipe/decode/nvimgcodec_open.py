@@ -35,13 +35,24 @@ _REASONS = {1: "nvImageCodec cannot parse it", 3: "nvImageCodec could not descri
 
 class Slot:
     """One decoded sample in the batch buffer, shaped like an nvImageCodec image for the code
-    that reads those (`__cuda_array_interface__`, byte `strides`); holds the buffer."""
+    that reads those (`__cuda_array_interface__`, byte `strides`); holds the buffer. Packed
+    interleaved RGB of (height, width) at `address`. The interface is made when asked for:
+    a batch makes a slot per sample on the planning thread, which shares the GIL."""
+
+    __slots__ = ("address", "buffer", "height", "width")
 
     def __init__(self, buffer: torch.Tensor, address: int, height: int, width: int) -> None:
-        self.buffer = buffer
-        self.strides = (width * 3, 3, 1)
-        self.__cuda_array_interface__ = {"shape": (height, width, 3), "typestr": "|u1",
-                                         "data": (address, False), "version": 3, "strides": self.strides}
+        self.buffer, self.address, self.height, self.width = buffer, address, height, width
+
+    @property
+    def strides(self) -> tuple[int, int, int]:
+        return (self.width * 3, 3, 1)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": (self.height, self.width, 3), "typestr": "|u1", "data": (self.address, False),
+                "version": 3, "strides": self.strides}
+
 
 def _layout() -> np.ndarray:
     """The byte offsets open.c writes at (see its pp_open_batch), from the ctypes mirrors."""
