@@ -250,9 +250,9 @@ def preset_grid(name: str, photo: np.ndarray) -> Image.Image:
 
 
 def yolo_batch(photo: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[list[int]]]:
-    """Four images for the mosaic: the photo, flipped, and hue-turned (each by a quarter turn
-    more), so that the quadrants tell their images apart; the boxes of its two shapes (pixels,
-    labels 0 and 1) moved with them."""
+    """Four images for the mosaic, so that its quadrants tell them apart: the photo, then the
+    photo flipped left-right, upside down and both, its hue turned by one, two and three
+    quarter turns; the boxes of its two shapes (pixels, labels 0 and 1) moved with them."""
     h, w = photo.shape[:2]
     images, boxes = [], []
     for k, (fh, fv) in enumerate(((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0))):
