@@ -7,12 +7,16 @@
 
 Every op picture is computed by pixelpipe itself: one strip per op (the input, then the op's
 output for a few arguments or epochs, each captioned with the code that made it) and one grid
-per preset (`pixelpipe.tools.show`). design-flow.png, the layers and the way a batch flows
-through them, is drawn with Pillow from the boxes listed in `flow()`. The output is
-deterministic: running the script again on the same photo, with the same pixelpipe, torch and
-Pillow, writes the same bytes. Tiles are
-160 px and the PNGs are reduced to 256 colours, which keeps the whole folder under 1.5 MB (the
-script exits with status 1 when it is not).
+per preset in `pixelpipe.presets.PRESETS` (`pixelpipe.tools.show`). design-flow.png, the layers
+and the way a batch flows through them, is drawn with Pillow from the boxes listed in `flow()`.
+The output is deterministic: running the script again on the same photo, with the same
+pixelpipe, torch and Pillow, writes the same bytes.
+
+The folder must stay under 1.5 MiB (tests/test_docs.py; the script exits with status 1 when it
+is not), and the input's fine texture is what the bytes go to, so the pictures spend area only
+where it shows something: the op strips' tiles are 144 px, the presets' 128 px (three epochs)
+and the catalogue's 112 px (the output alone); a strip shows each output once;
+every PNG is reduced to a palette (256 colours; 64 for the catalogue) without dithering.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,20 +35,25 @@ from PIL import Image, ImageDraw, ImageFont
 import pixelpipe as pp
 from pixelpipe import presets
 from pixelpipe.decode import decode_region
-from pixelpipe.tools.show import show
+from pixelpipe.tools.show import grid_size, show
 
 HERE = Path(__file__).resolve().parent
 PHOTO = HERE.parent.parent / "shared" / "data" / "imagenet-sample" / "n01443537_goldfish.JPEG"
-TILE = 160
+TILE = 144
 SHORT_SIDE = 240  # the ops' input: the photo with its shorter side reduced to this
 COLOURS = 256
+MAX_TOTAL, MAX_PNG = 1.5 * 2**20, 120_000  # bytes: tests/test_docs.py's caps on docs/img
 # the augmentation catalogue's pictures (one per op, its output alone: the input is the one every
 # strip above starts with) are smaller, so that docs/img stays under its cap
 SMALL_TILE = 112
 SMALL_COLOURS = 64
-# the presets drawn in docs/getting-started.md (a grid each, 75-90 KiB: the later presets, simclr
-# and deit, would take docs/img over its cap)
-PICTURED_PRESETS = ("imagenet_train", "imagenet_val", "fastai_like", "light", "heavy")
+# the presets' grids (docs/getting-started.md): the original and epochs 0..2, smaller tiles
+PRESET_TILE = 128
+PRESET_EPOCHS = 3
+
+
+# the boxes of the synthetic image's ellipse and rectangle, (x0, y0, x1, y1) fractions
+SHAPES = [[0.26, 0.05, 0.47, 0.53], [0.84, 0.36, 1.0, 0.71]]
 
 
 @dataclass
@@ -70,9 +79,16 @@ def blur(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.avg_pool2d(x, 5, stride=1, padding=2, count_include_pad=False)
 
 
+def epochs(caption: str, ops: list[pp.ops.Op], ks: Sequence[int] = (0, 1, 2),
+           boxes: list[list[float]] | None = None) -> list[Column]:
+    """The columns of a random op: its output at epochs ks, captioned once ("code: epochs 0,
+    1, 2") under the first, the caption running on under the others."""
+    first = f"{caption}: epoch{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
+    return [Column(first if i == 0 else "", ops, k, boxes) for i, k in enumerate(ks)]
+
+
 def strips() -> dict[str, list[Column]]:
     """Picture name -> its columns. Random ops show epochs 0..2; deterministic ones variants."""
-    epochs = lambda caption, op: [Column(f"{caption}, epoch {k}", [op], k) for k in range(3)]
     return {
         "resize": [Column("Resize(64)", [pp.Resize(64)]),
                    Column("Resize((120, 240))", [pp.Resize((120, 240))]),
@@ -83,7 +99,7 @@ def strips() -> dict[str, list[Column]]:
         "center_crop": [Column("CenterCrop(0.6)", [pp.CenterCrop(0.6)]),
                         Column("CenterCrop(160)", [pp.CenterCrop(160)]),
                         Column("CenterCrop((120, 340))", [pp.CenterCrop((120, 340))])],
-        "random_resized_crop": epochs("RandomResizedCrop(160)", pp.RandomResizedCrop(160)),
+        "random_resized_crop": epochs("RandomResizedCrop(160)", [pp.RandomResizedCrop(160)]),
         "center_resized_crop": [Column("CenterResizedCrop(160)", [pp.CenterResizedCrop(160)]),
                                 Column("CenterResizedCrop((120, 240))", [pp.CenterResizedCrop((120, 240))]),
                                 Column("... ratio=(2, 2)", [pp.CenterResizedCrop((120, 240), ratio=(2, 2))])],
@@ -97,19 +113,23 @@ def strips() -> dict[str, list[Column]]:
                           Column("... border='reflect'", [pp.RandomRotate((30, 30), border="reflect")]),
                           Column("... expand=True", [pp.RandomRotate((30, 30), expand=True)])],
         "random_affine": epochs("RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10)",
-                                pp.RandomAffine(15, translate=(0.1, 0.1), scale=(0.8, 1.2), shear=10)),
-        "random_perspective": epochs("RandomPerspective(0.5, p=1.0)", pp.RandomPerspective(0.5, p=1.0)),
+                                [pp.RandomAffine(15, translate=(0.1, 0.1), scale=(0.8, 1.2), shear=10)]),
+        "random_perspective": epochs("RandomPerspective(0.5, p=1.0)", [pp.RandomPerspective(0.5, p=1.0)]),
+        # the default field moves pixels by a few pixels: a stronger, smoother one and the
+        # control-point form show the shape of the deformation; boxes follow it
+        "elastic_transform": [Column("ElasticTransform()", [pp.ElasticTransform()], 0, SHAPES),
+                              Column("alpha 1000, sigma 16", [pp.ElasticTransform(1000.0, 16.0)], 0, SHAPES),
+                              Column("control points (4, 6), 30 px",
+                                     [pp.ElasticTransform(control_points=(4, 6), max_displacement=30.0)], 0, SHAPES)],
         # epochs whose draws show the shear clearly (0 and 1 happen to draw small ones)
-        "warp": [Column(f"Warp(shear, ...), epoch {k}", [pp.Warp(shear, border="reflect")], k) for k in (2, 5, 7)],
+        "warp": epochs("Warp(shear, border='reflect')", [pp.Warp(shear, border="reflect")], (2, 5, 7)),
         "color_jitter": [Column("brightness=(1.5, 1.5)", [pp.ColorJitter(brightness=(1.5, 1.5))]),
                          Column("contrast=(0.4, 0.4)", [pp.ColorJitter(contrast=(0.4, 0.4))]),
                          Column("saturation=(2.0, 2.0)", [pp.ColorJitter(saturation=(2.0, 2.0))]),
                          Column("hue=(0.25, 0.25)", [pp.ColorJitter(hue=(0.25, 0.25))])],
-        "random_grayscale": [Column("RandomGrayscale(1.0)", [pp.RandomGrayscale(1.0)]),
-                             *[Column(f"RandomGrayscale(0.5), epoch {k}", [pp.RandomGrayscale(0.5)], k)
-                               for k in range(2)]],
-        "random_invert": [Column("RandomInvert(1.0)", [pp.RandomInvert(1.0)]),
-                          *[Column(f"RandomInvert(0.5), epoch {k}", [pp.RandomInvert(0.5)], k) for k in (1, 2)]],
+        # an epoch that draws the op and one that keeps the input
+        "random_grayscale": epochs("RandomGrayscale(0.5)", [pp.RandomGrayscale(0.5)], (1, 2)),
+        "random_invert": epochs("RandomInvert(0.5)", [pp.RandomInvert(0.5)], (1, 2)),
         "normalize": [Column("Normalize(ImageNet)", [pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)]),
                       Column("Normalize([0.5]*3, [0.5]*3)", [pp.Normalize([0.5] * 3, [0.5] * 3)])],
         "gaussian_noise": [Column("GaussianNoise(sigma=0.08)", [pp.GaussianNoise(sigma=0.08)]),
@@ -123,16 +143,20 @@ def strips() -> dict[str, list[Column]]:
 
 
 def detection_strips() -> dict[str, list[Column]]:
-    """The detection ops; the boxes of the picture's two shapes drawn where they land (yellow)."""
-    b = [[0.26, 0.05, 0.47, 0.53], [0.84, 0.36, 1.0, 0.71]]  # the ellipse and the rectangle
-    epochs = lambda caption, ops, ks=range(3): [Column(f"{caption}, epoch {k}", ops, k, b) for k in ks]
+    """The detection ops; the boxes of the picture's two shapes drawn where they land (yellow).
+    The ops that pick a size are followed by a fixed window anchored top-left (what a batch
+    pads them to), so that the sizes they drew show."""
+    b = SHAPES
+    corner = lambda h, w: pp.Crop((h, w), anchor=(0.0, 0.0), fill=114)
     return {
-        "random_zoom_out": epochs("RandomZoomOut(p=1.0), Resize", [pp.RandomZoomOut(p=1.0), pp.Resize((180, 240))]),
-        "random_iou_crop": epochs("RandomIoUCrop(), Resize", [pp.RandomIoUCrop(), pp.Resize((180, 240))], (0, 1, 3)),
-        "scale_jitter": epochs("ScaleJitter(240, (0.3, 1.0)), LetterBox",
-                               [pp.ScaleJitter(240, (0.3, 1.0)), pp.LetterBox(240, fill=114)]),
-        "random_shortest_size": epochs("RandomShortestSize((80, 160)), LetterBox",
-                                       [pp.RandomShortestSize((80, 160), 240), pp.LetterBox(240, fill=114)]),
+        "random_zoom_out": epochs("RandomZoomOut(p=1.0), Resize((180, 240))",
+                                  [pp.RandomZoomOut(p=1.0), pp.Resize((180, 240))], boxes=b),
+        "random_iou_crop": epochs("RandomIoUCrop(), Resize((180, 240))",
+                                  [pp.RandomIoUCrop(), pp.Resize((180, 240))], (0, 1, 3), b),
+        "scale_jitter": epochs("ScaleJitter(240, (0.3, 1.0)), Crop((140, 240), anchor=(0., 0.))",
+                               [pp.ScaleJitter(240, (0.3, 1.0)), corner(140, 240)], boxes=b),
+        "random_shortest_size": epochs("RandomShortestSize((60, 140), 240), Crop((140, 240), anchor=(0., 0.))",
+                                       [pp.RandomShortestSize((60, 140), 240), corner(140, 240)], boxes=b),
         "letterbox": [Column("LetterBox(240, fill=114)", [pp.LetterBox(240, fill=114)], 0, b),
                       Column("LetterBox((240, 120))", [pp.LetterBox((240, 120))], 0, b),
                       Column("... anchor=(0., 0.)", [pp.LetterBox(240, anchor=(0.0, 0.0))], 0, b)],
@@ -206,6 +230,39 @@ def run_any(column: Column, image: np.ndarray) -> np.ndarray:
     other = torch.from_numpy(np.ascontiguousarray(image[::-1, ::-1]))
     out = pp.Compose(column.ops)([torch.from_numpy(image), other], seed=0, epoch=column.epoch, label=torch.tensor([0, 1]))
     return (out["image"][0].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
+
+
+# ----------------------------------------------------------------------------- presets
+def preset_grid(name: str, photo: np.ndarray) -> Image.Image:
+    """`show`'s grid of a preset on the photo: the original, then PRESET_EPOCHS epochs (one for
+    a preset without random ops, whose epochs are all alike). yolo's mosaic mixes four images
+    of a batch: it gets the batch of `yolo_batch` with its boxes, and the grid keeps its first
+    row."""
+    t = presets.PRESETS[name]()
+    columns = PRESET_EPOCHS if any(not op.deterministic for op in t.ops) else 1
+    caption = f"presets.{name}()"
+    if name != "yolo":
+        return show([photo], t, captions=[caption], columns=columns, tile=PRESET_TILE)
+    images, boxes, labels = yolo_batch(photo)
+    grid = show(images, t, captions=[f"{caption}, a batch of 4 (its first sample)"] + [""] * 3,
+                columns=columns, tile=PRESET_TILE, boxes=boxes, box_labels=labels)
+    return grid.crop((0, 0, *grid_size(1, columns + 1, PRESET_TILE)))
+
+
+def yolo_batch(photo: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], list[list[int]]]:
+    """Four images for the mosaic, so that its quadrants tell them apart: the photo, then the
+    photo flipped left-right, upside down and both, its hue turned by one, two and three
+    quarter turns; the boxes of its two shapes (pixels, labels 0 and 1) moved with them."""
+    h, w = photo.shape[:2]
+    images, boxes = [], []
+    for k, (fh, fv) in enumerate(((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0))):
+        hue = (0.25 * k + 0.5) % 1.0 - 0.5  # a quarter turn more per image, in [-0.5, 0.5)
+        ops = [pp.RandomFlip(fh, fv), pp.ColorJitter(hue=(hue, hue))] if k else []
+        t = pp.Compose(ops, dtype=torch.uint8, layout="NHWC")
+        out = t([torch.from_numpy(photo)], boxes=[(torch.tensor(SHAPES) * torch.tensor([w, h, w, h])).tolist()])
+        images.append(out["image"][0].numpy())
+        boxes.append(out["boxes"][0].numpy())
+    return images, boxes, [[0, 1]] * 4
 
 
 # ----------------------------------------------------------------------------- design-flow.png
@@ -371,14 +428,14 @@ def main(argv: list[str] | None = None) -> int:
              lambda tiles=tiles, captions=captions: show(tiles, captions=captions, columns=len(tiles) - 1, tile=TILE))
     save_catalogue(image, save)
     save("design-flow", draw_flow)
-    for preset in PICTURED_PRESETS:
-        save(f"preset-{preset.replace('_', '-')}",
-             lambda preset=preset: show([photo], preset, captions=[f"presets.{preset}()"], columns=4, tile=TILE))
+    for preset in presets.PRESETS:
+        save(f"preset-{preset.replace('_', '-')}", lambda preset=preset: preset_grid(preset, photo))
     total = sum(n for _, n in written)
     for stem, n in written:
         print(f"{stem + '.png':<32}{n / 1024:8.1f} KiB")
-    print(f"{len(written)} pictures of {name} in {args.out}: {total / 1024:.0f} KiB")
-    return 0 if total < 1.5 * 2**20 else 1
+    print(f"{len(written)} pictures of {name} in {args.out}: {total / 1024:.0f} KiB "
+          f"(cap {MAX_TOTAL / 1024:.0f} KiB, {MAX_PNG:,} bytes a picture)")
+    return 0 if total < MAX_TOTAL and all(n < MAX_PNG for _, n in written) else 1
 
 
 if __name__ == "__main__":

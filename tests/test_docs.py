@@ -75,13 +75,13 @@ def test_snippets_found() -> None:
     assert len(_blocks()) >= 20, "the docs' python blocks were not found: did the fence syntax change?"
 
 
-# ops documented without a picture: docs/img is at its size budget (test_pictures_stay_small)
-NO_PICTURE = {"ElasticTransform"}
+def _pictures(page: Path, name: str) -> list[str]:
+    """The pictures that page shows with alt text `name`: ![name](img/....png)."""
+    return re.findall(rf"!\[{name}\]\((img/[^)]+\.png)\)", page.read_text(encoding="utf-8"))
 
 
 def test_every_op_has_an_entry_and_a_picture() -> None:
-    """docs/ops.md has a section for every op pixelpipe exports, and a generated picture for
-    every one not in NO_PICTURE."""
+    """docs/ops.md has a section for every op pixelpipe exports, and a generated picture of each."""
     text = (ROOT / "docs" / "ops.md").read_text(encoding="utf-8")
     kinds = {pp.Op, pp.GeometryOp, pp.ColorOp, pp.PixelOp, pp.BatchOp, pp.TargetsOp}
     ops = [n for n in pp.__all__ if isinstance(getattr(pp, n), type) and issubclass(getattr(pp, n), pp.Op)
@@ -89,17 +89,35 @@ def test_every_op_has_an_entry_and_a_picture() -> None:
     assert len(ops) >= 17, ops
     for name in ops:
         assert re.search(rf"^### {name}$", text, re.MULTILINE), f"docs/ops.md has no section '### {name}'"
-        pictures = re.findall(rf"!\[{name}\]\((img/[^)]+\.png)\)", text)
-        assert pictures or name in NO_PICTURE, f"docs/ops.md shows no picture of {name} (![{name}](img/...png))"
+        pictures = _pictures(ROOT / "docs" / "ops.md", name)
+        assert pictures, f"docs/ops.md shows no picture of {name} (![{name}](img/...png))"
+        for picture in pictures:
+            assert (ROOT / "docs" / picture).is_file(), f"{picture} is missing: run python docs/make_pictures.py"
+
+
+def test_every_preset_has_a_picture() -> None:
+    """The presets' section of docs/getting-started.md (where docs/ops.md points for them) shows
+    a generated picture of every preset in pixelpipe.presets."""
+    from pixelpipe import presets
+
+    assert "getting-started.md#2-choose-the-transforms-presets" in (ROOT / "docs" / "ops.md").read_text(encoding="utf-8")
+    page = ROOT / "docs" / "getting-started.md"
+    assert len(presets.PRESETS) >= 8, presets.PRESETS
+    for name in presets.PRESETS:
+        pictures = _pictures(page, name)
+        assert pictures, f"docs/getting-started.md shows no picture of preset {name} (![{name}](img/...png))"
         for picture in pictures:
             assert (ROOT / "docs" / picture).is_file(), f"{picture} is missing: run python docs/make_pictures.py"
 
 
 def test_pictures_stay_small() -> None:
-    """The generated pictures keep the repository light."""
+    """The generated pictures keep the repository light, and every one of them is shown on a
+    page (a picture no page shows is budget spent on nothing)."""
     sizes = {p.name: p.stat().st_size for p in (ROOT / "docs" / "img").glob("*.png")}
     assert all(n < 120_000 for n in sizes.values()), {k: v for k, v in sizes.items() if v >= 120_000}
     assert sum(sizes.values()) < 1.5 * 2**20  # docs/make_pictures.py holds to the same
+    shown = set(re.findall(r"\]\((?:docs/)?img/([^)]+\.png)\)", "".join(p.read_text(encoding="utf-8") for p in PAGES)))
+    assert set(sizes) <= shown, f"pictures in docs/img that no page shows: {sorted(set(sizes) - shown)}"
 
 
 def test_links_between_pages_resolve() -> None:
