@@ -61,7 +61,7 @@ class TestOneOf:
                  p_zero=pp.OneOf([POSTER, SOLAR], p=0.0))
 
     @pytest.mark.parametrize("ops, head, tail", [
-        ([FLIP, ROT, pp.CenterCrop(0.5)], (), SIZE),
+        ([FLIP, ROT, pp.CenterCrop(12)], (), SIZE),
         ([INVERT, GREY, BRIGHT], SIZE, ()),
         ([POSTER, SOLAR, BLUR], SIZE, ()),
     ], ids=["geometry", "colour", "pixel"])
@@ -147,7 +147,7 @@ class TestSomeOf:
                  p_zero=pp.SomeOf([POSTER, SOLAR], n=1, p=0.0))
 
     @pytest.mark.parametrize("ops, head, tail", [
-        ([ROT, FLIP, pp.CenterCrop(0.5)], (), SIZE),
+        ([ROT, FLIP, pp.CenterCrop(12)], (), SIZE),
         ([INVERT, GREY, BRIGHT], SIZE, ()),
         ([POSTER, SOLAR, BLUR], SIZE, ()),
     ], ids=["geometry", "colour", "pixel"])

@@ -58,7 +58,10 @@ class Resize(GeometryOp):
             return np.broadcast_to(np.array(self.size, dtype=np.float64), sizes.shape).copy()
         short, long = np.minimum(h, w), np.maximum(h, w)
         new_short = np.full_like(short, float(self.size))
-        new_long = np.floor(self.size * long / short)
+        # (1 + 1e-12): a crop's exact fractional window (Crop.resampled) has sides such as 0.9 * 686
+        # whose quotient may land a rounding error below a whole number; a quotient of whole sides
+        # is a whole number or at least 1 / short away from one, so it floors as without it
+        new_long = np.floor(self.size * long / short * (1 + 1e-12))
         if self.max_size is not None:  # torchvision's rule: rescale from the uncapped size
             over = new_long > self.max_size
             new_short = np.where(over, np.floor(self.max_size * new_short / np.maximum(new_long, 1)), new_short)
@@ -99,8 +102,11 @@ class Crop(GeometryOp):
 
     Args:
         size: (height, width) or one number. Ints are pixels; floats in (0, 1] are fractions
-            of each image's own size (rounded to whole pixels), so ``Crop(0.8)`` keeps the
-            central 80% of every image whatever its size.
+            of each image's own size, so ``Crop(0.8)`` keeps the central 80% of every image
+            whatever its size. A fractional window is rounded to whole pixels (its size and
+            its place), except where a Resize comes next among the geometric ops of the same
+            stage: that Resize then resamples the exact window, as Pillow's
+            ``resize(size, box=window)`` does.
         anchor: where the window sits. Two floats in [0, 1] place it relative to the free
             space: (0., 0.) top-left, (0.5, 0.5) centred, (1., 1.) bottom-right. Two ints are
             the absolute (top, left) pixel.
@@ -120,22 +126,38 @@ class Crop(GeometryOp):
         anchor = self.anchor if self._relative else tuple(int(v) for v in self.anchor)
         return {"size": self.size, "anchor": anchor, "border": self.border, "fill": self.fill}
 
-    def _box(self, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _box(self, sizes: np.ndarray, exact: bool = False) -> tuple[np.ndarray, ...]:
+        """(top, left, height, width) float64 [N] each. A fractional side and its place are
+        rounded to whole pixels, or kept as they are with `exact`; pixel sides and absolute
+        anchors are whole pixels either way."""
         H, W = sizes[:, 0], sizes[:, 1]
-        hw = []
-        for v, full in zip(self.size, (H, W)):
-            hw.append(np.full_like(full, float(v)) if isinstance(v, int) else np.maximum(np.round(v * full), 1.0))
-        h, w = hw
-        if self._relative:
-            top = np.round(self.anchor[0] * (H - h))
-            left = np.round(self.anchor[1] * (W - w))
-        else:
-            top = np.full_like(H, self.anchor[0])
-            left = np.full_like(W, self.anchor[1])
+        box = []
+        for v, a, full in zip(self.size, self.anchor, (H, W)):
+            fraction = not isinstance(v, int)
+            if not fraction:
+                side = np.full_like(full, float(v))
+            elif exact:
+                side = v * full
+            else:
+                side = np.maximum(np.round(v * full), 1.0)
+            if not self._relative:
+                start = np.full_like(full, a)
+            else:
+                start = a * (full - side)
+                start = start if exact and fraction else np.round(start)
+            box.append((start, side))
+        (top, h), (left, w) = box
         return top, left, h, w
 
     def transform(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         top, left, h, w = self._box(sizes)
+        return affine(len(top), tx=-left, ty=-top), np.stack([h, w], 1)
+
+    def resampled(self, params: Params, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """transform() for a crop that a Resize resamples in the same stage: a fractional side
+        keeps its exact window (size and place unrounded, the output size a fraction too), so
+        that the Resize maps that window onto its output as Pillow's ``resize(box=...)`` does."""
+        top, left, h, w = self._box(sizes, exact=True)
         return affine(len(top), tx=-left, ty=-top), np.stack([h, w], 1)
 
 

@@ -5,7 +5,9 @@ pointwise pass (colour, clamp and, when it comes before them, Normalize), follow
 ops that stand after them in the list, run on the warped image. A stage ends where fusion is
 impossible: where a geometric or colour op follows a pixel op (its input is the pixel op's
 result), where two geometric ops ask for different interpolation, border or fill, and at a
-second displacement field (ElasticTransform: one field per warp). Batch ops
+second displacement field (ElasticTransform: one field per warp). A Crop whose next geometric
+op in the stage is a Resize hands it the exact fractional window (Crop.resampled), not the
+window rounded to whole pixels that a crop ending the geometry keeps. Batch ops
 run last, on the whole output batch. `build` makes the `Program` a Compose runs; new ops join a
 kind and need no change here.
 
@@ -27,6 +29,7 @@ import numpy as np
 from ..data.random import Draws, epochs, frame_prefix
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
+from ..ops.crop import Crop, Resize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
 from ..ops.matrices import host
 from . import fast
@@ -92,6 +95,7 @@ class Stage:
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
         elastic: Elastic | None = None
+        resized = _resized_crops(self.ops)
         for k, (pos, op) in enumerate(self.ops):
             draws = Draws(seed, epoch, indices, pos, prefixes[k], None if blocks is None else blocks[k])
             if isinstance(op, GeometryOp) and op.deformation:  # its field, and the matrices before it
@@ -108,6 +112,9 @@ class Stage:
                 else:
                     seen = targets.moved(matrix, cur)
                 m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
+                matrix = m if matrix is None else m @ matrix
+            elif k in resized:  # the exact fractional window, for the Resize after it
+                m, cur = op.resampled(op.sample(draws, cur), cur)  # type: ignore[attr-defined]
                 matrix = m if matrix is None else m @ matrix
             elif isinstance(op, GeometryOp):
                 m, cur = fast.plan_geometry(op, draws, cur)
@@ -141,6 +148,14 @@ class Stage:
 
 def _name(op: Op) -> str:
     return getattr(op, "name", None) or type(op).__name__
+
+
+def _resized_crops(ops: list[tuple[int, Op]]) -> set[int]:
+    """Where in `ops` a Crop stands whose next geometric op is a Resize: the two fold into one
+    map of the crop's exact window (fractions of the image unrounded, Crop.resampled) onto the
+    Resize's output, as Pillow's resize(box=...) resamples a fractional window."""
+    geo = [k for k, (_, op) in enumerate(ops) if isinstance(op, GeometryOp)]
+    return {k for k, nxt in zip(geo, geo[1:]) if isinstance(ops[k][1], Crop) and isinstance(ops[nxt][1], Resize)}
 
 
 def _blocks(prefixes: list[np.ndarray], ops: list[tuple[int, Op]]) -> list[np.ndarray]:
