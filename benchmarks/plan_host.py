@@ -34,6 +34,7 @@ import pixelpipe as pp
 from pixelpipe import native
 from pixelpipe.data.targets import targets_of
 from pixelpipe.kernels import color_slopes
+from pixelpipe.plan import fast
 from pixelpipe.tools.bench.coco_boxes import random_boxes
 from pixelpipe.tools.bench.pipelines import pipeline_ops
 
@@ -65,7 +66,7 @@ def planner(t: pp.Compose, idx: torch.Tensor, sizes: torch.Tensor,
             p.pointwise(None, form)
         t2 = time.perf_counter()
         if targets is not None:  # Engine._move and _outputs
-            moved = targets.moved(p.matrix, p.out_sizes)
+            moved = fast.move_targets(targets, p.matrix, p.out_sizes)
             program.targets.outputs(moved, spec.out_size, torch.device("cpu"))
         t3 = time.perf_counter()
         parts += [t3 - t0, t1 - t0, t2 - t1, t3 - t2]

@@ -73,6 +73,8 @@ def convert_boxes(boxes: Any, source: str, dest: str, wh: np.ndarray | None = No
 
 
 def _array(v: Any) -> np.ndarray:
+    if type(v) is np.ndarray:  # what readers give, once per sample and kind of target
+        return v
     return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
 
 
