@@ -220,8 +220,21 @@ def test_ssd_compose_outputs_equal():
         assert all(torch.equal(a, b) for a, b in zip(quick[key], slow[key])), key
 
 
-def test_environment_switch_turns_it_off():
-    code = "from pixelpipe import native; print(native.detection() is None)"
+SSD_RUN = """
+import numpy as np, torch, pixelpipe as pp
+from pixelpipe import native
+from pixelpipe.tools.bench.pipelines import pipeline_ops
+rng = np.random.default_rng(15)
+images = [torch.zeros((int(h), int(w), 3), dtype=torch.uint8) for h, w in rng.integers(50, 300, (40, 2))]
+boxes = [np.sort(rng.uniform(0, 50, (4, 2, 2)), 1).reshape(4, 4) for _ in images]
+out = pp.Compose(pipeline_ops("ssd", 32))(images, seed=1, boxes=boxes)
+print(native.detection() is None, [b.tolist() for b in out["boxes"]])
+"""
+
+
+def test_environment_switch_turns_it_off_and_numpy_plans_the_same():
     env = {**os.environ, "PIXELPIPE_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    off = subprocess.run([sys.executable, "-c", SSD_RUN], env=env, capture_output=True, text=True, check=True)
+    on = subprocess.run([sys.executable, "-c", SSD_RUN], capture_output=True, text=True, check=True)
+    assert off.stdout.startswith("True [") and on.stdout.startswith("False [")
+    assert off.stdout.split(" ", 1)[1] == on.stdout.split(" ", 1)[1]
