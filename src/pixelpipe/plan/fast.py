@@ -6,9 +6,10 @@ numpy's per-call overhead, not arithmetic: on a 16-core H100 host a Compose call
 pipeline spent about 1.3 ms of its 1.7 ms of host time planning while its kernels take 0.63 ms.
 planner.c (pixelpipe.native) does the hashing of every draw, RandomResizedCrop's window,
 RandomFlip's and RandomAffine's matrices, ColorJitter's parameters and colour maps in one call
-each; detection.c RandomIoUCrop's trials and the boxes moved through a stage's matrices (the
-ssd pipeline's planning was mostly those, in numpy). Each path here gives the same bits as the op's own numpy code, which stays the reference
-and runs wherever `native.library()` is None (see pixelpipe.native).
+each; detection.c RandomIoUCrop's trials and the boxes moved through a stage's matrices (in
+numpy, most of the ssd pipeline's planning). Each path here gives the same bits as the op's own
+numpy code, which stays the reference and runs wherever `native.library()` (for detection.c,
+`native.detection()`) is None (see pixelpipe.native).
 
 Ops never import this module: the planner asks it for an op's fast path by the op's exact
 type (a subclass that changes what an op does gets no C path by accident), and falls back to
