@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import pixelpipe as pp
-from pixelpipe.data.targets import BOX_FORMATS, convert_boxes, to_detection
+from pixelpipe.data.errors import SampleError
+from pixelpipe.data.targets import BOX_FORMATS, Targets, convert_boxes, to_detection
 
 H, W = 60, 80
 IMAGES = [np.zeros((H, W, 3), np.uint8)] * 3
@@ -205,3 +206,23 @@ def test_sanitize_boxes_is_one_targets_op_and_leaves_a_plain_call_a_tensor():
         pp.Compose([CROP, pp.SanitizeBoxes(), pp.SanitizeBoxes(min_size=5)])
     with pytest.raises(ValueError, match="comes after the batch op SanitizeBoxes"):
         pp.Compose([pp.SanitizeBoxes(), CROP])
+
+
+def test_targets_from_mixed_types_and_the_first_bad_sample_named():
+    """Boxes and labels given as float32, int, lists, tensors or nothing become float64 and
+    int64 as one batch; a bad sample is named in the batch's order, whatever is wrong with it."""
+    boxes = [np.array([[1, 2, 3, 4]], np.float32), torch.tensor([[0, 0, 5, 5]], dtype=torch.int32), None,
+             [[1, 1, 2.5, 2], [0, 0, 1, 1]], np.zeros((0, 4))]
+    labels = [np.array([3], np.int32), torch.tensor([4]), None, [5.0, 6.0], []]
+    t = Targets.from_args(5, boxes=boxes, labels=labels)
+    assert t.boxes.data.dtype == np.float64 and t.boxes.labels.dtype == np.int64
+    assert t.boxes.data.tolist() == [[1, 2, 3, 4], [0, 0, 5, 5], [1, 1, 2.5, 2], [0, 0, 1, 1]]
+    assert t.boxes.counts.tolist() == [1, 1, 0, 2, 0] and t.boxes.labels.tolist() == [3, 4, 5, 6]
+    fine, inf, wide = np.zeros((1, 4)), np.array([[0, 0, 1, 1], [0, 0, np.inf, 1]]), np.zeros((1, 5))
+    for given, message in (([fine, inf, wide], r"sample 1: boxes: non-finite values \(row 1\)"),
+                           ([fine, wide, inf], "sample 1: boxes: expected shape"),
+                           ([fine, fine, inf], r"sample 2: boxes: non-finite values \(row 1\)")):
+        with pytest.raises(SampleError, match=message):
+            Targets.from_args(3, boxes=given)
+    points = Targets.from_args(2, keypoints=[np.array([[1.0, 2.0]]), np.array([[3, 4, 0]], np.int64)]).keypoints
+    assert points.data.tolist() == [[1, 2, 1], [3, 4, 0]]  # (x, y) visible, (x, y, v) as given

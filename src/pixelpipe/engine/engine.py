@@ -30,7 +30,7 @@ from ..data.threads import one_torch_thread
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.reference.masks import warp_masks
-from ..plan import Program, Stage
+from ..plan import Program, Stage, fast
 from .options import GpuDecoding
 from .pixels import pixel_pieces, pixel_prefixes, run_pixels
 from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
@@ -286,7 +286,7 @@ class Engine:
         the nearest warp on the image's device."""
         plan = work.plan
         if plan.elastic is None:
-            moved = targets.moved(plan.matrix, plan.out_sizes)
+            moved = fast.move_targets(targets, plan.matrix, plan.out_sizes)
         else:  # through the displacement field (plan.deform says how)
             moved = plan.elastic.move(targets, plan.matrix, plan.out_sizes)
         pairs = work.program.targets.flip_pairs

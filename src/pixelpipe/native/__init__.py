@@ -1,5 +1,6 @@
-"""The planner's hot spots in C (planner.c), loaded with ctypes; and `load()` / `shared()`, which
-load this package's other C files the same way: alloc.c (nvImageCodec's allocators, see
+"""The planner's hot spots in C (planner.c, and detection.c for the detection ops: `detection()`),
+loaded with ctypes; and `load()` / `shared()`, which load this package's other C files the same
+way: alloc.c (nvImageCodec's allocators, see
 decode/nvimgcodec_alloc.py), decode.c (a batch's nvImageCodec decode calls in one, see
 decode/nvimgcodec_c.py), open.c (a batch's code streams and images in one, see
 decode/nvimgcodec_open.py), queue.c (a decoder's decode queue and its thread, see
@@ -13,7 +14,8 @@ rn50 pipeline spent about 1.3 ms of its 1.7 ms of host time planning (measured w
 while its kernels take 0.63 ms: the host bounds augment-only batches and
 cached epochs. planner.c does the hashing of every draw, RandomResizedCrop's window, RandomFlip's
 and RandomAffine's matrices, ColorJitter's parameters and colour maps, the affine inverse and
-source regions, and the warp kernel's rows in one call each.
+source regions, and the warp kernel's rows in one call each; detection.c RandomIoUCrop's trials
+and a batch's boxes moved through their matrices.
 
 `pip install` compiles each C file of this folder (setup.py, at the repository root) into a
 shared library beside this file, `_<name>.<platform tag>.so` (e.g.
@@ -48,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["address", "disabled", "find", "library", "load", "shared", "signed", "wire"]
+__all__ = ["address", "detection", "disabled", "find", "library", "load", "shared", "signed", "wire"]
 
 _DIR = Path(__file__).parent  # where setup.py's build_ext puts the libraries
 _SOURCE = _DIR / "planner.c"
@@ -68,6 +70,10 @@ _SIGNATURES = {
     "pp_color_jitter": (None, [_P, _I64, _I64, _F64, _P, _P, _P]),
     "pp_jitter_color": (None, [_P, _P, _P, _I64, _I64, _P, _P, _P]),
 }
+_DETECTION_SIGNATURES = {
+    "pp_iou_crop": (None, [_P, _I64, _P, _I64, _P, _P, _P, _I64, _F64, _F64, _F64, _F64, _I64, _I64, _P]),
+    "pp_move_boxes": (None, [_P, _P, _I64, _P, _P, _P, _P, _P]),
+}
 
 
 def library() -> C.PyDLL | None:
@@ -81,6 +87,18 @@ def library() -> C.PyDLL | None:
                 _STATE["lib"] = _load()
                 _STATE["tried"] = True
     return _STATE["lib"]  # type: ignore[return-value]
+
+
+def detection() -> C.PyDLL | None:
+    """detection.c (RandomIoUCrop's trials, boxes moved through matrices), or None where the
+    numpy code runs instead: as `library()` (PIXELPIPE_NATIVE=0, `disabled()`, not built).
+    Loaded on the first call of the process; its calls keep the GIL, as the planner's do."""
+    if _STATE["off"]:
+        return None
+    lib = _SHARED.get("detection.c", False)  # without the lock once loaded: a batch calls this a few times
+    if lib is False:
+        lib = shared("detection.c", "planning the detection ops in numpy, not in C", C.PyDLL, _DETECTION_SIGNATURES)
+    return lib  # type: ignore[return-value]
 
 
 @contextlib.contextmanager

@@ -10,22 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#define GOLDEN 0x9E3779B9u
-
-static inline uint32_t mix(uint32_t x) {  /* random._mix_u32 */
-    x ^= x >> 16;
-    x *= 0x7FEB352Du;
-    x ^= x >> 15;
-    x *= 0x846CA68Bu;
-    x ^= x >> 16;
-    return x;
-}
-
-static inline uint32_t fold(uint32_t h, int64_t key) {  /* random._fold_numpy: low word, then high */
-    uint64_t k = (uint64_t)key;
-    h = mix((h + GOLDEN) ^ (uint32_t)(k & 0xFFFFFFFFu));
-    return mix((h + GOLDEN) ^ (uint32_t)(k >> 32));
-}
+#include "hash.h"
 
 /* out[i] = the state after (seed, epoch, index): h is the state after the seed (and after the
  * epoch when epochs is NULL); epochs: per-sample epochs or NULL. */
@@ -48,10 +33,6 @@ void pp_op_blocks(const uint32_t *prefix, int64_t n, const int64_t *ops, const i
             for (int64_t d = 0; d < draws[j]; d++) *row++ = mix(fold(s, d));
         }
     }
-}
-
-static inline double unit(uint32_t h) {  /* random._unit_numpy: float32 of the top 24 bits */
-    return (double)((float)(h >> 8) * (float)(1.0 / (1 << 24)));
 }
 
 /* RandomResizedCrop.sample: prefix [n] (random.prefix) and op (the op's position): draw d of

@@ -6,8 +6,10 @@ numpy's per-call overhead, not arithmetic: on a 16-core H100 host a Compose call
 pipeline spent about 1.3 ms of its 1.7 ms of host time planning while its kernels take 0.63 ms.
 planner.c (pixelpipe.native) does the hashing of every draw, RandomResizedCrop's window,
 RandomFlip's and RandomAffine's matrices, ColorJitter's parameters and colour maps in one call
-each. Each path here gives the same bits as the op's own numpy code, which stays the reference
-and runs wherever `native.library()` is None (see pixelpipe.native).
+each; detection.c RandomIoUCrop's trials and the boxes moved through a stage's matrices (in
+numpy, most of the ssd pipeline's planning). Each path here gives the same bits as the op's own
+numpy code, which stays the reference and runs wherever `native.library()` (for detection.c,
+`native.detection()`) is None (see pixelpipe.native).
 
 Ops never import this module: the planner asks it for an op's fast path by the op's exact
 type (a subclass that changes what an op does gets no C path by accident), and falls back to
@@ -25,12 +27,14 @@ import numpy as np
 from .. import native
 from ..data import random as rnd
 from ..data.random import Draws
+from ..data.targets import Boxes, Targets
 from ..ops.color import GREY_WEIGHTS, HUE_BASIS, ColorJitter
 from ..ops.crop import RandomResizedCrop
+from ..ops.detection import RandomIoUCrop
 from ..ops.geometry import RandomAffine, RandomFlip
 from ..ops.kinds import ColorOp, GeometryOp, Op, Params
 
-__all__ = ["block_draws", "color", "op_blocks", "plan_geometry", "prefix", "sample"]
+__all__ = ["block_draws", "color", "move_targets", "op_blocks", "plan_geometry", "plan_seeing", "prefix", "sample"]
 
 
 # ----------------------------------------------------------------------------- draws
@@ -83,6 +87,37 @@ def plan_geometry(op: GeometryOp, draws: Draws, sizes: np.ndarray) -> tuple[np.n
         params = sample(op, draws, sizes)
         return op.transform(params, sizes)
     return fast(lib, op, draws, sizes)
+
+
+def plan_seeing(op: GeometryOp, draws: Draws, sizes: np.ndarray,
+                targets: Targets | None) -> tuple[np.ndarray, np.ndarray]:
+    """op.transform(op.sample(draws, sizes, targets), sizes) for an op with `needs_targets`,
+    from detection.c where the op has a path there."""
+    lib = native.detection() if type(op) is RandomIoUCrop else None
+    if lib is None:
+        return op.transform(op.sample(draws, sizes, targets), sizes)  # type: ignore[call-arg]
+    return op.transform(_iou_crop_sample(lib, op, draws, sizes, targets), sizes)  # type: ignore[arg-type]
+
+
+def move_targets(targets: Targets, matrix: np.ndarray, out_sizes: np.ndarray) -> Targets:
+    """targets.moved(matrix, out_sizes), the boxes from detection.c where it is built."""
+    b = targets.boxes
+    lib = native.detection() if b is not None else None
+    if lib is None or b is None:
+        return targets.moved(matrix, out_sizes)
+    data, counts = np.ascontiguousarray(b.data, dtype=np.float64), np.ascontiguousarray(b.counts, dtype=np.int64)
+    m = np.ascontiguousarray(matrix, dtype=np.float64)
+    hw = np.ascontiguousarray(out_sizes, dtype=np.float64)
+    visible = np.ascontiguousarray(b.visible, dtype=np.float64)
+    if m.shape != (len(counts), 3, 3) or hw.shape != (len(counts), 2) or data.shape != (int(counts.sum()), 4):
+        raise ValueError(f"move_targets: matrices {m.shape} and sizes {hw.shape} for {len(counts)} samples, boxes "
+                         f"{data.shape} for {int(counts.sum())} rows")
+    out, seen = np.empty_like(data), np.empty(len(data))
+    if len(data):
+        lib.pp_move_boxes(native.address(data), native.address(counts), len(counts), native.address(m),
+                          native.address(hw), native.address(visible), native.address(out), native.address(seen))
+    keypoints = None if targets.keypoints is None else targets.keypoints.moved(matrix, out_sizes)
+    return Targets(Boxes(out, b.counts, b.labels, seen), keypoints, targets.masks)
 
 
 def sample(op: Op, draws: Draws, sizes: np.ndarray) -> Params:
@@ -151,6 +186,26 @@ def _crop_sample(lib: Any, op: RandomResizedCrop, draws: Draws, sizes: np.ndarra
     lib.pp_random_resized_crop(native.address(pre), draws.op, native.address(hw), len(hw), op.TRIES,
                                op.scale[0], op.scale[1] - op.scale[0], op.ratio[0], op.ratio[1],
                                lo, hi - lo, native.address(out))
+    return {"top": out[:, 0], "left": out[:, 1], "height": out[:, 2], "width": out[:, 3]}
+
+
+def _iou_crop_sample(lib: Any, op: RandomIoUCrop, draws: Draws, sizes: np.ndarray,
+                     targets: Targets | None) -> Params:
+    hw = np.ascontiguousarray(sizes, dtype=np.float64)
+    n = len(hw)
+    boxes = None if targets is None else targets.boxes
+    data = counts = None
+    if boxes is not None and len(boxes.data):  # else every image stays whole
+        data = np.ascontiguousarray(boxes.data, dtype=np.float64)
+        counts = np.ascontiguousarray(boxes.counts, dtype=np.int64)
+        if counts.shape != (n,) or data.shape != (int(counts.sum()), 4):
+            raise ValueError(f"RandomIoUCrop: boxes {data.shape} with counts {counts.shape} for {n} samples")
+    options = np.asarray(op.sampler_options, dtype=np.float64)
+    out = np.empty((n, 4))
+    lib.pp_iou_crop(native.address(draws.prefix_np()), draws.op, native.address(hw), n,
+                    None if data is None else native.address(data), None if counts is None else native.address(counts),
+                    native.address(options), len(options), op.min_scale, op.max_scale - op.min_scale,
+                    op.min_aspect_ratio, op.max_aspect_ratio, op.trials, op.rounds, native.address(out))
     return {"top": out[:, 0], "left": out[:, 1], "height": out[:, 2], "width": out[:, 3]}
 
 

@@ -110,8 +110,8 @@ class Stage:
                 elif elastic is not None:  # through the field drawn before it in this stage
                     seen = elastic.move(targets, matrix, cur)
                 else:
-                    seen = targets.moved(matrix, cur)
-                m, cur = op.transform(op.sample(draws, cur, seen), cur)  # type: ignore[call-arg]
+                    seen = fast.move_targets(targets, matrix, cur)
+                m, cur = fast.plan_seeing(op, draws, cur, seen)
                 matrix = m if matrix is None else m @ matrix
             elif k in resized:  # the exact fractional window, for the Resize after it
                 m, cur = op.resampled(op.sample(draws, cur), cur)  # type: ignore[attr-defined]
