@@ -396,7 +396,7 @@ def test_skip_with_nothing_decodable_raises_instead_of_hanging() -> None:
     pipe = make([(b"this is not an image", 0)] * 6, "skip")
     try:
         with pytest.raises(RuntimeError, match="no readable samples left"):
-            within(2, lambda: list(pipe))
+            within(LIMIT, lambda: list(pipe))
     finally:
         pipe.close()  # stops a spinning producer
     assert len(pipe.errors) == 6
@@ -406,7 +406,7 @@ def test_replace_with_nothing_decodable_raises_instead_of_hanging() -> None:
     pipe = make([(BAD["truncated"][0], 0)] * 8, "replace")
     try:
         with pytest.raises(RuntimeError):
-            within(2, lambda: list(pipe))
+            within(LIMIT, lambda: list(pipe))
     finally:
         pipe.close()
     assert len(pipe.errors) <= 8 * 9  # each sample and at most 8 stand-ins
@@ -490,3 +490,26 @@ def test_only_the_failed_samples_are_made_again(on_error: str, monkeypatch: pyte
     # the whole remake decodes the first batch three times (split, in one piece, with stand-ins);
     # keeping the made rows decodes it once and then only the 3 samples that take their places
     assert reused <= len(decoded) - 8, (reused, len(decoded))
+
+
+def test_made_rows_are_never_handed_to_another_item() -> None:
+    """A batch padded again makes new padding items and drops the old ones; an item freed that
+    way must not pass its row to a new object that CPython puts at the same address (id)."""
+    from dataclasses import replace
+
+    from pixelpipe.loader.reading import Item
+    from pixelpipe.loader.remake import MadeRows
+
+    rows = MadeRows()
+    made = torch.arange(6.0).reshape(3, 2)
+    kept = [Item(None, 0, k, "", True) for k in range(3)]
+    for j, it in enumerate(kept):
+        rows.add(it, made, j)
+    del kept[1:]  # dropped, as pad() drops the padding items it makes again
+    # new padding items, made as pad() makes them: with bare ids kept, one lands where a dropped one was
+    new = [replace(kept[0], index=100 + k, valid=False) for k in range(200)]
+    assert all(rows.get(it) is None for it in new)
+    assert rows.get(kept[0]) is not None
+    fresh = [Item(None, 0, 7, "", True), kept[0]]
+    image = rows.assemble(fresh, [0], torch.full((1, 2), -1.0))
+    assert image.tolist() == [[-1.0, -1.0], [0.0, 1.0]]

@@ -36,6 +36,7 @@ from .epochs import Epochs
 from .errors import ErrorLog, Reported
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
+from .remake import MadeRows
 from .sampler import EpochOrder
 
 __all__ = ["Pipeline"]
@@ -282,7 +283,7 @@ class Pipeline(Reported):
         made again, in one piece, first; so is a batch made again here after a sample failed
         (a split batch whose finish fails would be made twice more)."""
         b, whole = self.batch_size, redo
-        reuse: dict[int, tuple[torch.Tensor, int]] = {}  # id(item) -> (tensor, row): samples made already
+        reuse = MadeRows()  # samples of the batch made already
         if redo and run.partial is not None:  # keep what the failed finish made; refill its failures
             run.pending, redo = self._keep_made(run, run.partial, reuse), False
             run.partial = None
@@ -372,7 +373,7 @@ class Pipeline(Reported):
 
         return finished, record, rest
 
-    def _keep_made(self, run: Run, failed: SampleError, reuse: dict[int, tuple[torch.Tensor, int]]) -> list[Item]:
+    def _keep_made(self, run: Run, failed: SampleError, reuse: MadeRows) -> list[Item]:
         """The run's pending items after a finish that failed on some samples but made the rest
         (failed.batch, failed.items): the made rows go into reuse, the failures through the
         policy (refill), as a batch made again in one piece would have them."""
@@ -381,21 +382,20 @@ class Pipeline(Reported):
         bad = {position for position, _ in failed.failures}
         for j, it in enumerate(items):
             if j not in bad:
-                reuse[id(it)] = (image, j)
+                reuse.add(it, image, j)
         left = run.pending
         for position, reason in failed.failures:
             left = self._reading.refill(run, left, items[position], reason)
         return left
 
-    def _make_reusing(self, run: Run, pending: list[Item], reuse: dict[int, tuple[torch.Tensor, int]]
-                      ) -> tuple[Any, Any, list[Item]]:
+    def _make_reusing(self, run: Run, pending: list[Item], reuse: MadeRows) -> tuple[Any, Any, list[Item]]:
         """_make in one piece for a batch some of whose samples were made already (reuse): only
         the others (stand-ins, samples read to fill the batch) are made, the rows put together
         in the batch's order. Samples that fail again go through the policy and the batch is
         tried again, keeping what this try made."""
         items, rest = pending[: self.batch_size], pending[self.batch_size :]
         index = np.fromiter((it.index for it in items), np.int64, len(items))
-        fresh = [j for j, it in enumerate(items) if id(it) not in reuse]
+        fresh = [j for j, it in enumerate(items) if reuse.get(it) is None]
         made = None
         if fresh:
             sub = [items[j] for j in fresh]
@@ -409,23 +409,11 @@ class Pipeline(Reported):
                 if e.batch is not None:
                     for j, it in enumerate(sub):
                         if j not in bad:
-                            reuse[id(it)] = (e.batch["image"], j)
+                            reuse.add(it, e.batch["image"], j)
                 for position, reason in e.failures:
                     left = self._reading.refill(run, left, sub[position], reason)
                 return None, None, left
-        first = made if made is not None else next(iter(reuse.values()))[0]
-        image = first.new_empty((len(items), *first.shape[1:]))
-        kept: dict[int, tuple[torch.Tensor, list[int], list[int]]] = {}  # by made tensor: its rows, their places
-        for j, it in enumerate(items):
-            if id(it) in reuse:
-                tensor, row = reuse[id(it)]
-                _, rows, places = kept.setdefault(id(tensor), (tensor, [], []))
-                rows.append(row)
-                places.append(j)
-        for tensor, rows, places in kept.values():  # one copy per try that made rows
-            image[torch.as_tensor(places, device=image.device)] = tensor[torch.as_tensor(rows, device=tensor.device)]
-        if made is not None:
-            image[torch.as_tensor(fresh, device=image.device)] = made
+        image = reuse.assemble(items, fresh, made)
         reuse.clear()
         batch = self._wrap({"image": image}, items, index, run.epoch)
         record = BatchDecode(cpu=len(items))
