@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any
@@ -303,7 +303,7 @@ class Pipeline(Reported):
                 if reuse:
                     work, record, run.pending = self._make_reusing(run, run.pending, reuse)
                 else:
-                    work, record, run.pending = self._make(run, run.pending, split=not whole)
+                    work, record, run.pending = self._make(run, run.pending, not whole, reuse)
             redo, whole = False, work is None
             if work is not None:
                 run.made += 1
@@ -328,15 +328,17 @@ class Pipeline(Reported):
             event.record(side)
         return batch, event
 
-    def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, Any, list[Item]]:
+    def _make(self, run: Run, pending: list[Item], split: bool = True, reuse: MadeRows | None = None
+              ) -> tuple[Any, Any, list[Item]]:
         """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
         items and return a callable finishing the batch, one giving how it was decoded (a
         BatchDecode, once finished), and the rest; without split, run both halves here. On a
         sample error apply the policy and return None, None and the items left, to be
-        refilled."""
+        refilled; the rows a one-piece finish made all the same go into `reuse`."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         engine, epoch = self.engine, run.epoch
+        keep = self._cache is None and self.on_error != "raise"
         try:
             cached = None
             if self._cache is None:
@@ -351,38 +353,29 @@ class Pipeline(Reported):
             record = (lambda: cached) if cached is not None else (lambda: prepared.first.decoded)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
                 decoded = engine.lanes.submit(prepared, lane)
-                return (lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch)), record, rest
+                return _told(lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch),
+                             items), record, rest
             if not split:
-                batch = self._wrap(engine.finish(prepared), items, index, epoch)
+                batch = self._wrap(engine.finish(prepared, partial=keep), items, index, epoch)
                 return (lambda: batch), record, rest
         except SampleError as e:  # every failing sample of the batch at once: it is made again once
+            if e.batch is not None and reuse is not None:
+                _keep_rows(reuse, items, e)
             left = items + rest
             for position, reason in e.failures:
                 left = self._reading.refill(run, left, items[position], reason)
             return None, None, left
-        keep = self._cache is None and self.on_error != "raise"
-
-        def finished() -> dict[str, Any]:
-            try:
-                out = engine.finish(prepared, partial=keep)
-            except SampleError as e:
-                if e.batch is not None:  # the others were made: the producer keeps them (_keep_made)
-                    e.items = items  # type: ignore[attr-defined]
-                raise
-            return self._wrap(out, items, index, epoch)
-
-        return finished, record, rest
+        return _told(lambda: self._wrap(engine.finish(prepared, partial=keep), items, index, epoch), items), \
+            record, rest
 
     def _keep_made(self, run: Run, failed: SampleError, reuse: MadeRows) -> list[Item]:
-        """The run's pending items after a finish that failed on some samples but made the rest
-        (failed.batch, failed.items): the made rows go into reuse, the failures through the
-        policy (refill), as a batch made again in one piece would have them."""
+        """The run's pending items after a finish that failed on some samples (failed.items, the
+        batch's items): the rows it made all the same (failed.batch, on the CPU) go into reuse,
+        the failures through the policy (refill), as a batch made again in one piece would
+        have them; the samples that failed are not decoded again to find them again."""
         items: list[Item] = failed.items  # type: ignore[attr-defined]
-        image = failed.batch["image"]  # type: ignore[index]
-        bad = {position for position, _ in failed.failures}
-        for j, it in enumerate(items):
-            if j not in bad:
-                reuse.add(it, image, j)
+        if failed.batch is not None:
+            _keep_rows(reuse, items, failed)
         left = run.pending
         for position, reason in failed.failures:
             left = self._reading.refill(run, left, items[position], reason)
@@ -405,11 +398,8 @@ class Pipeline(Reported):
                 made = self.engine.finish(prepared, partial=True)["image"]
             except SampleError as e:
                 left = items + rest
-                bad = {position for position, _ in e.failures}
                 if e.batch is not None:
-                    for j, it in enumerate(sub):
-                        if j not in bad:
-                            reuse.add(it, e.batch["image"], j)
+                    _keep_rows(reuse, sub, e)
                 for position, reason in e.failures:
                     left = self._reading.refill(run, left, sub[position], reason)
                 return None, None, left
@@ -492,6 +482,29 @@ class Pipeline(Reported):
             self._shutdown()
         except Exception:
             pass
+
+
+def _told(finish: Callable[[], dict[str, Any]], items: list[Item]) -> Callable[[], dict[str, Any]]:
+    """A batch's finish whose SampleError carries the batch's items (`items`), so that the
+    producer applies the failures it names (Pipeline._keep_made) instead of decoding the
+    whole batch again to find them."""
+    def finished() -> dict[str, Any]:
+        try:
+            return finish()
+        except SampleError as e:
+            e.items = items  # type: ignore[attr-defined]
+            raise
+
+    return finished
+
+
+def _keep_rows(reuse: MadeRows, items: list[Item], failed: SampleError) -> None:
+    """The rows of `items` that `failed.batch` made (all but the failures) into reuse."""
+    bad = {position for position, _ in failed.failures}
+    image = failed.batch["image"]  # type: ignore[index]
+    for j, it in enumerate(items):
+        if j not in bad:
+            reuse.add(it, image, j)
 
 
 def _targets(items: list[Item]) -> Targets | None:
