@@ -526,7 +526,7 @@ def test_failures_a_finish_names_are_not_decoded_again(on_error: str, monkeypatc
         return batches, got
 
     at_once, once = epoch()
-    monkeypatch.setattr(pipeline, "_told", lambda finish, items: finish)  # the failures found again
+    monkeypatch.setattr(pipeline, "told", lambda finish, items: finish)  # the failures found again
     again, twice = epoch()
     assert len(at_once) == len(again) == 2
     for a, b in zip(at_once, again):
@@ -606,7 +606,7 @@ def test_a_gpu_batch_failing_in_the_decoder_is_decoded_twice_not_three_times(
         return batches, list(tries)
 
     at_once, once = epoch()
-    monkeypatch.setattr(pipeline, "_told", lambda finish, items: finish)  # the failure found again
+    monkeypatch.setattr(pipeline, "told", lambda finish, items: finish)  # the failure found again
     again, twice = epoch()
     for a, b in zip(at_once, again, strict=True):
         for key in ("index", "valid", "label", "image"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any
@@ -36,7 +36,7 @@ from .epochs import Epochs
 from .errors import ErrorLog, Reported
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
-from .remake import MadeRows
+from .remake import MadeRows, keep_rows, told
 from .sampler import EpochOrder
 
 __all__ = ["Pipeline"]
@@ -353,19 +353,19 @@ class Pipeline(Reported):
             record = (lambda: cached) if cached is not None else (lambda: prepared.first.decoded)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
                 decoded = engine.lanes.submit(prepared, lane)
-                return _told(lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch),
+                return told(lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch),
                              items), record, rest
             if not split:
                 batch = self._wrap(engine.finish(prepared, partial=keep), items, index, epoch)
                 return (lambda: batch), record, rest
         except SampleError as e:  # every failing sample of the batch at once: it is made again once
             if e.batch is not None and reuse is not None:
-                _keep_rows(reuse, items, e)
+                keep_rows(reuse, items, e)
             left = items + rest
             for position, reason in e.failures:
                 left = self._reading.refill(run, left, items[position], reason)
             return None, None, left
-        return _told(lambda: self._wrap(engine.finish(prepared, partial=keep), items, index, epoch), items), \
+        return told(lambda: self._wrap(engine.finish(prepared, partial=keep), items, index, epoch), items), \
             record, rest
 
     def _keep_made(self, run: Run, failed: SampleError, reuse: MadeRows) -> list[Item]:
@@ -375,7 +375,7 @@ class Pipeline(Reported):
         have them; the samples that failed are not decoded again to find them again."""
         items: list[Item] = failed.items  # type: ignore[attr-defined]
         if failed.batch is not None:
-            _keep_rows(reuse, items, failed)
+            keep_rows(reuse, items, failed)
         left = run.pending
         for position, reason in failed.failures:
             left = self._reading.refill(run, left, items[position], reason)
@@ -399,7 +399,7 @@ class Pipeline(Reported):
             except SampleError as e:
                 left = items + rest
                 if e.batch is not None:
-                    _keep_rows(reuse, sub, e)
+                    keep_rows(reuse, sub, e)
                 for position, reason in e.failures:
                     left = self._reading.refill(run, left, sub[position], reason)
                 return None, None, left
@@ -482,29 +482,6 @@ class Pipeline(Reported):
             self._shutdown()
         except Exception:
             pass
-
-
-def _told(finish: Callable[[], dict[str, Any]], items: list[Item]) -> Callable[[], dict[str, Any]]:
-    """A batch's finish whose SampleError carries the batch's items (`items`), so that the
-    producer applies the failures it names (Pipeline._keep_made) instead of decoding the
-    whole batch again to find them."""
-    def finished() -> dict[str, Any]:
-        try:
-            return finish()
-        except SampleError as e:
-            e.items = items  # type: ignore[attr-defined]
-            raise
-
-    return finished
-
-
-def _keep_rows(reuse: MadeRows, items: list[Item], failed: SampleError) -> None:
-    """The rows of `items` that `failed.batch` made (all but the failures) into reuse."""
-    bad = {position for position, _ in failed.failures}
-    image = failed.batch["image"]  # type: ignore[index]
-    for j, it in enumerate(items):
-        if j not in bad:
-            reuse.add(it, image, j)
 
 
 def _targets(items: list[Item]) -> Targets | None:

@@ -1,6 +1,8 @@
-"""Rows of a batch made already (`MadeRows`), kept while the batch is made again around the
-samples that failed in it (Pipeline._next_batch): only the stand-ins, or the samples read to
-fill the batch, are decoded, and the kept rows are copied into place.
+"""A batch made again around the samples that failed in it (Pipeline._next_batch): the failures
+a failed finish names travel with the batch's items (`told`), so they go through the on_error
+policy without the batch being decoded again to find them; the rows it made all the same (on
+the CPU) are kept (`MadeRows`, `keep_rows`): only the stand-ins, or the samples read to fill
+the batch, are decoded, and the kept rows are copied into place.
 
 The rows are found by the identity of the item they were made for. The table holds each item
 itself, not only its id(): the padding items of a batch are made anew each time the batch is
@@ -10,11 +12,14 @@ made, so a table of bare ids could hand a freed item's row to another sample.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["MadeRows"]
+from ..engine import SampleError
+
+__all__ = ["MadeRows", "keep_rows", "told"]
 
 
 class MadeRows:
@@ -58,3 +63,26 @@ class MadeRows:
         if made is not None:
             image[torch.as_tensor(fresh, device=image.device)] = made
         return image
+
+
+def told(finish: Callable[[], dict[str, Any]], items: list[Any]) -> Callable[[], dict[str, Any]]:
+    """A batch's finish whose SampleError carries the batch's items (`items`), so that the
+    producer applies the failures it names (Pipeline._keep_made) instead of decoding the
+    whole batch again to find them."""
+    def finished() -> dict[str, Any]:
+        try:
+            return finish()
+        except SampleError as e:
+            e.items = items  # type: ignore[attr-defined]
+            raise
+
+    return finished
+
+
+def keep_rows(reuse: MadeRows, items: list[Any], failed: SampleError) -> None:
+    """The rows of `items` that `failed.batch` made (all but the failures) into reuse."""
+    bad = {position for position, _ in failed.failures}
+    image = failed.batch["image"]  # type: ignore[index]
+    for j, it in enumerate(items):
+        if j not in bad:
+            reuse.add(it, image, j)
