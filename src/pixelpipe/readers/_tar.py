@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, Unreadable, check_skip, normalize_label
+from ._files import open_regular
 from ._tar_index import member_table, split_name
 from ._tar_targets import MASK_EXTS, tar_targets
 
@@ -107,7 +108,8 @@ class TarShards:
         missing = [p for p in self.shards if not os.path.isfile(p)]
         if missing:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            raise ReaderError(f"TarShards: shard {missing[0]!r} does not exist{more}")
+            what = "is not a regular file" if os.path.exists(missing[0]) else "does not exist"
+            raise ReaderError(f"TarShards: shard {missing[0]!r} {what}{more}")
         self.counts: list[int] | None = None
         self._offsets: list[int] | None = None
         if count:
@@ -163,10 +165,10 @@ def _shard_samples(path: str, base: int, stop: int | None, skip: int, max_bytes:
     shard damaged past its first header, an Unreadable for each sample the damage took; and
     for a counted shard that ends or breaks off before its count (truncated since, or a
     compressed one), an Unreadable for each sample it no longer gives."""
-    table = member_table(path)
-    members = _direct_members(path, table.members) if table is not None else _tar_members(path)
     index, why = base + skip, "the shard ended early: it changed or was truncated since it was counted"
     try:
+        table = member_table(path)  # an OSError here too: the shard is gone, or no regular file now
+        members = _direct_members(path, table.members) if table is not None else _tar_members(path)
         for sample in _to_samples(_group_by_key(members, path, skip, max_bytes), path, base + skip, stop, max_bytes):
             yield sample
             index += 1
@@ -201,7 +203,7 @@ def _tar_members(path: str) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
     reports what is wrong with a bad shard.
     """
     try:
-        with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
+        with open_regular(path) as f, tarfile.open(fileobj=f, mode="r|*") as tar:
             for info in tar:
                 if info.isfile():
                     yield info.name, info.size, _loader(tar, info, path)
@@ -210,7 +212,7 @@ def _tar_members(path: str) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
 
 
 def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for name, offset, size in table:
 
             def load(offset: int = offset, size: int = size, name: str = name) -> bytes:
@@ -385,7 +387,7 @@ def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
     else:
         names = []
         try:
-            with tarfile.open(path, mode="r:*") as tar:
+            with open_regular(path) as f, tarfile.open(fileobj=f, mode="r:*") as tar:
                 for info in tar:
                     if info.isfile():
                         names.append(info.name)
