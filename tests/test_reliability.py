@@ -101,7 +101,10 @@ def build(reader: Any, on_error: str, **kw: Any) -> Pipeline:
 
 def check_epoch(batches: list[dict], pipe: Pipeline, truth: dict[int, tuple[bytes, int]], dealt: set[int]) -> None:
     """Every sample dealt is in a batch (its own label and pixels) or in epoch_errors, not both;
-    under skip no valid sample twice; each error names its sample's source."""
+    under skip no valid sample twice; a batch of padding only after the last batch with a
+    sample; each error names its sample's source."""
+    flags = [bool(b["valid"].any()) for b in batches]
+    assert flags == sorted(flags, reverse=True), "a batch of padding only while samples remain"
     seen: list[int] = []
     for b in batches:
         for img, i, label, ok in zip(b["image"], b["index"].tolist(), b["label"].tolist(), b["valid"].tolist()):
@@ -343,6 +346,9 @@ def test_resume_from_every_batch_boundary(resume_data: dict[str, Any], kind: str
             reference, states = within(LIMIT, lambda: run_with_states(pipe, 3))
             errors = pipe.errors
         assert len(reference) == 3 * len(pipe)
+        for e in range(3):  # a batch of padding only once the rank has nothing left to read
+            flags = [bool(b["valid"].any()) for b in reference[e * len(pipe) : (e + 1) * len(pipe)]]
+            assert flags == sorted(flags, reverse=True), f"rank {rank}, epoch {e}: {flags}"
         for k in range(len(reference) - 1):
             with make() as restored:
                 restored.load_state_dict(states[k])
@@ -371,3 +377,32 @@ def test_indexable_data_with_few_readable_samples_pads_from_them() -> None:
     assert len(batches) == 3 and sorted(i for b in batches for i in b["index"][b["valid"]].tolist()) == [3, 7]
     assert {i for b in batches for i in b["index"].tolist()} == {3, 7}
     assert np.array_equal([int(b["valid"].sum()) for b in batches], [2, 0, 0])
+
+
+def test_the_loss_recipe_of_the_training_docs_is_safe_on_a_batch_of_padding_only() -> None:
+    """docs/training.md's weighted loss, run as written: on a batch whose valid is all False
+    (a rank's epoch may end with one) it is 0 with zero gradients, never NaN; on a mixed batch
+    it is the mean over the valid rows."""
+    import re
+
+    import torch.nn.functional as F
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
+    recipe = [line.strip() for line in text.splitlines() if line.strip().startswith(("w = ", "loss = "))][:2]
+    assert [r.split(" = ")[0] for r in recipe] == ["w", "loss"], recipe
+    model = torch.nn.Linear(4, 3)
+    x, y = torch.randn(5, 4), torch.tensor([0, 2, 1, 1, 0])
+    for valid in (torch.zeros(5, dtype=torch.bool), torch.tensor([True, False, True, True, False])):
+        model.zero_grad()
+        scope = {"F": F, "logits": model(x), "y": y, "valid": valid}
+        for line in recipe:
+            exec(re.sub(r"\s+#.*$", "", line), scope)  # the docs' lines, comments cut
+        loss = scope["loss"]
+        loss.backward()
+        grad = model.weight.grad
+        assert grad is not None and torch.isfinite(loss) and torch.isfinite(grad).all()
+        if valid.any():
+            want = F.cross_entropy(model(x)[valid], y[valid])
+            assert torch.allclose(loss, want, atol=1e-6)
+        else:
+            assert loss.item() == 0 and not grad.any()
