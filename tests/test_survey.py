@@ -199,7 +199,8 @@ def test_special_files_and_symlinks_neither_hang_nor_leak(clean: Path) -> None:
     assert "root:" not in s.report()  # nothing of /etc/passwd
 
 
-@pytest.mark.parametrize("name", ["checksum", "cut_boundary", "huge_member", "repeated_key"])
+@pytest.mark.parametrize("name", ["checksum", "cut_header", "cut_boundary", "cut_data", "no_end", "huge_member",
+                                  "repeated_key"])
 def test_damaged_tar_shards_are_reported_never_ok(tmp_path: Path, name: str) -> None:
     path, items, known = crafted_tars(tmp_path)[name]
     s = survey(str(path), num_threads=2)
