@@ -192,6 +192,20 @@ def test_a_shard_that_is_no_regular_file_is_refused_never_opened(tmp_path: Path,
     assert "not a regular file" in got[0].reason and got[0].source.startswith(str(path))
 
 
+def test_members_of_no_sample_are_listed_in_ignored(tmp_path: Path) -> None:
+    """Nothing left out silently: a key without an image (another format, a label alone,
+    metadata) and a member without an extension are listed with why; uncounted shards list
+    nothing (their members are never scanned ahead)."""
+    path = make_tar(tmp_path / "i.tar", [("k.jpg", b"1"), ("k.cls", b"0"), ("g.tif", b"2"), ("g.cls", b"1"),
+                                         ("lone.cls", b"3"), ("NOTES", b"4"), ("m.png", b"5")])
+    r = TarShards(path)
+    assert r.counts == [2] and [s.source for s in r.iter_shard(0)] == [f"{path}:k.jpg", f"{path}:m.png"]
+    assert [(src.split(":")[-1], why.split(":")[0]) for src, why in r.ignored] == [
+        ("g", "no image member"), ("lone", "no image member"), ("NOTES", "no extension")]
+    assert ".tif, .cls, none of bmp, jpeg, jpg, png, webp" in r.ignored[0][1]
+    assert TarShards(path, count=False).ignored == []
+
+
 def test_duplicate_member_is_refused(tmp_path: Path) -> None:
     path = make_tar(tmp_path / "d.tar", [("k.jpg", b"1"), ("k.jpg", b"2")])
     with pytest.raises(ReaderError, match="second '.jpg'"):

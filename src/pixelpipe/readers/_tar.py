@@ -63,8 +63,9 @@ class TarShards:
     case-insensitively). The label comes from the first of: "cls" (an int as text; several
     whitespace-separated ints make a multi-label), "txt" when it holds an int (a caption is
     ignored), "json" holding an int, a list of ints, or an object with "label" or "cls".
-    Samples without a label get None; groups without an image (e.g. "__meta__.json") are not
-    samples and are skipped. Targets (readers._tar_targets): "boxes", "labels" and "keypoints"
+    Samples without a label get None; groups without an image (e.g. "__meta__.json", or a
+    ".gif" and its ".cls") and members whose name has no extension are not samples: counting
+    lists them in `ignored` as (shard:key, why), as Folder lists the files it ignores. Targets (readers._tar_targets): "boxes", "labels" and "keypoints"
     from a "json" object (its "box_format", default "xyxy", says how the boxes are written),
     "masks" from a "seg.png" or "mask.png" label image; a Pipeline moves them with the image.
 
@@ -112,12 +113,14 @@ class TarShards:
             raise ReaderError(f"TarShards: shard {missing[0]!r} {what}{more}")
         self.counts: list[int] | None = None
         self._offsets: list[int] | None = None
+        self.ignored: list[tuple[str, str]] = []  # found when counting
         if count:
             self.counts = []
             for p in self.shards:
-                n, problems = _count_samples(p)
+                n, problems, ignored = _count_samples(p)
                 self.counts.append(n)
                 self.problems += problems
+                self.ignored += ignored
             if self.problems:
                 source, what = self.problems[0]
                 more = f" (and {len(self.problems) - 1} more; see the reader's problems)" if len(self.problems) > 1 else ""
@@ -367,11 +370,12 @@ def _expand_braces(spec: str) -> list[str]:
     return out
 
 
-def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
-    """The samples of one shard, counted from its headers (member data is seeked over), and
-    what is wrong with it: (source, what) for damage past its first header (the samples lost
-    to it are counted, each an Unreadable when streamed) and for keys that come back after
-    other members (each run becomes a sample of its own).
+def _count_samples(path: str) -> tuple[int, list[tuple[str, str]], list[tuple[str, str]]]:
+    """The samples of one shard, counted from its headers (member data is seeked over), what
+    is wrong with it: (source, what) for damage past its first header (the samples lost to it
+    are counted, each an Unreadable when streamed) and for keys that come back after other
+    members (each run becomes a sample of its own), and what it holds that is no sample
+    (`_ignored`).
 
     Uncompressed tars are scanned by `member_table`; anything it does not handle (compressed
     shards, unusual headers) goes through tarfile in random-access mode.
@@ -404,7 +408,34 @@ def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
     problems += [(f"{path}:{key}", "this key comes back after other members: each run of its members is a sample "
                                    "of its own (members of one sample must be consecutive)")
                  for key in _repeated_keys(names)]
-    return n + lost, problems
+    return n + lost, problems, _ignored(names, path)
+
+
+def _ignored(names: list[str], path: str) -> list[tuple[str, str]]:
+    """(source, why) for each run of one key's members without an image, and each member whose
+    name has no extension: in the shard, but no sample. In the order of the shard."""
+    out: list[tuple[int, str, str]] = []  # (position of the first member, source, why)
+    key: str | None = None
+    exts: list[str] = []
+    first = 0
+
+    def close() -> None:
+        if key is not None and not any(e in _IMAGE_EXTS for e in exts):
+            out.append((first, f"{path}:{key}", f"no image member: {', '.join('.' + e for e in exts)}, none of "
+                                                f"{', '.join(sorted(_IMAGE_EXTS))}"))
+
+    for position, name in enumerate(names):
+        parts = split_name(name)
+        if parts is None:  # left out of the runs, as _group_by_key leaves it
+            out.append((position, f"{path}:{name}", "no extension: a member of no sample (a sample's members "
+                                                    "are <key>.<extension>)"))
+            continue
+        if parts[0] != key:
+            close()
+            key, exts, first = parts[0], [], position
+        exts.append(parts[1])
+    close()
+    return [(source, why) for _, source, why in sorted(out)]
 
 
 def _count_groups(names: Iterable[str], path: str = "") -> int:
