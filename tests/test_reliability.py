@@ -4,8 +4,8 @@ on_error policy, resume from every batch boundary, and every way of sharding une
 The corpus (`write_corpus`) is a Folder of class folders holding good images, truncations at
 many offsets, bit flips, zeroed blocks, every format, a 60000 x 60000 header, text and empty
 files, files with other extensions (GIF, TIFF) and special files (a FIFO, symlinks to
-/dev/zero and /etc/passwd, a symlink loop); tests/corpus.py's `crafted_tars` gives tar shards
-broken in every way the tar reader meets. Every pipeline run is under `within` (a thread join
+/dev/zero and /etc/passwd, a symlink loop), read as a Folder and as one tar shard of its regular
+files; tests/corpus.py's `crafted_tars` gives tar shards broken in every way the tar reader meets. Every pipeline run is under `within` (a thread join
 with a time limit): a hang fails the test instead of stalling the suite.
 
 What is asserted, for each policy: "raise" raises a SampleError naming a failing sample and
@@ -16,7 +16,9 @@ reported), each failure listed once with its path, index and reason, however man
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -177,6 +179,43 @@ def test_no_error_quotes_a_files_contents(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError):
             within(LIMIT, lambda: list(pipe))
     assert pipe.errors and all("root:x" not in reason for _, _, reason in pipe.errors)
+
+
+def corpus_tar(root: Path, corpus: Path) -> tuple[str, dict[int, tuple[bytes, int]], set[str]]:
+    """The corpus's regular files in one tar shard, webdataset layout (<key>.<ext> + <key>.cls,
+    the class folder's number as label, in path order): the shard, the truth by TarShards
+    index, and the keys whose image is in a format the reader does not take."""
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.is_symlink())
+    path, truth, others, index = root / "corpus.tar", {}, set(), 0
+    with tarfile.open(path, "w") as tar:
+        for k, f in enumerate(files):
+            key, label = f"{k:04d}", int(f.parent.name[1:])
+            for name, data in ((f"{key}{f.suffix.lower()}", f.read_bytes()), (f"{key}.cls", str(label).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            if f.suffix.lower() in (".gif", ".tif"):
+                others.add(f"{path}:{key}")
+            else:
+                truth[index] = (f.read_bytes(), label)
+                index += 1
+    return str(path), truth, others
+
+
+@pytest.mark.parametrize("on_error", ["skip", "replace"])
+def test_every_policy_on_the_corpus_in_a_tar_shard(corpus: Path, tmp_path: Path, on_error: str) -> None:
+    """The same files as one tar shard: each sample a batch gives has its own label and pixels,
+    each failure is listed once, nothing is lost (count in = yielded + reported), and the
+    members in other formats are listed in the reader's ignored."""
+    path, truth, others = corpus_tar(tmp_path, corpus)
+    reader = TarShards(path)
+    assert {src for src, _ in reader.ignored} == others and len(reader) == len(truth)
+    with build(reader, on_error) as pipe:
+        for _ in range(2):
+            batches = within(LIMIT, lambda: list(pipe))
+            assert len(batches) == len(pipe)
+            check_epoch(batches, pipe, truth, set(truth))
+        assert len({e[0] for e in pipe.errors}) == len(pipe.errors) >= 20
 
 
 # ----------------------------------------------------------------------------- tar shards
