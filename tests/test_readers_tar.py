@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
 import pytest
+from corpus import within
 
 from pixelpipe.readers import ReaderError, TarShards, Unreadable
 from pixelpipe.readers._tar_index import member_names
@@ -163,6 +165,45 @@ def test_missing_files_and_empty_globs(tmp_path: Path, shards: list[Path]) -> No
     (tmp_path / "junk.tar").write_bytes(b"this is not a tar file" * 100)
     with pytest.raises(ReaderError, match="not a readable tar"):
         TarShards(tmp_path / "junk.tar")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_shard_that_is_no_regular_file_is_refused_never_opened(tmp_path: Path, direct: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO (or a device) named like a shard is refused at construction, saying what it is;
+    one put in a shard's place after construction is a lost shard, not a read that waits
+    forever for a writer."""
+    if not direct:
+        from pixelpipe.readers import _tar
+
+        monkeypatch.setattr(_tar, "member_table", lambda path: None)
+    os.mkfifo(tmp_path / "fifo.tar")
+    with pytest.raises(ReaderError, match="fifo.tar' is not a regular file"):
+        TarShards(tmp_path / "fifo.tar")
+    with pytest.raises(ReaderError, match="nothing.tar' does not exist"):
+        TarShards(tmp_path / "nothing.tar")
+    path = make_tar(tmp_path / "s.tar", shard_members(0, 3))
+    r = TarShards(path)
+    path.unlink()
+    os.mkfifo(path)
+    got = within(20, lambda: list(r.iter_shard(0)))
+    assert [s.index for s in got] == [0, 1, 2] and all(isinstance(s, Unreadable) for s in got)
+    assert "not a regular file" in got[0].reason and got[0].source.startswith(str(path))
+
+
+def test_members_of_no_sample_are_listed_in_ignored(tmp_path: Path) -> None:
+    """Nothing left out silently: a key without an image (another format, a label alone,
+    metadata) and a member without an extension are listed with why; uncounted shards list
+    nothing (their members are never scanned ahead)."""
+    path = make_tar(tmp_path / "i.tar", [("k.jpg", b"1"), ("k.cls", b"0"), ("g.tif", b"2"), ("g.cls", b"1"),
+                                         ("lone.cls", b"3"), ("NOTES", b"4"), ("m.png", b"5")])
+    r = TarShards(path)
+    assert r.counts == [2] and [s.source for s in r.iter_shard(0)] == [f"{path}:k.jpg", f"{path}:m.png"]
+    assert [(src.split(":")[-1], why.split(":")[0]) for src, why in r.ignored] == [
+        ("g", "no image member"), ("lone", "no image member"), ("NOTES", "no extension")]
+    assert ".tif, .cls, none of bmp, jpeg, jpg, png, webp" in r.ignored[0][1]
+    assert TarShards(path, count=False).ignored == []
 
 
 def test_duplicate_member_is_refused(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ on_error policy, resume from every batch boundary, and every way of sharding une
 The corpus (`write_corpus`) is a Folder of class folders holding good images, truncations at
 many offsets, bit flips, zeroed blocks, every format, a 60000 x 60000 header, text and empty
 files, files with other extensions (GIF, TIFF) and special files (a FIFO, symlinks to
-/dev/zero and /etc/passwd, a symlink loop); tests/corpus.py's `crafted_tars` gives tar shards
-broken in every way the tar reader meets. Every pipeline run is under `within` (a thread join
+/dev/zero and /etc/passwd, a symlink loop), read as a Folder and as one tar shard of its regular
+files; tests/corpus.py's `crafted_tars` gives tar shards broken in every way the tar reader meets. Every pipeline run is under `within` (a thread join
 with a time limit): a hang fails the test instead of stalling the suite.
 
 What is asserted, for each policy: "raise" raises a SampleError naming a failing sample and
@@ -16,7 +16,9 @@ reported), each failure listed once with its path, index and reason, however man
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -101,7 +103,10 @@ def build(reader: Any, on_error: str, **kw: Any) -> Pipeline:
 
 def check_epoch(batches: list[dict], pipe: Pipeline, truth: dict[int, tuple[bytes, int]], dealt: set[int]) -> None:
     """Every sample dealt is in a batch (its own label and pixels) or in epoch_errors, not both;
-    under skip no valid sample twice; each error names its sample's source."""
+    under skip no valid sample twice; a batch of padding only after the last batch with a
+    sample; each error names its sample's source."""
+    flags = [bool(b["valid"].any()) for b in batches]
+    assert flags == sorted(flags, reverse=True), "a batch of padding only while samples remain"
     seen: list[int] = []
     for b in batches:
         for img, i, label, ok in zip(b["image"], b["index"].tolist(), b["label"].tolist(), b["valid"].tolist()):
@@ -158,6 +163,8 @@ def test_every_policy_on_the_corpus(corpus: Path, on_error: str) -> None:
             batches = within(LIMIT, lambda: list(pipe))
             assert len(batches) == len(pipe)
             check_epoch(batches, pipe, truth, set(range(len(reader))))
+            if on_error == "replace":  # every slot dealt holds a readable sample: its own or a stand-in
+                assert sum(int(b["valid"].sum()) for b in batches) == len(reader)
             sizes.append(len(repr(pipe.state_dict())))
         errors = pipe.errors
     assert len({e[0] for e in errors}) == len(errors) >= 20  # each failure once, however many epochs
@@ -174,6 +181,43 @@ def test_no_error_quotes_a_files_contents(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError):
             within(LIMIT, lambda: list(pipe))
     assert pipe.errors and all("root:x" not in reason for _, _, reason in pipe.errors)
+
+
+def corpus_tar(root: Path, corpus: Path) -> tuple[str, dict[int, tuple[bytes, int]], set[str]]:
+    """The corpus's regular files in one tar shard, webdataset layout (<key>.<ext> + <key>.cls,
+    the class folder's number as label, in path order): the shard, the truth by TarShards
+    index, and the keys whose image is in a format the reader does not take."""
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.is_symlink())
+    path, truth, others, index = root / "corpus.tar", {}, set(), 0
+    with tarfile.open(path, "w") as tar:
+        for k, f in enumerate(files):
+            key, label = f"{k:04d}", int(f.parent.name[1:])
+            for name, data in ((f"{key}{f.suffix.lower()}", f.read_bytes()), (f"{key}.cls", str(label).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            if f.suffix.lower() in (".gif", ".tif"):
+                others.add(f"{path}:{key}")
+            else:
+                truth[index] = (f.read_bytes(), label)
+                index += 1
+    return str(path), truth, others
+
+
+@pytest.mark.parametrize("on_error", ["skip", "replace"])
+def test_every_policy_on_the_corpus_in_a_tar_shard(corpus: Path, tmp_path: Path, on_error: str) -> None:
+    """The same files as one tar shard: each sample a batch gives has its own label and pixels,
+    each failure is listed once, nothing is lost (count in = yielded + reported), and the
+    members in other formats are listed in the reader's ignored."""
+    path, truth, others = corpus_tar(tmp_path, corpus)
+    reader = TarShards(path)
+    assert {src for src, _ in reader.ignored} == others and len(reader) == len(truth)
+    with build(reader, on_error) as pipe:
+        for _ in range(2):
+            batches = within(LIMIT, lambda: list(pipe))
+            assert len(batches) == len(pipe)
+            check_epoch(batches, pipe, truth, set(truth))
+        assert len({e[0] for e in pipe.errors}) == len(pipe.errors) >= 20
 
 
 # ----------------------------------------------------------------------------- tar shards
@@ -343,6 +387,9 @@ def test_resume_from_every_batch_boundary(resume_data: dict[str, Any], kind: str
             reference, states = within(LIMIT, lambda: run_with_states(pipe, 3))
             errors = pipe.errors
         assert len(reference) == 3 * len(pipe)
+        for e in range(3):  # a batch of padding only once the rank has nothing left to read
+            flags = [bool(b["valid"].any()) for b in reference[e * len(pipe) : (e + 1) * len(pipe)]]
+            assert flags == sorted(flags, reverse=True), f"rank {rank}, epoch {e}: {flags}"
         for k in range(len(reference) - 1):
             with make() as restored:
                 restored.load_state_dict(states[k])
@@ -371,3 +418,32 @@ def test_indexable_data_with_few_readable_samples_pads_from_them() -> None:
     assert len(batches) == 3 and sorted(i for b in batches for i in b["index"][b["valid"]].tolist()) == [3, 7]
     assert {i for b in batches for i in b["index"].tolist()} == {3, 7}
     assert np.array_equal([int(b["valid"].sum()) for b in batches], [2, 0, 0])
+
+
+def test_the_loss_recipe_of_the_training_docs_is_safe_on_a_batch_of_padding_only() -> None:
+    """docs/training.md's weighted loss, run as written: on a batch whose valid is all False
+    (a rank's epoch may end with one) it is 0 with zero gradients, never NaN; on a mixed batch
+    it is the mean over the valid rows."""
+    import re
+
+    import torch.nn.functional as F
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
+    recipe = [line.strip() for line in text.splitlines() if line.strip().startswith(("w = ", "loss = "))][:2]
+    assert [r.split(" = ")[0] for r in recipe] == ["w", "loss"], recipe
+    model = torch.nn.Linear(4, 3)
+    x, y = torch.randn(5, 4), torch.tensor([0, 2, 1, 1, 0])
+    for valid in (torch.zeros(5, dtype=torch.bool), torch.tensor([True, False, True, True, False])):
+        model.zero_grad()
+        scope = {"F": F, "logits": model(x), "y": y, "valid": valid}
+        for line in recipe:
+            exec(re.sub(r"\s+#.*$", "", line), scope)  # the docs' lines, comments cut
+        loss = scope["loss"]
+        loss.backward()
+        grad = model.weight.grad
+        assert grad is not None and torch.isfinite(loss) and torch.isfinite(grad).all()
+        if valid.any():
+            want = F.cross_entropy(model(x)[valid], y[valid])
+            assert torch.allclose(loss, want, atol=1e-6)
+        else:
+            assert loss.item() == 0 and not grad.any()

@@ -140,6 +140,19 @@ def test_tar_shards(tmp_path: Path) -> None:
     assert "ok:" not in s.report() and "problems: 2 unreadable file(s), 1 warning(s)" in s.report()
 
 
+def test_tar_members_of_no_sample_are_listed_with_why(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "t.tar", [("a.jpg", jpeg(10, 12)), ("a.cls", b"1"),
+                                         ("b.gif", encode(noise(8, 8), "GIF")), ("b.cls", b"2"),
+                                         ("__meta__.json", b"{}"), ("README", b"notes")])
+    s = survey(str(path))
+    assert s.samples == 1 and s.ok
+    assert dict(s.ignored) == {
+        f"{path}:b": "no image member: .gif, .cls, none of bmp, jpeg, jpg, png, webp",
+        f"{path}:__meta__": "no image member: .json, none of bmp, jpeg, jpg, png, webp",
+        f"{path}:README": "no extension: a member of no sample (a sample's members are <key>.<extension>)"}
+    assert "ignored      3 files, not samples: 2 no image member; 1 no extension" in s.report()
+
+
 def test_flat_folder_and_open_errors(tmp_path: Path) -> None:
     (tmp_path / "x.jpg").write_bytes(jpeg(20, 20))
     (tmp_path / "y.png").write_bytes(encode(noise(10, 12), "PNG"))
@@ -199,7 +212,8 @@ def test_special_files_and_symlinks_neither_hang_nor_leak(clean: Path) -> None:
     assert "root:" not in s.report()  # nothing of /etc/passwd
 
 
-@pytest.mark.parametrize("name", ["checksum", "cut_boundary", "huge_member", "repeated_key"])
+@pytest.mark.parametrize("name", ["checksum", "cut_header", "cut_boundary", "cut_data", "no_end", "huge_member",
+                                  "repeated_key"])
 def test_damaged_tar_shards_are_reported_never_ok(tmp_path: Path, name: str) -> None:
     path, items, known = crafted_tars(tmp_path)[name]
     s = survey(str(path), num_threads=2)

@@ -36,6 +36,7 @@ from .epochs import Epochs
 from .errors import ErrorLog, Reported
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
+from .remake import MadeRows, keep_rows, told
 from .sampler import EpochOrder
 
 __all__ = ["Pipeline"]
@@ -282,7 +283,7 @@ class Pipeline(Reported):
         made again, in one piece, first; so is a batch made again here after a sample failed
         (a split batch whose finish fails would be made twice more)."""
         b, whole = self.batch_size, redo
-        reuse: dict[int, tuple[torch.Tensor, int]] = {}  # id(item) -> (tensor, row): samples made already
+        reuse = MadeRows()  # samples of the batch made already
         if redo and run.partial is not None:  # keep what the failed finish made; refill its failures
             run.pending, redo = self._keep_made(run, run.partial, reuse), False
             run.partial = None
@@ -302,7 +303,7 @@ class Pipeline(Reported):
                 if reuse:
                     work, record, run.pending = self._make_reusing(run, run.pending, reuse)
                 else:
-                    work, record, run.pending = self._make(run, run.pending, split=not whole)
+                    work, record, run.pending = self._make(run, run.pending, not whole, reuse)
             redo, whole = False, work is None
             if work is not None:
                 run.made += 1
@@ -327,15 +328,17 @@ class Pipeline(Reported):
             event.record(side)
         return batch, event
 
-    def _make(self, run: Run, pending: list[Item], split: bool = True) -> tuple[Any, Any, list[Item]]:
+    def _make(self, run: Run, pending: list[Item], split: bool = True, reuse: MadeRows | None = None
+              ) -> tuple[Any, Any, list[Item]]:
         """Run the first half of the transforms (planning; on CUDA, decoding) on the pending
         items and return a callable finishing the batch, one giving how it was decoded (a
         BatchDecode, once finished), and the rest; without split, run both halves here. On a
         sample error apply the policy and return None, None and the items left, to be
-        refilled."""
+        refilled; the rows a one-piece finish made all the same go into `reuse`."""
         items = pending[: self.batch_size]
         rest = pending[self.batch_size :]
         engine, epoch = self.engine, run.epoch
+        keep = self._cache is None and self.on_error != "raise"
         try:
             cached = None
             if self._cache is None:
@@ -350,52 +353,42 @@ class Pipeline(Reported):
             record = (lambda: cached) if cached is not None else (lambda: prepared.first.decoded)
             if deferred:  # three batches at once: planned here, decoded, finished (kernels)
                 decoded = engine.lanes.submit(prepared, lane)
-                return (lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch)), record, rest
+                return told(lambda: self._wrap(engine.lanes.finish(decoded, prepared), items, index, epoch),
+                             items), record, rest
             if not split:
-                batch = self._wrap(engine.finish(prepared), items, index, epoch)
+                batch = self._wrap(engine.finish(prepared, partial=keep), items, index, epoch)
                 return (lambda: batch), record, rest
         except SampleError as e:  # every failing sample of the batch at once: it is made again once
+            if e.batch is not None and reuse is not None:
+                keep_rows(reuse, items, e)
             left = items + rest
             for position, reason in e.failures:
                 left = self._reading.refill(run, left, items[position], reason)
             return None, None, left
-        keep = self._cache is None and self.on_error != "raise"
+        return told(lambda: self._wrap(engine.finish(prepared, partial=keep), items, index, epoch), items), \
+            record, rest
 
-        def finished() -> dict[str, Any]:
-            try:
-                out = engine.finish(prepared, partial=keep)
-            except SampleError as e:
-                if e.batch is not None:  # the others were made: the producer keeps them (_keep_made)
-                    e.items = items  # type: ignore[attr-defined]
-                raise
-            return self._wrap(out, items, index, epoch)
-
-        return finished, record, rest
-
-    def _keep_made(self, run: Run, failed: SampleError, reuse: dict[int, tuple[torch.Tensor, int]]) -> list[Item]:
-        """The run's pending items after a finish that failed on some samples but made the rest
-        (failed.batch, failed.items): the made rows go into reuse, the failures through the
-        policy (refill), as a batch made again in one piece would have them."""
+    def _keep_made(self, run: Run, failed: SampleError, reuse: MadeRows) -> list[Item]:
+        """The run's pending items after a finish that failed on some samples (failed.items, the
+        batch's items): the rows it made all the same (failed.batch, on the CPU) go into reuse,
+        the failures through the policy (refill), as a batch made again in one piece would
+        have them; the samples that failed are not decoded again to find them again."""
         items: list[Item] = failed.items  # type: ignore[attr-defined]
-        image = failed.batch["image"]  # type: ignore[index]
-        bad = {position for position, _ in failed.failures}
-        for j, it in enumerate(items):
-            if j not in bad:
-                reuse[id(it)] = (image, j)
+        if failed.batch is not None:
+            keep_rows(reuse, items, failed)
         left = run.pending
         for position, reason in failed.failures:
             left = self._reading.refill(run, left, items[position], reason)
         return left
 
-    def _make_reusing(self, run: Run, pending: list[Item], reuse: dict[int, tuple[torch.Tensor, int]]
-                      ) -> tuple[Any, Any, list[Item]]:
+    def _make_reusing(self, run: Run, pending: list[Item], reuse: MadeRows) -> tuple[Any, Any, list[Item]]:
         """_make in one piece for a batch some of whose samples were made already (reuse): only
         the others (stand-ins, samples read to fill the batch) are made, the rows put together
         in the batch's order. Samples that fail again go through the policy and the batch is
         tried again, keeping what this try made."""
         items, rest = pending[: self.batch_size], pending[self.batch_size :]
         index = np.fromiter((it.index for it in items), np.int64, len(items))
-        fresh = [j for j, it in enumerate(items) if id(it) not in reuse]
+        fresh = [j for j, it in enumerate(items) if reuse.get(it) is None]
         made = None
         if fresh:
             sub = [items[j] for j in fresh]
@@ -405,27 +398,12 @@ class Pipeline(Reported):
                 made = self.engine.finish(prepared, partial=True)["image"]
             except SampleError as e:
                 left = items + rest
-                bad = {position for position, _ in e.failures}
                 if e.batch is not None:
-                    for j, it in enumerate(sub):
-                        if j not in bad:
-                            reuse[id(it)] = (e.batch["image"], j)
+                    keep_rows(reuse, sub, e)
                 for position, reason in e.failures:
                     left = self._reading.refill(run, left, sub[position], reason)
                 return None, None, left
-        first = made if made is not None else next(iter(reuse.values()))[0]
-        image = first.new_empty((len(items), *first.shape[1:]))
-        kept: dict[int, tuple[torch.Tensor, list[int], list[int]]] = {}  # by made tensor: its rows, their places
-        for j, it in enumerate(items):
-            if id(it) in reuse:
-                tensor, row = reuse[id(it)]
-                _, rows, places = kept.setdefault(id(tensor), (tensor, [], []))
-                rows.append(row)
-                places.append(j)
-        for tensor, rows, places in kept.values():  # one copy per try that made rows
-            image[torch.as_tensor(places, device=image.device)] = tensor[torch.as_tensor(rows, device=tensor.device)]
-        if made is not None:
-            image[torch.as_tensor(fresh, device=image.device)] = made
+        image = reuse.assemble(items, fresh, made)
         reuse.clear()
         batch = self._wrap({"image": image}, items, index, run.epoch)
         record = BatchDecode(cpu=len(items))

@@ -63,8 +63,9 @@ class Run:
     # epochs after this one planned ahead (pixelpipe.loader.cached.Planned by epoch), a map shared by
     # the runs of one producer; None: none are
     later: dict[int, Any] | None = None
-    # a batch whose finish failed on some samples but made the others (SampleError with its
-    # `batch` and `items`): its rows are kept when it is made again (Pipeline._next_batch)
+    # a batch whose finish failed on some samples (SampleError with the batch's `items`, and the
+    # others' rows as its `batch` where they were made): its failures and rows are taken when it
+    # is made again (Pipeline._next_batch)
     partial: Any = None
 
     def save(self) -> tuple[Any, ...]:
@@ -106,9 +107,11 @@ def produce(open_run: Callable[[int, int, int], Run], next_batch: Callable[[Run,
     is known whether k's finish fails on an undecodable sample. When it does, what was done
     since k was made is taken back (the slots read are given again, k's run restored, the
     runs after it dropped) and k is made again in one piece, so that the on_error policy
-    applies exactly as it does when a batch is made in one piece. Where the finish made k's
-    other samples all the same (the error's `batch`), the run keeps it as `partial` and only
-    stand-ins for the failed samples are made again."""
+    applies exactly as it does when a batch is made in one piece. The run keeps the error as
+    `partial` (its `items` and failures): the failures it names go through the policy
+    without decoding the batch again to find them, and where the finish made k's other
+    samples all the same (the error's `batch`, on the CPU), only stand-ins for the failed
+    samples are made."""
     run = open_run(epoch, start, made)
     flight: Made | None = None  # the batch being finished on the finisher thread
     redo = False

@@ -24,11 +24,11 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["read_files", "read_one"]
+__all__ = ["open_regular", "read_files", "read_one"]
 
 _SIGNATURES = {
     "pp_file_sizes": (None, [C.c_void_p, C.c_int64, C.c_void_p]),
@@ -112,6 +112,21 @@ def _read_python(path: str, max_bytes: int | None = None) -> bytes | OSError:
         return OSError(e.errno, e.strerror, path)
     finally:
         os.close(fd)
+
+
+def open_regular(path: str, buffering: int = -1) -> BinaryIO:
+    """path opened for reading, if it is a regular file (symlinks followed); else an OSError
+    (EINVAL, "not a regular file"). Opened without blocking first: a plain open of a FIFO
+    waits for a writer that may never come."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_one(reader: Any, i: int) -> Any:

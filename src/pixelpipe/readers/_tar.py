@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, Unreadable, check_skip, normalize_label
+from ._files import open_regular
 from ._tar_index import member_table, split_name
 from ._tar_targets import MASK_EXTS, tar_targets
 
@@ -62,8 +63,9 @@ class TarShards:
     case-insensitively). The label comes from the first of: "cls" (an int as text; several
     whitespace-separated ints make a multi-label), "txt" when it holds an int (a caption is
     ignored), "json" holding an int, a list of ints, or an object with "label" or "cls".
-    Samples without a label get None; groups without an image (e.g. "__meta__.json") are not
-    samples and are skipped. Targets (readers._tar_targets): "boxes", "labels" and "keypoints"
+    Samples without a label get None; groups without an image (e.g. "__meta__.json", or a
+    ".gif" and its ".cls") and members whose name has no extension are not samples: counting
+    lists them in `ignored` as (shard:key, why), as Folder lists the files it ignores. Targets (readers._tar_targets): "boxes", "labels" and "keypoints"
     from a "json" object (its "box_format", default "xyxy", says how the boxes are written),
     "masks" from a "seg.png" or "mask.png" label image; a Pipeline moves them with the image.
 
@@ -107,15 +109,18 @@ class TarShards:
         missing = [p for p in self.shards if not os.path.isfile(p)]
         if missing:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            raise ReaderError(f"TarShards: shard {missing[0]!r} does not exist{more}")
+            what = "is not a regular file" if os.path.exists(missing[0]) else "does not exist"
+            raise ReaderError(f"TarShards: shard {missing[0]!r} {what}{more}")
         self.counts: list[int] | None = None
         self._offsets: list[int] | None = None
+        self.ignored: list[tuple[str, str]] = []  # found when counting
         if count:
             self.counts = []
             for p in self.shards:
-                n, problems = _count_samples(p)
+                n, problems, ignored = _count_samples(p)
                 self.counts.append(n)
                 self.problems += problems
+                self.ignored += ignored
             if self.problems:
                 source, what = self.problems[0]
                 more = f" (and {len(self.problems) - 1} more; see the reader's problems)" if len(self.problems) > 1 else ""
@@ -163,10 +168,10 @@ def _shard_samples(path: str, base: int, stop: int | None, skip: int, max_bytes:
     shard damaged past its first header, an Unreadable for each sample the damage took; and
     for a counted shard that ends or breaks off before its count (truncated since, or a
     compressed one), an Unreadable for each sample it no longer gives."""
-    table = member_table(path)
-    members = _direct_members(path, table.members) if table is not None else _tar_members(path)
     index, why = base + skip, "the shard ended early: it changed or was truncated since it was counted"
     try:
+        table = member_table(path)  # an OSError here too: the shard is gone, or no regular file now
+        members = _direct_members(path, table.members) if table is not None else _tar_members(path)
         for sample in _to_samples(_group_by_key(members, path, skip, max_bytes), path, base + skip, stop, max_bytes):
             yield sample
             index += 1
@@ -201,7 +206,7 @@ def _tar_members(path: str) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
     reports what is wrong with a bad shard.
     """
     try:
-        with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
+        with open_regular(path) as f, tarfile.open(fileobj=f, mode="r|*") as tar:
             for info in tar:
                 if info.isfile():
                     yield info.name, info.size, _loader(tar, info, path)
@@ -210,7 +215,7 @@ def _tar_members(path: str) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
 
 
 def _direct_members(path: str, table: list[tuple[str, int, int]]) -> Iterator[tuple[str, int, Callable[[], bytes]]]:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for name, offset, size in table:
 
             def load(offset: int = offset, size: int = size, name: str = name) -> bytes:
@@ -365,11 +370,12 @@ def _expand_braces(spec: str) -> list[str]:
     return out
 
 
-def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
-    """The samples of one shard, counted from its headers (member data is seeked over), and
-    what is wrong with it: (source, what) for damage past its first header (the samples lost
-    to it are counted, each an Unreadable when streamed) and for keys that come back after
-    other members (each run becomes a sample of its own).
+def _count_samples(path: str) -> tuple[int, list[tuple[str, str]], list[tuple[str, str]]]:
+    """The samples of one shard, counted from its headers (member data is seeked over), what
+    is wrong with it: (source, what) for damage past its first header (the samples lost to it
+    are counted, each an Unreadable when streamed) and for keys that come back after other
+    members (each run becomes a sample of its own), and what it holds that is no sample
+    (`_ignored`).
 
     Uncompressed tars are scanned by `member_table`; anything it does not handle (compressed
     shards, unusual headers) goes through tarfile in random-access mode.
@@ -385,7 +391,7 @@ def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
     else:
         names = []
         try:
-            with tarfile.open(path, mode="r:*") as tar:
+            with open_regular(path) as f, tarfile.open(fileobj=f, mode="r:*") as tar:
                 for info in tar:
                     if info.isfile():
                         names.append(info.name)
@@ -402,7 +408,34 @@ def _count_samples(path: str) -> tuple[int, list[tuple[str, str]]]:
     problems += [(f"{path}:{key}", "this key comes back after other members: each run of its members is a sample "
                                    "of its own (members of one sample must be consecutive)")
                  for key in _repeated_keys(names)]
-    return n + lost, problems
+    return n + lost, problems, _ignored(names, path)
+
+
+def _ignored(names: list[str], path: str) -> list[tuple[str, str]]:
+    """(source, why) for each run of one key's members without an image, and each member whose
+    name has no extension: in the shard, but no sample. In the order of the shard."""
+    out: list[tuple[int, str, str]] = []  # (position of the first member, source, why)
+    key: str | None = None
+    exts: list[str] = []
+    first = 0
+
+    def close() -> None:
+        if key is not None and not any(e in _IMAGE_EXTS for e in exts):
+            out.append((first, f"{path}:{key}", f"no image member: {', '.join('.' + e for e in exts)}, none of "
+                                                f"{', '.join(sorted(_IMAGE_EXTS))}"))
+
+    for position, name in enumerate(names):
+        parts = split_name(name)
+        if parts is None:  # left out of the runs, as _group_by_key leaves it
+            out.append((position, f"{path}:{name}", "no extension: a member of no sample (a sample's members "
+                                                    "are <key>.<extension>)"))
+            continue
+        if parts[0] != key:
+            close()
+            key, exts, first = parts[0], [], position
+        exts.append(parts[1])
+    close()
+    return [(source, why) for _, source, why in sorted(out)]
 
 
 def _count_groups(names: Iterable[str], path: str = "") -> int:

@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._files import open_regular
+
 __all__ = ["Table", "member_names", "member_table", "split_name"]
 
 _BLOCK = 512
@@ -70,7 +72,7 @@ def member_table(path: str) -> Table | None:
     listed, and what is lost is told, as GNU tar tells it (a checksum error, an unexpected end
     of file), never a silent end."""
     names: list[tuple[str, int, int]] = []
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path, buffering=0) as f:
         end = os.fstat(f.fileno()).st_size
         if end < _BLOCK:
             return None
