@@ -27,6 +27,7 @@ import torch
 from .errors import SampleError
 from .keypoint_pairs import check_flip_pairs
 from .points import box_outline, transform_points
+from .target_rows import labels_rows, ragged_rows
 from .transfer import to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
@@ -70,101 +71,6 @@ def convert_boxes(boxes: Any, source: str, dest: str, wh: np.ndarray | None = No
     if d != dest:
         a = a / scale
     return a
-
-
-def _array(v: Any) -> np.ndarray:
-    if type(v) is np.ndarray:  # what readers give, once per sample and kind of target
-        return v
-    return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
-
-
-def _rows(values: Any, n: int, width: tuple[int, ...], what: str,
-          grouped: bool = False) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """Per-sample arrays [K_i, w] (w in `width`; None or empty: no rows) as one float64 array
-    [K, max(width)], counts [N] and None; a second accepted width is padded with ones
-    (visibility). With `grouped`, samples may give [K_i, J, w] instead (K_i groups of J rows,
-    the joints of K_i instances, one J for all): returned flat ([K_i * J] rows each) with J."""
-    if isinstance(values, (torch.Tensor, np.ndarray)) and getattr(values, "ndim", 0) >= 3:
-        values = list(values)
-    values = list(values)
-    if len(values) != n:
-        raise ValueError(f"{what}: {len(values)} entries for {n} images (one per image, empty for none)")
-    parts: list[np.ndarray] = []
-    owners: list[int] = []  # the sample of each part
-    counts = np.zeros(n, dtype=np.int64)
-    full, joints, flat = max(width), None, False
-    shapes = " or ".join(map(str, width))
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        a = _array(v)
-        if a.size == 0:
-            continue
-        problem = None
-        if grouped and a.ndim == 3 and a.shape[2] in width:
-            if flat or joints not in (None, a.shape[1]):
-                problem = (f"{what}: shape {tuple(a.shape)}, other samples have {joints or 'no'} points per instance "
-                           "(all [K, J, w] with one J, or all [K, w])")
-            else:
-                joints = a.shape[1]
-                a = a.reshape(-1, a.shape[2])
-        elif a.ndim != 2 or a.shape[1] not in width:
-            more = f" or [K, J, {shapes}]" if grouped else ""
-            problem = f"{what}: expected shape [K, {shapes}]{more}, got {tuple(a.shape)}"
-        elif joints is not None:
-            problem = f"{what}: [K, {shapes}] here, [K, {joints}, {shapes}] in other samples"
-        else:
-            flat = True
-        if problem is not None:
-            _check_finite(_joined(parts, full), parts, owners, what)  # the samples before it first, in order
-            raise SampleError(i, problem)
-        if a.shape[1] < full:
-            a = np.concatenate([a, np.ones((len(a), full - a.shape[1]))], 1)
-        parts.append(a)
-        owners.append(i)
-        counts[i] = len(a)
-    data = _joined(parts, full)
-    _check_finite(data, parts, owners, what)
-    return data, counts, joints
-
-
-def _joined(parts: list[np.ndarray], width: int) -> np.ndarray:
-    """The parts' rows as one float64 array [K, width] (each part converted as astype would):
-    one conversion and one check for the batch, not one per sample."""
-    return np.concatenate(parts, dtype=np.float64, casting="unsafe") if parts else np.zeros((0, width))
-
-
-def _check_finite(data: np.ndarray, parts: list[np.ndarray], owners: list[int], what: str) -> None:
-    """A SampleError naming the first sample with a non-finite value in `data` (the rows of
-    `parts` back to back, part j from sample owners[j]) and its row, if there is one."""
-    finite = np.isfinite(data).all(1)
-    if finite.all():
-        return
-    k = int(np.argmin(finite))
-    ends = np.cumsum([len(p) for p in parts])
-    j = int(np.searchsorted(ends, k, side="right"))
-    raise SampleError(owners[j], f"{what}: non-finite values (row {k - int(ends[j]) + len(parts[j])})")
-
-
-_NO_LABELS = np.zeros(0, np.int64)
-
-
-def _labels(values: Any, counts: np.ndarray) -> np.ndarray:
-    """Per-sample class ids [K_i] (one per box) as int64 [K]."""
-    if isinstance(values, (torch.Tensor, np.ndarray)) and values.ndim == 2:
-        values = list(values)
-    values = list(values)
-    if len(values) != len(counts):
-        raise ValueError(f"labels: {len(values)} entries for {len(counts)} images (one per image, a class id per box)")
-    parts = []
-    for i, (v, k) in enumerate(zip(values, counts.tolist())):
-        a = _NO_LABELS if v is None else _array(v)
-        if a.ndim != 1 or len(a) != k:
-            raise SampleError(i, f"labels: {tuple(a.shape)} for {k} boxes (one class id per box, [K])")
-        if a.dtype.kind not in "iub" and not (np.isfinite(a).all() and (a == np.round(a)).all()):
-            raise SampleError(i, f"labels: class ids must be integers, got {a.tolist()[:5]}")
-        parts.append(a)
-    return np.concatenate(parts, dtype=np.int64, casting="unsafe") if parts else np.zeros(0, np.int64)  # as astype
 
 
 class _Ragged:
@@ -221,8 +127,8 @@ class Boxes(_Ragged):
 
     @classmethod
     def from_samples(cls, values: Any, n: int, labels: Any = None) -> Boxes:
-        data, counts, _ = _rows(values, n, (4,), "boxes")
-        return cls(data, counts, None if labels is None else _labels(labels, counts))
+        data, counts, _ = ragged_rows(values, n, (4,), "boxes")
+        return cls(data, counts, None if labels is None else labels_rows(labels, counts))
 
     def in_pixels(self, box_format: str, sizes: np.ndarray) -> Boxes:
         """These boxes, given in `box_format`, as (x0, y0, x1, y1) pixels; sizes: float64 [N, 2]
@@ -275,7 +181,7 @@ class Keypoints(_Ragged):
 
     @classmethod
     def from_samples(cls, values: Any, n: int) -> Keypoints:
-        return cls(*_rows(values, n, (2, 3), "keypoints", grouped=True))
+        return cls(*ragged_rows(values, n, (2, 3), "keypoints", grouped=True))
 
     def instances(self) -> np.ndarray:
         """int64 [N]: instances per sample (rows, when not grouped)."""
