@@ -10,7 +10,8 @@ included), plus the kernels' own time from torch.profiler. When the host's time 
 the larger, planning bounds the rate, not the kernel. With --ops N, each pipeline also prints
 its N torch operations of most host time per call (with their count per call: host
 synchronisations such as aten::item or aten::nonzero show up there) and its N kernels of most
-GPU time per call. Needs CUDA and Triton.
+GPU time per call. With --cprofile N, the N Python functions of most own time per call
+(cProfile over 10 calls). Needs CUDA and Triton.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> None:
     ap.add_argument("--pipelines", default="rn50,rich")
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--ops", type=int, default=0, help="print the N operations and kernels costing most")
+    ap.add_argument("--cprofile", type=int, default=0, help="print the N Python functions of most own time")
     args = ap.parse_args()
     from torch.profiler import ProfilerActivity, profile
 
@@ -71,6 +73,21 @@ def main() -> None:
         print(f"{name:9s} {rate:9,.0f} {sorted(host)[5]:13.2f} {sorted(gpu)[5]:12.2f} {kernels:16.2f}", flush=True)
         if args.ops:
             print_ops(events, args.ops, calls=10)
+        if args.cprofile:
+            import cProfile
+            import io
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            for e in range(10):
+                t(images, seed=0, epoch=e, indices=idx)
+            torch.cuda.synchronize()
+            prof.disable()
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.cprofile)
+            print("    cProfile over 10 calls (seconds):")
+            print("\n".join("    " + line for line in out.getvalue().splitlines()[6:] if line.strip()))
         engine.close()
 
 

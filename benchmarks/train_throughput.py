@@ -36,6 +36,7 @@ import torch
 from _common import add_gpu_decoding, file_list, gpu_decoding
 
 BATCH = 256
+STEP_TIMES = False  # --step-times
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -157,14 +158,26 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
     if pin_main:  # after the warm-up: the loader's threads (and their pools) exist by now
         print(f"    {isolate_main()}", flush=True)
     waited = 0.0
+    issue: list[float] = []  # host seconds to issue each step (its launches), next() excluded
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(2 * steps)]
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for k in range(steps):
         w = time.perf_counter()
         x = next(batches)
         waited += time.perf_counter() - w
+        marks[2 * k].record()
+        h = time.perf_counter()
         step(x)
+        issue.append(time.perf_counter() - h)
+        marks[2 * k + 1].record()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
+    if STEP_TIMES:  # the GPU's time from a step's first launch to its last kernel's end
+        gpu = sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2]))
+        host = sorted(1e3 * v for v in issue)
+        print(f"    per step, median (p90): host issuing {host[len(host) // 2]:.2f} ({host[9 * len(host) // 10]:.2f}) ms, "
+              f"GPU {gpu[len(gpu) // 2]:.2f} ({gpu[9 * len(gpu) // 10]:.2f}) ms, wall {1e3 * wall / steps:.2f} ms",
+              flush=True)
     return steps * BATCH / wall, waited / wall
 
 
@@ -211,6 +224,8 @@ def main() -> None:
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
     add_gpu_decoding(ap)
+    ap.add_argument("--step-times", action="store_true",
+                    help="print each run's median host time issuing a step and GPU time of a step (CUDA events)")
     ap.add_argument("--pin-main", action="store_true",
                     help="after the warm-up, the training loop's thread alone on one physical core (isolate_main)")
     ap.add_argument("--background", action="store_true",
@@ -219,6 +234,8 @@ def main() -> None:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()
+    global STEP_TIMES
+    STEP_TIMES = args.step_times
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     torch.backends.cudnn.benchmark = True
