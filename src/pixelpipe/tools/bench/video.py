@@ -40,10 +40,17 @@ VIDEO_PEERS = ("pyav", "dali")  # pyav: the CPU loop (pyav_loop.py); dali: fn.re
 DEFAULT_PEERS = {"cpu": ["pyav"], "cuda": ["dali"]}
 VIDEOS, HEIGHT, FRAMES, GOP = 32, 720, 96, 30  # the generated set: videos, lines, frames (+0..10), key frame interval
 MIN_HEIGHT = 36  # a generated frame is at least 64x36: the frame index drawn into it needs 64x24
+LOOKED_AT = 8  # --data: the files probed to describe the set in the header
 VIDEO_PACKAGES = {"av": "av", "pynvvideocodec": "PyNvVideoCodec"}  # header name -> distribution
 
 
 # ----------------------------------------------------------------------------- the data
+def video_width(height: int) -> int:
+    """The width of a generated video `height` lines high: 16:9, rounded to an even number
+    (H.264's 4:2:0 chroma halves both sides)."""
+    return 2 * round(height * 8 / 9)
+
+
 def generated_videos(n: int, height: int, frames: int = FRAMES, gop: int = GOP,
                      root: str | None = None) -> tuple[str, bool]:
     """The folder of `n` generated H.264 videos `height` lines high at 16:9 (width even), and
@@ -51,7 +58,7 @@ def generated_videos(n: int, height: int, frames: int = FRAMES, gop: int = GOP,
     temporary folder first and renamed, so a folder found is complete."""
     from ..videos import synthetic_videos
 
-    width = 2 * round(height * 8 / 9)
+    width = video_width(height)
     root = root if root is not None else tempfile.gettempdir()
     folder = os.path.join(root, f"pixelpipe-bench-videos-{n}-{width}x{height}-{frames}f-gop{gop}")
     if os.path.isdir(folder):
@@ -75,7 +82,7 @@ def video_data(data: str | None, n: int, height: int) -> tuple[Any, list[str] | 
     from ...readers import ReaderError
     from ..video_data import open_videos
 
-    generated = data is None
+    generated, made = data is None, False
     if data is None:
         data, made = generated_videos(n, height)
     try:
@@ -87,16 +94,17 @@ def video_data(data: str | None, n: int, height: int) -> tuple[Any, list[str] | 
     files = ([str(reader.sources(i)) for i in range(len(reader))]
              if getattr(reader, "reads_files", False) else None)
     if generated:
-        return reader, files, (f"{len(reader)} generated H.264 videos {2 * round(height * 8 / 9)}x{height}, "
+        return reader, files, (f"{len(reader)} generated H.264 videos {video_width(height)}x{height}, "
                                f"{FRAMES}-{FRAMES + 10} frames, a key frame every {GOP} "
                                f"({data}{', made now' if made else ''})")
     first = ""
-    if files:
+    for path in (files or [])[:LOOKED_AT]:  # the first readable one of the first few
         try:
-            info = probe(files[0])
-            first = f"; the first: {info.codec} {info.width}x{info.height}, {info.frames} frames"
-        except Exception as e:  # the file's own problem: the pipeline's row says more
-            first = f"; the first cannot be read ({type(e).__name__})"
+            info = probe(path)
+        except Exception:  # the file's own problem: the pipeline's row counts it
+            continue
+        first = f"; {os.path.basename(path)}: {info.codec} {info.width}x{info.height}, {info.frames} frames"
+        break
     return reader, files, f"{len(reader)} videos in {data}{first}"
 
 
