@@ -8,7 +8,10 @@ Makes its own H.264 test videos (--make N into --videos), so it needs no data:
 
 Each round runs one epoch of every configuration in turn (one untimed warm-up epoch first);
 the table gives the median rate and the spread (min-max) over rounds. A clip is --clip frames
-at --stride; the output is float16 in NCTHW. Rates are of valid clips only.
+at --stride; the output is float16 in NCTHW. Rates are of valid clips only. The pixelpipe and
+DALI epochs are those of `pixelpipe bench --pipeline video` (pixelpipe.tools.bench.video,
+pixelpipe.tools.bench.peer_dali_video), which times the same work at 16 frames, stride 2,
+crop 224, with rounds, JSON and NVDEC's use.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-import pixelpipe as pp
 from pixelpipe.readers import VideoFolder
+from pixelpipe.tools.bench.peer_dali_video import dali_video
+from pixelpipe.tools.bench.pipelines import VIDEO_MEAN, VIDEO_STD
+from pixelpipe.tools.bench.video import RunPass, pixelpipe_video
 from pixelpipe.tools.videos import synthetic_videos
-
-MEAN, STD = [0.45, 0.45, 0.45], [0.225, 0.225, 0.225]
 
 
 def arguments() -> argparse.Namespace:
@@ -46,57 +49,34 @@ def arguments() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def pixelpipe_epoch(args: argparse.Namespace, device: str, gpu_decode: bool) -> Callable[[], tuple[int, float]]:
-    """One epoch of a VideoPipeline: (valid clips, seconds)."""
-    t = pp.Compose([pp.RandomResizedCrop(args.crop), pp.RandomFlip(), pp.Normalize(MEAN, STD)], dtype=torch.float16)
-    pipe = pp.VideoPipeline(VideoFolder(args.videos), t, args.batch, pp.ClipSampler(args.clip, args.stride),
-                            layout="NCTHW", device=device, gpu_decode=gpu_decode if device != "cpu" else None,
-                            num_threads=args.threads, on_error="skip")
+def timed_epochs(run: RunPass, device: str) -> Callable[[], tuple[int, float]]:
+    """One epoch of a run pass per call: (valid clips, seconds), the device drained inside."""
+    epochs = iter(range(1 << 30))
 
     def epoch() -> tuple[int, float]:
         start = time.perf_counter()
-        clips = 0
-        for b in pipe:
-            clips += int(b["valid"].sum())
+        clips = sum(run(next(epochs)))
         if device != "cpu":
             torch.cuda.synchronize()
         return clips, time.perf_counter() - start
 
-    epoch.pipe = pipe  # type: ignore[attr-defined]
+    epoch.pipe = getattr(run, "pipe", None)  # type: ignore[attr-defined]
     return epoch
+
+
+def pixelpipe_epoch(args: argparse.Namespace, device: str, gpu_decode: bool) -> Callable[[], tuple[int, float]]:
+    """One epoch of a VideoPipeline: (valid clips, seconds)."""
+    run = pixelpipe_video(VideoFolder(args.videos), args.clip, args.stride, args.crop, args.batch, args.threads,
+                          torch.device(device), gpu_decode=gpu_decode)
+    return timed_epochs(run, device)
 
 
 def dali_epoch(args: argparse.Namespace) -> Callable[[], tuple[int, float]]:
     """One epoch of DALI's fn.readers.video on the GPU with the same ops."""
-    from nvidia.dali import fn, pipeline_def, types
-
     files = sorted(str(p) for p in Path(args.videos).rglob("*.mp4"))
-
-    @pipeline_def(batch_size=args.batch, num_threads=args.threads, device_id=0)
-    def video_pipe():
-        frames, labels = fn.readers.video(device="gpu", filenames=files, labels=list(range(len(files))),
-                                          sequence_length=args.clip, stride=args.stride, step=-1,
-                                          random_shuffle=True, name="reader")
-        frames = fn.random_resized_crop(frames, size=(args.crop, args.crop))
-        frames = fn.crop_mirror_normalize(frames, dtype=types.FLOAT16, output_layout="CFHW",
-                                          mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
-                                          mirror=fn.random.coin_flip())
-        return frames, labels
-
-    pipe = video_pipe()
-    pipe.build()
-    size = pipe.epoch_size("reader")
-    steps = -(-size // args.batch)
-
-    def epoch() -> tuple[int, float]:
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = pipe.run()
-        out[0].as_tensor()  # wait for the last batch
-        torch.cuda.synchronize()
-        return steps * args.batch, time.perf_counter() - start
-
-    return epoch
+    run = dali_video(files, args.clip, args.stride, args.crop, args.batch, args.threads, torch.device("cuda"),
+                     VIDEO_MEAN, VIDEO_STD)
+    return timed_epochs(run, "cuda")
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The `pixelpipe` command: `bench`, `show` and `inspect`.
 
     pixelpipe bench                     images/s of a standard pipeline, beside its peers
+                                        (clips/s of videos with --pipeline video)
     pixelpipe show --data DIR -o x.png  a PNG of images beside augmented versions of them
     pixelpipe show --volumes DIR -o x.png   the same for 3-D volumes: three middle slices each
     pixelpipe show --data VIDEOS -o x.png   clips of videos, one row of frames per clip
@@ -36,6 +37,8 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench --data DIR --pipeline ssd --peers dali,torchvision   # detection: boxes from a generated COCO file
   pixelpipe bench --device cpu --data DIR --pipeline rn50 --boxes 20 --peers none   # what 20 boxes an image cost
   pixelpipe bench --pipeline volume --device cuda --rounds 7    # 8 CT volumes beside MONAI (and TorchIO on cpu)
+  pixelpipe bench --pipeline video --device cuda --peers dali --rounds 5 --seconds 3   # 32 generated 720p H.264 videos
+  pixelpipe bench --pipeline video --data VIDEOS --device cpu --peers pyav   # 16-frame clips beside a PyAV loop
 """
 
 SHOW_EXAMPLES = """examples:
@@ -99,12 +102,17 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure images/s of a pipeline, beside its peers",
                        description="Run a standard pipeline with pixelpipe and its peers, print images/s.",
                        epilog=BENCH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs)")
-    p.add_argument("--pipeline", default="rn50", choices=(*BENCH_PIPELINES, "volume"),
+    p.add_argument("--data", help="folder of images (default: built-in synthetic JPEGs); with --pipeline video a "
+                                  "folder, list file or tar shards of videos (default: generated H.264 videos)")
+    p.add_argument("--pipeline", default="rn50", choices=(*BENCH_PIPELINES, "volume", "video"),
                    help="rn50, rich, val, randaugment, ssd (detection: zoom-out, IoU crop, flip, 300x300, jitter, with "
                         "boxes), or a preset's name (default rn50); on the CPU the Pillow loop runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
-                        "normalise) beside MONAI and TorchIO (--peers monai,torchio)")
-    p.add_argument("--size", type=int, default=160, help="(volume) volumes of size x 1.2 size x size voxels")
+                        "normalise) beside MONAI and TorchIO (--peers monai,torchio). video: clips of 16 frames at "
+                        "stride 2, random resized crop 224, flip, normalise, float16 NCTHW, beside DALI's "
+                        "fn.readers.video (cuda, --peers dali) or a PyAV loop (cpu, --peers pyav), with NVDEC's use")
+    p.add_argument("--size", type=int, default=None,
+                   help="(volume) volumes of size x 1.2 size x size voxels (default 160); (video) the generated "
+                        "videos' height, 16:9 (default 720)")
     p.add_argument("--crop", type=int, default=96, help="(volume) the crop's side")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
@@ -121,7 +129,9 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=0.0,
                    help="keep timing passes until each contender ran at least this long per round "
                         "(default 0: --passes only); fast contenders then run many passes, slow ones few")
-    p.add_argument("-n", type=int, default=256, help="synthetic images when --data is not given")
+    p.add_argument("-n", type=int, default=None,
+                   help="synthetic images when --data is not given (default 256); with --pipeline video, "
+                        "generated videos (default 32)")
     p.add_argument("--boxes", type=int, default=None, metavar="N",
                    help="N random boxes with labels per image, moved with the images by pixelpipe (seeded; "
                         "with --data, written to a generated COCO file); the ssd pipeline's default is 7. "
@@ -194,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench":
         from .bench.runner import run_bench
 
-        if args.passes < 1 or (args.batch is not None and args.batch < 1) or args.n < 1 or args.rounds < 1:
+        if args.passes < 1 or (args.batch is not None and args.batch < 1) or (args.n is not None and args.n < 1) or args.rounds < 1:
             parser.error("--passes, --rounds, --batch and -n must be >= 1")
         if not args.seconds >= 0:
             parser.error("--seconds must be >= 0")
@@ -202,17 +212,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.pipeline == "volume":
             from .bench.volumes import run_volume_bench
 
+            size = 160 if args.size is None else args.size
             if args.boxes is not None:
                 parser.error("--boxes does not apply to --pipeline volume")
-            if not 1 <= args.crop <= args.size:
-                parser.error(f"--crop must be in [1, --size], got {args.crop} with --size {args.size}")
+            if not 1 <= args.crop <= size:
+                parser.error(f"--crop must be in [1, --size], got {args.crop} with --size {size}")
             try:
-                run_volume_bench(args.device, args.batch or 8, args.rounds, args.size, args.crop, peers, args.json)
+                run_volume_bench(args.device, args.batch or 8, args.rounds, size, args.crop, peers, args.json)
             except ValueError as e:
                 parser.error(str(e))
             return 0
+        if args.pipeline == "video":
+            from .bench.video import HEIGHT, VIDEOS, run_video_bench
+
+            taken = [f for f, on in (("--boxes", args.boxes is not None), ("--augment-only", args.augment_only),
+                                     ("--cache", args.cache)) if on]
+            if taken:
+                parser.error(f"{', '.join(taken)}: not with --pipeline video")
+            run_video_bench(args.data, args.device, args.batch, args.threads, peers, args.passes, args.json,
+                            args.quiet, rounds=args.rounds, seconds=args.seconds, n=VIDEOS if args.n is None else args.n,
+                            height=HEIGHT if args.size is None else args.size)
+            return 0
         run_bench(args.data, args.pipeline, args.device, args.batch, args.threads, peers,
-                  args.passes, args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
+                  args.passes, 256 if args.n is None else args.n, args.json, args.quiet, augment_only=args.augment_only, cache=args.cache,
                   rounds=args.rounds, seconds=args.seconds, boxes=args.boxes)
         return 0
     if args.command == "show":

@@ -105,12 +105,17 @@ def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: i
 
 
 def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
-                  device: torch.device, seconds: float = 0.0) -> Result:
-    """Build a contender (untimed) and time it; a failure becomes a row with rate 0."""
+                  device: torch.device, seconds: float = 0.0, nvdec: bool = False) -> Result:
+    """Build a contender (untimed) and time it; a failure becomes a row with rate 0. nvdec:
+    measure the video decoders instead of the JPEG engines (engine_use.open_meter). A run
+    pass with a `notes` attribute adds what it returns (after the timing) to the row's note."""
     run = None
     try:
         run = make()
-        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device), open_meter(device))
+        result = time_runs(name, run, passes, total, quiet, note, seconds, drainer(device), open_meter(device, nvdec))
+        notes = getattr(run, "notes", None)
+        if notes is not None:
+            result.note += "".join(f"; {n}" for n in notes())
         stats = getattr(run, "stats", None)  # a Pipeline's: the CPU decoder sets the pace when many
         if stats is not None and stats.cpu_fallback:
             result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"

@@ -1,6 +1,7 @@
 """The benchmark pipelines, defined once for pixelpipe (its peers define the same ones); a preset's
 name (presets.PRESETS) works as a pipeline too (the CPU bench's Pillow loop has each of them).
-ssd is the one detection pipeline: its samples carry boxes and labels (coco_boxes.py)."""
+ssd is the one detection pipeline: its samples carry boxes and labels (coco_boxes.py). The video
+pipeline (video.py) augments every frame of a clip with video_ops."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ SSD_ZOOM, SSD_ZOOM_P = (1.0, 4.0), 0.5
 SSD_IOUS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 SSD_SCALE, SSD_RATIO, SSD_TRIALS = (0.3, 1.0), (0.5, 2.0), 40
 JITTER = (0.2, 0.2, 0.2, 0.05)
+# video: clips of CLIP_FRAMES frames CLIP_STRIDE apart, normalised with the Kinetics statistics
+CLIP_FRAMES, CLIP_STRIDE = 16, 2
+VIDEO_MEAN, VIDEO_STD = (0.45, 0.45, 0.45), (0.225, 0.225, 0.225)
 
 
 def pipeline_ops(name: str, size: int = 224) -> list[Op]:
@@ -67,3 +71,9 @@ def pipeline_ops(name: str, size: int = 224) -> list[Op]:
     if name in PRESETS:
         return list(PRESETS[name](size).ops)
     raise ValueError(f"pipeline must be one of {', '.join(BENCH_PIPELINES)}, got {name!r}")
+
+
+def video_ops(size: int = 224) -> list[Op]:
+    """The video pipeline's ops for each frame of a clip (one draw per clip): random resized
+    crop, flip, normalise with the Kinetics statistics."""
+    return [RandomResizedCrop(size), RandomFlip(0.5), Normalize(VIDEO_MEAN, VIDEO_STD)]

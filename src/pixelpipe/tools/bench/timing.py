@@ -1,6 +1,7 @@
 """Timing a contender and printing what was timed: `Result` (one contender's rate), `time_runs`
 (the warm-up and timed passes), `in_rounds` (every contender once per round), the table, the
-per-round ratios and their spread."""
+per-round ratios and their spread. A contender's items are images, or clips in the video bench
+(`unit`), whose results also carry the frames out and the frames decoded."""
 
 from __future__ import annotations
 
@@ -35,10 +36,24 @@ class Result:
     # job meets the slow rounds, not the median
     rounds_min: float | None = None
     rounds_cv: float | None = None
+    # the video bench: how busy the NVDEC engines were (as jpeg_busy), and in the timed passes
+    # the frames handed out (clips x frames per clip) and the frames a decoder had to decode
+    # for them (each clip's first to last frame); `images` counts the clips there
+    nvdec_busy: float | None = None
+    frames: int = 0
+    decoded_frames: int = 0
 
     @property
     def rate(self) -> float:
         return self.images / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def frame_rate(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def decoded_rate(self) -> float:
+        return self.decoded_frames / self.seconds if self.seconds > 0 else 0.0
 
 
 def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, total: int,
@@ -55,7 +70,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
     machine), which stalls every thread of whichever contender it falls on; started clean, a
     timed run of a few seconds rarely meets one.
 
-    meter (on a GPU): measures how busy its JPEG engines and kernels were over the same window."""
+    meter (on a GPU): measures how busy its JPEG engines (or video decoders) and kernels were
+    over the same window."""
     for _ in run_pass(0):
         pass
     if drain is not None:
@@ -78,7 +94,8 @@ def time_runs(name: str, run_pass: Callable[[int], Iterable[int]], passes: int, 
         elapsed = time.perf_counter() - t0
         usage = meter.stop() if meter is not None else None
     return Result(name, images, elapsed, note, time.process_time() - watch.cpu0, watch.collections, watch.gc_seconds,
-                  usage.jpeg if usage else None, usage.kernels if usage else None)
+                  usage.jpeg if usage else None, usage.kernels if usage else None,
+                  nvdec_busy=usage.decoder if usage else None)
 
 
 class _Watch:
@@ -102,19 +119,23 @@ class _Watch:
             self.gc_seconds += time.perf_counter() - self._start
 
 
-def print_table(results: list[Result], header: str) -> None:
+def print_table(results: list[Result], header: str, unit: str = "images") -> None:
+    """The table: each contender's `unit`/s (and frames/s where results carry frames), the
+    spread of its rounds, its ratio to pixelpipe (the first row), then the GPU use."""
     base = results[0].rate
     spread = any(r.rounds_min is not None for r in results)
+    framed = any(r.frames for r in results)
     print(header)
     extra = f"{'slowest round':>15}{'CV':>7}" if spread else ""
-    print(f"{'contender':<28}{'images/s':>12}{extra}{'ratio to pixelpipe':>22}  note")
+    frames = f"{'frames/s':>12}" if framed else ""
+    print(f"{'contender':<28}{unit + '/s':>12}{frames}{extra}{'ratio to pixelpipe':>22}  note")
     for r in results:
         ratio = r.rate / base if base else 0.0
-        cols = ""
+        cols = f"{r.frame_rate:>12,.0f}" if framed else ""
         if spread:
             low = "-" if r.rounds_min is None else f"{r.rounds_min:,.1f}"
             cv = "-" if r.rounds_cv is None else f"{100 * r.rounds_cv:.1f}%"
-            cols = f"{low:>15}{cv:>7}"
+            cols += f"{low:>15}{cv:>7}"
         print(f"{r.name:<28}{r.rate:>12,.1f}{cols}{ratio:>22.2f}  {r.note}")
     print_engine_use(results)
     peers = [r for r in results[1:] if not r.name.startswith("pixelpipe")]  # not its own cached rows
@@ -132,16 +153,36 @@ def _percent(value: float | None) -> str:
 
 
 def print_engine_use(results: list[Result]) -> None:
-    """How busy the GPU's JPEG engines and kernels were while each contender was timed (NVML,
-    engine_use.py); nothing where no contender has such figures (a CPU run, no NVML)."""
-    measured = [r for r in results if r.jpeg_busy is not None or r.gpu_busy is not None]
+    """How busy the GPU's JPEG engines (or video decoders) and kernels were while each
+    contender was timed (NVML, engine_use.py); nothing where no contender has such figures (a
+    CPU run, no NVML). Beside the video decoders' figure: the frames decoded per second, and
+    what that rate would be with the decoders busy all the time (their capacity, as far as a
+    straight line from the measured point says)."""
+    measured = [r for r in results if r.jpeg_busy is not None or r.gpu_busy is not None or r.nvdec_busy is not None]
     if not measured:
         return
-    print("GPU use in the timed passes (NVML; whole GPU): JPEG engines busy (NVJPG), some kernel running")
+    jpeg = any(r.jpeg_busy is not None for r in measured) or not any(r.nvdec_busy is not None for r in measured)
+    nvdec = any(r.nvdec_busy is not None for r in measured)
+    engines = ", ".join(([] if not jpeg else ["JPEG engines busy (NVJPG)"])
+                        + ([] if not nvdec else ["video decoders busy (NVDEC)"]))
+    print(f"GPU use in the timed passes (NVML; whole GPU): {engines}, some kernel running"
+          + ("; decoded frames: each clip's first to last frame" if nvdec else ""))
     for r in measured:
-        print(f"  {r.name:<28} NVJPG {_percent(r.jpeg_busy):>5}   kernels {_percent(r.gpu_busy):>5}")
+        line = f"  {r.name:<28}"
+        if jpeg:
+            line += f" NVJPG {_percent(r.jpeg_busy):>5}  "
+        if nvdec:
+            line += f" NVDEC {_percent(r.nvdec_busy):>5}  "
+        line += f" kernels {_percent(r.gpu_busy):>5}"
+        if nvdec and r.decoded_frames:
+            line += f"   decoded frames/s {r.decoded_rate:>9,.0f}"
+            if r.nvdec_busy:
+                line += f" (at 100% NVDEC: {100 * r.decoded_rate / r.nvdec_busy:,.0f})"
+        print(line)
     if any(r.jpeg_busy is not None and r.jpeg_busy >= 90 for r in measured):
         print("  NVJPG at 90% or more: the JPEG engines were nearly full; no library decoding with them goes much faster")
+    if any(r.nvdec_busy is not None and r.nvdec_busy >= 90 for r in measured):
+        print("  NVDEC at 90% or more: the video decoders were nearly full; no library decoding with them goes much faster")
 
 
 def in_rounds(jobs: Sequence[Callable[[], Result]], rounds: int) -> tuple[list[Result], list[list[Result]]]:
@@ -157,21 +198,23 @@ def in_rounds(jobs: Sequence[Callable[[], Result]], rounds: int) -> tuple[list[R
     return [_median_result([row[k] for row in per_round]) for k in range(len(jobs))], per_round
 
 
-def print_round_ratios(per_round: list[list[Result]]) -> None:
-    """With several rounds: each row's images/s per round (so that a slow round shows whose it
+def print_round_ratios(per_round: list[list[Result]], unit: str = "images") -> None:
+    """With several rounds: each row's `unit`/s per round (so that a slow round shows whose it
     was), then per round pixelpipe's rate over each other row's (the first result of a round
     is pixelpipe's), and each of pixelpipe's other rows (its cached epochs) over each peer's."""
     if len(per_round) < 2:
         return
     names = [r.name for r in per_round[0]]
     for k, name in enumerate(names):
-        print(f"per round, {name} images/s: " + ", ".join(f"{row[k].rate:,.0f}" for row in per_round))
+        print(f"per round, {name} {unit}/s: " + ", ".join(f"{row[k].rate:,.0f}" for row in per_round))
         if any(row[k].seconds for row in per_round):  # what each round met (see Result)
             print(f"per round, {name} CPU and garbage collections: " + "; ".join(
                 f"{row[k].cpu_seconds / row[k].seconds:.1f} cores, {row[k].gc_collections} in "
                 f"{row[k].gc_seconds * 1e3:.0f} ms" if row[k].seconds else "-" for row in per_round))
         if any(row[k].jpeg_busy is not None for row in per_round):
             print(f"per round, {name} NVJPG busy: " + ", ".join(_percent(row[k].jpeg_busy) for row in per_round))
+        if any(row[k].nvdec_busy is not None for row in per_round):
+            print(f"per round, {name} NVDEC busy: " + ", ".join(_percent(row[k].nvdec_busy) for row in per_round))
     own = [i for i, name in enumerate(names) if i and name.startswith("pixelpipe")]
     peers = [k for k, name in enumerate(names) if not name.startswith("pixelpipe")]
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
@@ -208,15 +251,21 @@ def _median_result(runs: list[Result]) -> Result:
 
 
 def report(results: list[Result], per_round: list[list[Result]], header: str, as_json: bool,
-           extra: dict | None = None) -> None:
+           extra: dict | None = None, unit: str = "images") -> None:
     """Print a benchmark's results: the table and the per-round lines, or one JSON object with
-    the header, `extra` (e.g. package versions), the median results and every round's."""
+    the header, `extra` (e.g. package versions), the median results and every round's. With
+    `unit` "clips" (the video bench) a JSON row names its count "clips" and its rates
+    "clips_per_s", "frames_per_s" and "decoded_frames_per_s"."""
     if as_json:
-        def rows(rs: list[Result]) -> list[dict]:
-            return [asdict(r) | {"images_per_s": r.rate} for r in rs]
+        def row(r: Result) -> dict:
+            d = asdict(r)
+            if unit == "images":
+                return d | {"images_per_s": r.rate}
+            d[unit] = d.pop("images")
+            return d | {f"{unit}_per_s": r.rate, "frames_per_s": r.frame_rate, "decoded_frames_per_s": r.decoded_rate}
 
-        print(json.dumps({"header": header, **(extra or {}), "results": rows(results),
-                          "rounds": [rows(row) for row in per_round]}, indent=2))
+        print(json.dumps({"header": header, **(extra or {}), "results": [row(r) for r in results],
+                          "rounds": [[row(r) for r in rs] for rs in per_round]}, indent=2))
     else:
-        print_table(results, header)
-        print_round_ratios(per_round)
+        print_table(results, header, unit)
+        print_round_ratios(per_round, unit)
