@@ -286,3 +286,32 @@ def test_the_cli_takes_presets_and_no_peers(capsys):
     with pytest.raises(SystemExit) as e:
         main(["bench", "--pipeline", "nope"])
     assert e.value.code == 2
+
+
+def test_torchvision_has_every_pipeline_the_pillow_loop_has() -> None:
+    """The torchvision peer mirrors every pipeline and preset the Pillow loop runs, and its
+    transforms make 224 x 224 normalised images from an image of any size."""
+    pytest.importorskip("torchvision", exc_type=ImportError)
+    import torch
+    from torchvision.transforms import v2
+
+    from pixelpipe.tools.bench import pillow_loop
+    from pixelpipe.tools.bench.peer_torchvision import v2_ops
+
+    torch.manual_seed(0)
+    image = torch.randint(0, 256, (3, 180, 260), dtype=torch.uint8)
+    names = [n for n in ("rn50", "rich", "val", "randaugment", "imagenet_train", "imagenet_val", "light", "heavy",
+                         "deit", "simclr", "fastai_like") if pillow_loop.pillow_ops(n)]
+    for name in names:
+        out = v2.Compose(v2_ops(name))(image)
+        assert out.shape == (3, 224, 224) and out.dtype == torch.float32, name
+        assert out.min() < 0 < out.max(), name  # normalised
+    with pytest.raises(ValueError, match="no torchvision pipeline"):
+        v2_ops("ssd")
+
+
+def test_the_torchvision_dataloader_is_a_cpu_peer(capsys) -> None:
+    pytest.importorskip("torchvision", exc_type=ImportError)
+    results = run_bench(None, "rn50", "cpu", 4, 1, ["torchvision"], 1, 8, True, True)
+    assert [r.name for r in results] == ["pixelpipe (cpu)", "torchvision DataLoader (cpu)"]
+    assert all(r.rate > 0 for r in results)

@@ -118,7 +118,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
     p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: all cores)")
     p.add_argument("--peers", default=None,
-                   help="comma-separated peers: pillow (cpu; the default there); dali, torchvision, kornia "
+                   help="comma-separated peers: pillow (cpu; the default there), torchvision (cpu: its DataLoader; cuda); dali, kornia "
                         "(cuda); none for no peer")
     p.add_argument("--passes", type=int, default=2, help="timed passes over the data after one warm-up")
     p.add_argument("--rounds", type=int, default=1,

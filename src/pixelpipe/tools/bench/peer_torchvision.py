@@ -24,24 +24,40 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 def v2_ops(pipeline: str) -> list[Any]:
-    """The pipeline as a list of torchvision.transforms.v2 transforms, uint8 CHW in, float32
-    normalised out (the caller halves it)."""
+    """The pipeline (a bench pipeline or a preset, as pillow_loop.pillow_ops has them) as a list
+    of torchvision.transforms.v2 transforms, uint8 CHW in, float32 normalised out (the caller
+    halves it)."""
     from torchvision.transforms import v2
 
     tail = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
-    if pipeline == "val":
+    if pipeline in ("val", "imagenet_val"):
         return [v2.Resize(VAL_RESIZE, antialias=True), v2.CenterCrop(CROP), *tail]
     ops = [v2.RandomResizedCrop(CROP, antialias=True), v2.RandomHorizontalFlip()]
     if pipeline == "rich":
         ops += [v2.RandomAffine(degrees=7, shear=SHEAR_DEGREES),
                 v2.ColorJitter(0.2, 0.2, 0.2, 0.05)]
-    elif pipeline == "randaugment":  # on uint8, as torchvision's RandAugment expects; erasing after Normalize
+    elif pipeline in ("randaugment", "deit"):  # on uint8, as torchvision's RandAugment expects; erasing after Normalize
+        if pipeline == "deit":  # bicubic, as the preset
+            ops[0] = v2.RandomResizedCrop(CROP, interpolation=v2.InterpolationMode.BICUBIC, antialias=True)
         return ops + [v2.RandAugment(2, 9)] + tail + [v2.RandomErasing(0.25, value="random")]
     elif pipeline == "simclr":
         ops += [v2.RandomApply([v2.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8), v2.RandomGrayscale(0.2),
                 v2.RandomApply([v2.GaussianBlur(23, (0.1, 2.0))], p=0.5)]
-    elif pipeline != "rn50":
-        raise ValueError(f"unknown pipeline {pipeline!r}")
+    elif pipeline == "light":
+        ops = [v2.RandomResizedCrop(CROP, scale=(0.35, 1.0), antialias=True), v2.RandomHorizontalFlip(),
+               v2.RandomApply([v2.ColorJitter(0.1, 0.1)], p=0.5)]
+    elif pipeline == "heavy":
+        ops += [v2.RandomApply([v2.RandomAffine(15, (0.1, 0.1), (0.9, 1.1), 10)], p=0.5),
+                v2.RandomPerspective(0.3, p=0.3),
+                v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(0.2)]
+    elif pipeline == "fastai_like":
+        ops = [v2.Resize(CROP, antialias=True), v2.CenterCrop(CROP), v2.RandomHorizontalFlip(),
+               v2.RandomPerspective(0.2, p=0.75), v2.RandomApply([v2.RandomRotation(10)], p=0.75),
+               v2.RandomApply([v2.RandomAffine(0, scale=(1.0, 1.1))], p=0.75),
+               v2.RandomApply([v2.ColorJitter(brightness=0.2)], p=0.75),
+               v2.RandomApply([v2.ColorJitter(contrast=(0.8, 1.25))], p=0.75)]
+    elif pipeline not in ("rn50", "imagenet_train"):
+        raise ValueError(f"no torchvision pipeline {pipeline!r}")
     return ops + tail
 
 

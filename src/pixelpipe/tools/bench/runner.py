@@ -6,7 +6,9 @@ printed as a table with each peer's ratio to pixelpipe (and as JSON with --json)
 
 On the CPU (--device cpu, or auto on a machine without CUDA) the peer is the Pillow loop
 (pillow_loop.py) unless --peers says otherwise; it runs the pipeline's own ops (rn50, rich,
-val or a preset's), so the ratio compares like work.
+val or a preset's), so the ratio compares like work. `--peers torchvision` adds torchvision's
+DataLoader with one worker process per thread, each running the same ops as v2 transforms
+(peer_torchvision.v2_ops).
 
 With boxes (the ssd pipeline, or --boxes N with any pipeline) every image carries N random boxes
 and labels (coco_boxes.py: from a generated COCO file when --data is a folder of images);
@@ -66,7 +68,15 @@ def pillow_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) 
     return run
 
 
-CPU_PEERS = {"pillow": pillow_cpu}
+def torchvision_cpu(blobs: Sequence[bytes], pipeline: str, batch: int, threads: int) -> Callable[[int], Iterator[int]]:
+    """torchvision as its users run it on the CPU: a DataLoader with `threads` worker processes,
+    each decoding with Pillow and running the pipeline's v2 transforms one image at a time."""
+    from .peer_torchvision import cpu_loader
+
+    return cpu_loader(blobs, pipeline, batch, threads, torch.device("cpu"))
+
+
+CPU_PEERS = {"pillow": pillow_cpu, "torchvision": torchvision_cpu}
 
 
 def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, threads: int | None,
@@ -123,8 +133,10 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
             return time_runs(name, run, passes, len(blobs), quiet, note, seconds)
 
     def theirs(peer: str) -> Result:
-        return time_runs(f"{peer} loop (cpu)", CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
-                         len(blobs), quiet, f"{threads} threads", seconds)
+        name, note = ((f"{peer} DataLoader (cpu)", f"{threads} worker processes") if peer == "torchvision"
+                      else (f"{peer} loop (cpu)", f"{threads} threads"))
+        return time_runs(name, CPU_PEERS[peer](blobs, pipeline, batch, threads), passes,
+                         len(blobs), quiet, note, seconds)
 
     jobs = [ours]
     if boxed is not None and pipeline != "ssd":  # in the same rounds, so that drift falls on both
