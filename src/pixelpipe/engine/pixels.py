@@ -32,7 +32,7 @@ from ..kernels.cpu.stage import MapFn, for_each
 from ..plan import Stage, fast
 from ..plan.output import Output, finish_tensor
 
-__all__ = ["PIECE", "normalize_cpu", "pixel_pieces", "pixel_prefixes", "run_pixels"]
+__all__ = ["PIECE", "normalize_cpu", "pixel_blocks", "pixel_pieces", "pixel_prefixes", "run_pixels"]
 
 # samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, medians of 5
 # alternating rounds, process CPU ms per batch in pieces of 4 / 8 / 16: SimCLR 157 / 155 / 176
@@ -44,7 +44,7 @@ PIECE = 8
 
 def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, prefixes: list[np.ndarray],
                output: Output | None, targets: bool, dest: Callable[[torch.Tensor], torch.Tensor] | None = None,
-               owned: bool = False) -> torch.Tensor:
+               owned: bool = False, blocks: list[np.ndarray] | None = None) -> torch.Tensor:
     """The stage's pixel ops on x (float [N, C, H, W]: the whole batch or a piece of it, idx the
     rows' sample indices, prefixes each pixel op's draw prefixes of the rows (Stage.prefixes:
     per frame for per-frame ops on clips), epoch an int or the rows' epochs),
@@ -58,13 +58,15 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     chain makes itself, Normalize works in place and an op with an `apply_owned` method (the
     policies' pixel part, RandomErasing) is handed the tensor to write into: the same numbers
     without a copy of the batch per op (on the CPU a copy of a piece of 8 224x224 images cost
-    about 0.2 ms an image, as much as most of a policy's operations)."""
+    about 0.2 ms an image, as much as most of a policy's operations).
+
+    blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks)."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     for j, (pos, op) in enumerate(stage.pixels):
         if j == norm_at and j > 0:
             x = normalize(x, stage, x if owned else None)
             owned = True  # in place, or a new tensor
-        draws = Draws(seed, epoch, idx, pos, prefixes[j])
+        draws = Draws(seed, epoch, idx, pos, prefixes[j], None if blocks is None else blocks[j])
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
         into = getattr(op, "apply_owned", None) if owned else None
         y = (op.apply if into is None else into)(x, op.sample(draws, sizes), draws)
@@ -108,6 +110,7 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
     images), for per-frame ops. owned: the pieces may overwrite x (run_pixels' `owned`)."""
     n = x.shape[0]
     prefixes = pixel_prefixes(stage, seed, epoch, idx, frames)
+    blocks = pixel_blocks(stage, prefixes)
     per = epochs(epoch)
     piece = max(1, PIECE if piece is None else piece)
     if not all(getattr(op, "per_sample", True) for _, op in stage.pixels):
@@ -115,8 +118,8 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
     starts = list(range(0, n, piece))
     if len(starts) <= 1:
         one: list[torch.Tensor] = []
-        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, prefixes, output, targets, owned=owned)),
-                 [0], map_fn)
+        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, prefixes, output, targets, owned=owned,
+                                                 blocks=blocks)), [0], map_fn)
         return one[0]
     made: list[torch.Tensor] = []  # the output, made by the first piece to get there
     lock = threading.Lock()
@@ -140,7 +143,7 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
 
         rows_epoch = per[a:b] if isinstance(per, np.ndarray) else per
         run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], [p[a:b] for p in prefixes], output, targets, rows,
-                   owned)
+                   owned, [blk[a:b] for blk in blocks])
 
     for_each(run, starts, map_fn)
     return made[0]
@@ -149,6 +152,20 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
 def pixel_prefixes(stage: Stage, seed: int, epoch: Any, idx: np.ndarray, frames: Any = None) -> list[np.ndarray]:
     """Each pixel op's draw prefixes of the batch's rows (per frame for per-frame ops on clips)."""
     return stage.prefixes(fast.prefix(seed, epoch, idx), frames, [pos for pos, _ in stage.pixels])
+
+
+def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
+    """Each pixel op's leading draws (`Op.draws` of them) for the batch's rows, uint32 [N, D],
+    hashed in one evaluation per prefix for all the stage's pixel ops (as the stage does for
+    its other ops), then sliced per piece: without them each piece hashed each op's draws
+    itself (RandomErasing's 23 of them, a policy's choices), numpy calls holding the GIL."""
+    ops = stage.pixels
+    out: list[np.ndarray] = [np.empty(0)] * len(ops)
+    for pre in {id(p): p for p in prefixes}.values():
+        ks = [k for k, p in enumerate(prefixes) if p is pre]
+        for k, block in zip(ks, fast.op_blocks(pre, [ops[k][0] for k in ks], [ops[k][1].draws for k in ks])):
+            out[k] = block
+    return out
 
 
 def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:
