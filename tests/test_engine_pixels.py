@@ -14,6 +14,7 @@ import pixelpipe as pp
 import pixelpipe.engine.engine as engine_module
 import pixelpipe.engine.pixels as pixels
 from pixelpipe import presets
+from pixelpipe.data.random import Draws
 
 SIZE = 32
 NORM = pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)
@@ -188,3 +189,20 @@ def test_normalize_on_the_cpu_is_addcmul(layout, dtype):
     inplace = x.clone()
     pixels.normalize_cpu(inplace, scale, bias, inplace)
     assert torch.equal(inplace, pixels.normalize_cpu(x, scale, bias))
+
+
+@pytest.mark.parametrize("name", ["randaugment", "deit", "filters"])
+def test_pixel_blocks_are_the_ops_own_draws(name):
+    """The leading draws pixel_pieces hashes once per batch (pixel_blocks) are the numbers each
+    op's Draws would hash itself, row for row; draws past them are hashed as before."""
+    stage = COMPOSES[name].stages[-1]
+    idx = np.arange(10) * 3 + 1
+    epoch = np.arange(10) % 2
+    prefixes = pixels.pixel_prefixes(stage, 5, epoch, idx)
+    blocks = pixels.pixel_blocks(stage, prefixes)
+    assert len(blocks) == len(stage.pixels)
+    for (pos, op), pre, block in zip(stage.pixels, prefixes, blocks):
+        assert block.shape == (10, op.draws)
+        plain, given = Draws(5, epoch, idx, pos, pre), Draws(5, epoch, idx, pos, pre, block)
+        for d in range(op.draws + 2):
+            assert np.array_equal(given.uniform_np(d), plain.uniform_np(d)), (type(op).__name__, d)
