@@ -13,8 +13,11 @@ Pieces, not a row band of every image: the ops' per-image statistics (equalize's
 autocontrast's range, contrast's mean) and a blur's borders would need the whole image in one
 place. Small pieces (a few samples) balance the threads, since samples cost different amounts
 (a blur for half of them, a policy's operation per sample); each piece pays the chain's
-per-call overhead once, so pieces are not single samples. On a GPU the batch runs whole, on the
-calling thread (the kernels are launched, not run, there).
+per-call overhead once, so pieces are not single samples. The pieces are rows of the stage's
+warped batch, which nothing reads afterwards: Normalize and the ops that can (`apply_owned`)
+write into them instead of into copies (run_pixels' `owned`), and every op's leading draws are
+hashed once per batch (pixel_blocks). On a GPU the batch runs whole, on the calling thread (the
+kernels are launched, not run, there).
 """
 
 from __future__ import annotations
