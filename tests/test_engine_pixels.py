@@ -11,8 +11,10 @@ import torch
 from helpers import varied_images
 
 import pixelpipe as pp
+import pixelpipe.engine.engine as engine_module
 import pixelpipe.engine.pixels as pixels
 from pixelpipe import presets
+from pixelpipe.data.random import Draws
 
 SIZE = 32
 NORM = pp.Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD)
@@ -139,3 +141,68 @@ def test_cpu_pixel_ops_keep_host_memory_as_the_engine_says(images, monkeypatch, 
         assert calls == []
         COMPOSES["simclr"](images, engine=engine)
     assert bool(calls) == keep
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSES))
+def test_owned_pieces_give_the_numbers_of_a_copy(name, images, monkeypatch):
+    """The Engine hands its warped batch over to be overwritten (owned=True): Normalize in
+    place, the ops' apply_owned (the policies' pixel part, RandomErasing) writing into it. The
+    same bits as the ops' apply() on a batch that is left as it was (owned=False)."""
+    caught = []
+    real = pixels.pixel_pieces
+
+    def catch(stage, x, *args, **kwargs):
+        assert kwargs.get("owned") is True
+        caught.append((stage, x.clone(), args[:-1], kwargs))
+        return real(stage, x, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "pixel_pieces", catch)
+    monkeypatch.setattr(pixels, "PIECE", 4)
+    with pp.Engine(num_threads=2) as engine:
+        COMPOSES[name](images, engine=engine, seed=3)
+    assert caught
+    for stage, x, args, kwargs in caught:
+        given = x.clone()
+        plain = real(stage, given, *args, map, **{**kwargs, "owned": False})
+        assert torch.equal(given, x), "a batch that was not owned was written to"
+        owned = real(stage, x.clone(), *args, map, **kwargs)
+        assert owned.dtype == plain.dtype and owned.stride() == plain.stride()
+        assert torch.equal(owned, plain)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_normalize_on_the_cpu_is_addcmul(layout, dtype):
+    """normalize_cpu (one fused add per channel) against torch.addcmul with per-channel
+    operands: both round x * scale + bias once where torch's CPU kernels fuse them (as on the
+    AVX2 and AVX-512 machines measured: the same bits); 1 float32 rounding apart otherwise."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(5, 3, 17, 23, generator=g) * 1.2 - 0.1
+    scale = (1.0 / torch.tensor(presets.IMAGENET_STD)).view(1, 3, 1, 1)
+    bias = (-torch.tensor(presets.IMAGENET_MEAN) * scale.view(3)).view(1, 3, 1, 1)
+    want = torch.addcmul(bias, x, scale)
+    torch.testing.assert_close(pixels.normalize_cpu(x, scale, bias), want, atol=5e-7, rtol=0)
+    out = torch.empty((5, 17, 23, 3) if layout == "NHWC" else (5, 3, 17, 23), dtype=dtype)
+    view = out.permute(0, 3, 1, 2) if layout == "NHWC" else out
+    assert pixels.normalize_cpu(x, scale, bias, view).data_ptr() == out.data_ptr()
+    torch.testing.assert_close(view, want.to(dtype), atol=5e-7 if dtype == torch.float32 else 2e-3, rtol=0)
+    inplace = x.clone()
+    pixels.normalize_cpu(inplace, scale, bias, inplace)
+    assert torch.equal(inplace, pixels.normalize_cpu(x, scale, bias))
+
+
+@pytest.mark.parametrize("name", ["randaugment", "deit", "filters"])
+def test_pixel_blocks_are_the_ops_own_draws(name):
+    """The leading draws pixel_pieces hashes once per batch (pixel_blocks) are the numbers each
+    op's Draws would hash itself, row for row; draws past them are hashed as before."""
+    stage = COMPOSES[name].stages[-1]
+    idx = np.arange(10) * 3 + 1
+    epoch = np.arange(10) % 2
+    prefixes = pixels.pixel_prefixes(stage, 5, epoch, idx)
+    blocks = pixels.pixel_blocks(stage, prefixes)
+    assert len(blocks) == len(stage.pixels)
+    for (pos, op), pre, block in zip(stage.pixels, prefixes, blocks):
+        assert block.shape == (10, op.draws)
+        plain, given = Draws(5, epoch, idx, pos, pre), Draws(5, epoch, idx, pos, pre, block)
+        for d in range(op.draws + 2):
+            assert np.array_equal(given.uniform_np(d), plain.uniform_np(d)), (type(op).__name__, d)

@@ -13,6 +13,7 @@ from helpers import check_op, run, varied_images
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
+from pixelpipe.ops.erasing import normal_at_cpu
 from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
@@ -103,6 +104,21 @@ class TestRandomErasing:
                 assert torch.equal(out[k], base[k])
                 continue
             torch.testing.assert_close(out[k, :, t:t + eh, left:left + ew], z[k, :, t:t + eh, left:left + ew])
+
+    @pytest.mark.parametrize("value", ["random", 0.5])
+    def test_apply_owned_is_apply_written_into_x(self, value):
+        """apply_owned (the CPU engine's pieces, which it may overwrite) gives apply()'s numbers
+        and, with noise, writes them into x itself; apply() leaves its input as it was."""
+        op = pp.RandomErasing(0.7, value=value)
+        x = torch.rand(9, 3, 20, 24, generator=torch.Generator().manual_seed(2))
+        draws = draws_of(9, seed=5)
+        p = op.sample(draws, np.tile([20.0, 24.0], (9, 1)))
+        given = x.clone()
+        plain = op.apply(given, p, draws)
+        assert torch.equal(given, x)
+        owned = op.apply_owned(given, p, draws)
+        assert torch.equal(owned, plain) and not torch.equal(plain, x)
+        assert (owned.data_ptr() == given.data_ptr()) == (value == "random")
 
     def test_grey_output_takes_one_value(self):
         imgs = varied_images(4)
@@ -233,3 +249,19 @@ def test_random_noise_in_the_rectangles_alone_equals_the_whole_field():
     cl = x.contiguous(memory_format=torch.channels_last)
     assert torch.equal(noise_in_rectangles(cl, rows, params["top"], params["left"], params["height"],
                                            params["width"], draws, op.draws), whole)
+
+
+@pytest.mark.parametrize("epoch", [0, np.array([0, 1, 2, 0, 5])])
+def test_normal_noise_on_the_cpu_is_normal_field_at(epoch):
+    """normal_at_cpu (numpy uint32 hashes in place, torch's log and cos) against its twin
+    Draws.normal_field_at: the same bits, at elements anywhere in a field (the counter's top
+    bits included) and for rows in any order, repeated or not."""
+    idx = np.array([3, 70, 12, 5, 1 << 33])
+    draws = Draws(7, epoch, idx, 4, prefix(7, epoch, idx))
+    rng = np.random.default_rng(0)
+    samples = rng.integers(0, 5, 5000)
+    elements = np.concatenate([rng.integers(0, 3 * 224 * 224, 4995), [0, 1, (1 << 31) - 1, 12345, 12345]])
+    for draw in (0, 23, 1000003):
+        want = draws.normal_field_at(draw, samples, elements)
+        got = normal_at_cpu(draws, draw, samples, elements)
+        assert got.dtype == torch.float32 and torch.equal(got, want)

@@ -283,6 +283,29 @@ def test_bad_arguments(make, name):
         make()
 
 
+@pytest.mark.parametrize("make", [lambda: pp.RandAugment(3, 9), pp.TrivialAugmentWide, pp.AutoAugment,
+                                  lambda: pp.TimmRandAugment(2, 9.0, 0.5)], ids=["rand", "trivial", "auto", "timm"])
+def test_pixel_part_apply_owned_is_apply(make):
+    """The pixel part's apply_owned (the CPU engine's pieces, which it may overwrite: rows
+    written back into x, every operation's draws hashed in one evaluation) against apply() (a
+    copy of x, each operation's draws on their own): the same numbers, for rows chosen
+    consecutively or not, with per-row epochs; apply() leaves x as it was."""
+    part = next(p for p in make().parts() if p.kind == "pixel")
+    n = 24
+    x = torch.rand(n, 3, 20, 18, generator=torch.Generator().manual_seed(1))
+    idx = np.arange(n) * 5 + 2
+    epoch = np.arange(n) % 3
+    draws = Draws(3, epoch, idx, 2, prefix(3, epoch, idx))
+    params = part.sample(draws, np.tile([20.0, 18.0], (n, 1)))
+    steps = params["steps"]
+    assert len(np.unique(steps[steps >= 0])) > 3  # several operations, on scattered rows
+    given = x.clone()
+    plain = part.apply(given, params, draws)
+    assert torch.equal(given, x)
+    owned = part.apply_owned(given, params, draws)
+    assert torch.equal(owned, plain) and not torch.equal(plain, x)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("make", [lambda: pp.RandAugment(2, 9), pp.TrivialAugmentWide, pp.AutoAugment],
                          ids=["rand", "trivial", "auto"])

@@ -275,8 +275,9 @@ class Engine:
                 from .process import keep_host_memory
 
                 keep_host_memory()
+            # x is the stage's new warped batch, read by nothing after the pixel ops
             return pixel_pieces(work.stage, x, prepared.seed, prepared.epoch, prepared.idx, output, targets,
-                                self.executor().map, frames=prepared.frames)
+                                self.executor().map, frames=prepared.frames, owned=True)
         prefixes = pixel_prefixes(work.stage, prepared.seed, prepared.epoch, prepared.idx, prepared.frames)
         return run_pixels(work.stage, x, prepared.seed, epochs(prepared.epoch), prepared.idx, prefixes, output,
                           targets)

@@ -13,8 +13,11 @@ Pieces, not a row band of every image: the ops' per-image statistics (equalize's
 autocontrast's range, contrast's mean) and a blur's borders would need the whole image in one
 place. Small pieces (a few samples) balance the threads, since samples cost different amounts
 (a blur for half of them, a policy's operation per sample); each piece pays the chain's
-per-call overhead once, so pieces are not single samples. On a GPU the batch runs whole, on the
-calling thread (the kernels are launched, not run, there).
+per-call overhead once, so pieces are not single samples. The pieces are rows of the stage's
+warped batch, which nothing reads afterwards: Normalize and the ops that can (`apply_owned`)
+write into them instead of into copies (run_pixels' `owned`), and every op's leading draws are
+hashed once per batch (pixel_blocks). On a GPU the batch runs whole, on the calling thread (the
+kernels are launched, not run, there).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..kernels.cpu.stage import MapFn, for_each
 from ..plan import Stage, fast
 from ..plan.output import Output, finish_tensor
 
-__all__ = ["PIECE", "pixel_pieces", "pixel_prefixes", "run_pixels"]
+__all__ = ["PIECE", "normalize_cpu", "pixel_blocks", "pixel_pieces", "pixel_prefixes", "run_pixels"]
 
 # samples per piece on the CPU: measured on 2 cores, 64-image batches of 224x224, medians of 5
 # alternating rounds, process CPU ms per batch in pieces of 4 / 8 / 16: SimCLR 157 / 155 / 176
@@ -43,8 +46,8 @@ PIECE = 8
 
 
 def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, prefixes: list[np.ndarray],
-               output: Output | None, targets: bool, dest: Callable[[torch.Tensor], torch.Tensor] | None = None
-               ) -> torch.Tensor:
+               output: Output | None, targets: bool, dest: Callable[[torch.Tensor], torch.Tensor] | None = None,
+               owned: bool = False, blocks: list[np.ndarray] | None = None) -> torch.Tensor:
     """The stage's pixel ops on x (float [N, C, H, W]: the whole batch or a piece of it, idx the
     rows' sample indices, prefixes each pixel op's draw prefixes of the rows (Stage.prefixes:
     per frame for per-frame ops on clips), epoch an int or the rows' epochs),
@@ -52,14 +55,25 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
 
     dest, if given, maps the result before its last pass (float NCHW) to the tensor the result
     goes in (its rows of the batch's output): the last pass (Normalize, the cast to the output
-    dtype, the layout) writes there, the same numbers as without, in one pass fewer."""
+    dtype, the layout) writes there, the same numbers as without, in one pass fewer.
+
+    owned: x is the caller's to overwrite (it reads it no more). Then, and for the tensors the
+    chain makes itself, Normalize works in place and an op with an `apply_owned` method (the
+    policies' pixel part, RandomErasing) is handed the tensor to write into: the same numbers
+    without a copy of the batch per op (on the CPU a copy of a piece of 8 224x224 images cost
+    about 0.2 ms an image, as much as most of a policy's operations).
+
+    blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks)."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     for j, (pos, op) in enumerate(stage.pixels):
         if j == norm_at and j > 0:
-            x = normalize(x, stage)
-        draws = Draws(seed, epoch, idx, pos, prefixes[j])
+            x = normalize(x, stage, x if owned else None)
+            owned = True  # in place, or a new tensor
+        draws = Draws(seed, epoch, idx, pos, prefixes[j], None if blocks is None else blocks[j])
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
-        y = op.apply(x, op.sample(draws, sizes), draws)
+        into = getattr(op, "apply_owned", None) if owned else None
+        y = (op.apply if into is None else into)(x, op.sample(draws, sizes), draws)
+        owned = into is not None  # another op's result may be anything (a user's Lambda: a tensor it keeps)
         if not isinstance(y, torch.Tensor):
             raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
         if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():
@@ -88,16 +102,18 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
 
 
 def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, output: Output | None,
-                 targets: bool, map_fn: MapFn, piece: int | None = None, frames: Any = None) -> torch.Tensor:
+                 targets: bool, map_fn: MapFn, piece: int | None = None, frames: Any = None,
+                 owned: bool = False) -> torch.Tensor:
     """run_pixels over the batch in pieces of `piece` consecutive samples (default PIECE), on the
     threads behind map_fn (an Engine's pool), each piece writing its rows of one output tensor
     (made by the first piece to get there, from the shape of its result): the same bits as one
     run_pixels of the whole batch. A stage with an op that is not per-sample (PixelOp.per_sample
     False: a Lambda by default) runs as one piece, on one of those threads too. The first
     failing piece's error is raised. frames: the rows' frame numbers in their clips (None for
-    images), for per-frame ops."""
+    images), for per-frame ops. owned: the pieces may overwrite x (run_pixels' `owned`)."""
     n = x.shape[0]
     prefixes = pixel_prefixes(stage, seed, epoch, idx, frames)
+    blocks = pixel_blocks(stage, prefixes)
     per = epochs(epoch)
     piece = max(1, PIECE if piece is None else piece)
     if not all(getattr(op, "per_sample", True) for _, op in stage.pixels):
@@ -105,7 +121,8 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
     starts = list(range(0, n, piece))
     if len(starts) <= 1:
         one: list[torch.Tensor] = []
-        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, prefixes, output, targets)), [0], map_fn)
+        for_each(lambda _: one.append(run_pixels(stage, x, seed, per, idx, prefixes, output, targets, owned=owned,
+                                                 blocks=blocks)), [0], map_fn)
         return one[0]
     made: list[torch.Tensor] = []  # the output, made by the first piece to get there
     lock = threading.Lock()
@@ -128,7 +145,8 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
             return out[a:b]
 
         rows_epoch = per[a:b] if isinstance(per, np.ndarray) else per
-        run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], [p[a:b] for p in prefixes], output, targets, rows)
+        run_pixels(stage, x[a:b], seed, rows_epoch, idx[a:b], [p[a:b] for p in prefixes], output, targets, rows,
+                   owned, [blk[a:b] for blk in blocks])
 
     for_each(run, starts, map_fn)
     return made[0]
@@ -139,6 +157,20 @@ def pixel_prefixes(stage: Stage, seed: int, epoch: Any, idx: np.ndarray, frames:
     return stage.prefixes(fast.prefix(seed, epoch, idx), frames, [pos for pos, _ in stage.pixels])
 
 
+def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
+    """Each pixel op's leading draws (`Op.draws` of them) for the batch's rows, uint32 [N, D],
+    hashed in one evaluation per prefix for all the stage's pixel ops (as the stage does for
+    its other ops), then sliced per piece: without them each piece hashed each op's draws
+    itself (RandomErasing's 23 of them, a policy's choices), numpy calls holding the GIL."""
+    ops = stage.pixels
+    out: list[np.ndarray] = [np.empty(0)] * len(ops)
+    for pre in {id(p): p for p in prefixes}.values():
+        ks = [k for k, p in enumerate(prefixes) if p is pre]
+        for k, block in zip(ks, fast.op_blocks(pre, [ops[k][0] for k in ks], [ops[k][1].draws for k in ks])):
+            out[k] = block
+    return out
+
+
 def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:
     """Normalize of the stage on float NCHW x, into `out` if given (cast as it is stored)."""
     norm = stage.normalize
@@ -146,8 +178,25 @@ def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) ->
     c = x.shape[1]
     mean = device_constant(tuple(norm.mean * c if len(norm.mean) == 1 else norm.mean[:c]), x.device)
     std = device_constant(tuple(norm.std * c if len(norm.std) == 1 else norm.std[:c]), x.device)
-    # one pass, one new tensor: x * (1 / std) + (-mean / std); (x - mean) / std made two of each
-    # (a quarter of DeiT's pixel-op time on 2 CPU cores)
+    # x * (1 / std) + (-mean / std): one pass fewer than (x - mean) / std
     scale = (1.0 / std).view(1, c, 1, 1).to(x.dtype)
     bias = (-mean / std).view(1, c, 1, 1).to(x.dtype)
-    return torch.addcmul(bias, x, scale) if out is None else torch.addcmul(bias, x, scale, out=out)
+    if x.device.type != "cpu":  # one kernel
+        return torch.addcmul(bias, x, scale) if out is None else torch.addcmul(bias, x, scale, out=out)
+    return normalize_cpu(x, scale, bias, out)
+
+
+def normalize_cpu(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+    """addcmul(bias, x, scale) (into `out`, cast as it is stored) as one torch.add(bias_c, x_c,
+    alpha=scale_c) per channel: on the CPU both round x * scale + bias once (a fused
+    multiply-add), so the same numbers (tests/test_engine_pixels.py), but torch's addcmul with
+    per-channel operands took 0.19 ms a 224x224 image into float32, 0.24 into float16 and 0.85
+    into a channels-last float16 view on one thread, against 0.11, 0.12 and 0.22 so."""
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    scales = scale.reshape(-1).tolist()
+    bias = bias.reshape(-1)
+    for c in range(x.shape[1]):
+        torch.add(bias[c], x[:, c], alpha=scales[c], out=out[:, c])
+    return out

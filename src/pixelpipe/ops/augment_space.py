@@ -39,8 +39,9 @@ __all__ = ["AUGMIX_COLOUR", "AUGMIX_SPACE", "AUTOAUGMENT_SPACE", "RANDAUGMENT_SP
 
 
 class Table:
-    """A magnitude table: (bins, sizes [N, 2]) -> magnitudes float64 [N, bins] (a class, not
-    a lambda, so that a Compose holding a policy pickles)."""
+    """A magnitude table: (bins, sizes [N, 2]) -> magnitudes float64 [N, bins], possibly a
+    read-only broadcast view (a class, not a lambda, so that a Compose holding a policy
+    pickles)."""
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -54,7 +55,7 @@ class _Linspace(Table):
     hi: float
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
-        return np.tile(np.linspace(self.lo, self.hi, bins), (len(sizes), 1))
+        return np.broadcast_to(np.linspace(self.lo, self.hi, bins), (len(sizes), bins))  # read-only, no copy
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class _Posterize(Table):
     top: int = 8
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
-        return np.tile(self.top - np.round(np.arange(bins) / ((bins - 1) / self.span)), (len(sizes), 1))
+        return np.broadcast_to(self.top - np.round(np.arange(bins) / ((bins - 1) / self.span)), (len(sizes), bins))
 
 
 @dataclass(frozen=True)
@@ -182,9 +183,10 @@ def _grey(x: torch.Tensor) -> torch.Tensor:
 
 
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: np.ndarray) -> torch.Tensor:
-    """torchvision's _blend: clamp(f x + (1 - f) other) per sample."""
+    """torchvision's _blend: clamp(f x + (1 - f) other) per sample (the sum made in place in
+    the product: the same roundings, one new image fewer)."""
     f = column(factor, x)
-    return (f * x + (1.0 - f) * other).clamp_(0.0, 1.0)
+    return (f * x).add_((1.0 - f) * other).clamp_(0.0, 1.0)
 
 
 def _apply(name: str, x: torch.Tensor, m: np.ndarray) -> torch.Tensor:

@@ -69,15 +69,70 @@ def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] 
     return torch.where(where, v, x)
 
 
+# the constants of data.random's 32-bit mixer, as numpy uint32 (normal_at_cpu follows it)
+_M1, _M2, _GOLDEN = np.uint32(0x7FEB352D), np.uint32(0x846CA68B), np.uint32(0x9E3779B9)
+_TINY = np.float32(1.0 / (1 << 24))
+
+
+def _mix_(x: np.ndarray, spare: np.ndarray) -> np.ndarray:
+    """data.random's 32-bit mixer on uint32 x in place (spare: a uint32 array of x's shape to
+    shift into): numpy's uint32 shifts are logical and its products wrap, the same bits as the
+    masked int32 torch form."""
+    np.right_shift(x, 16, out=spare)
+    x ^= spare
+    x *= _M1
+    np.right_shift(x, 15, out=spare)
+    x ^= spare
+    x *= _M2
+    np.right_shift(x, 16, out=spare)
+    x ^= spare
+    return x
+
+
+def normal_at(draws: Draws, draw: int, samples: np.ndarray, elements: np.ndarray, device: torch.device
+              ) -> torch.Tensor:
+    """draws.normal_field_at(draw, samples, elements, device): the standard normal values of
+    draw `draw`'s per-pixel field at the given (row of the batch, element) pairs. On the CPU
+    (normal_at_cpu) the same numbers in fewer passes; elsewhere normal_field_at itself."""
+    if torch.device(device).type != "cpu":
+        return draws.normal_field_at(draw, samples, elements, device)
+    return normal_at_cpu(draws, draw, samples, elements)
+
+
+def normal_at_cpu(draws: Draws, draw: int, samples: np.ndarray, elements: np.ndarray) -> torch.Tensor:
+    """normal_field_at on the CPU, bit for bit (tests/test_ops_erasing.py): the hashes in numpy
+    uint32, in place (five operations a mix where the int32 torch form takes nine, each making
+    a new tensor), the element's key mixed once for the two uniform fields rather than once for
+    each, then Box-Muller with torch's logarithm and cosine in place, in the twin's order. Why:
+    normal_field_at cost about 50 ns a value on one CPU thread, a third of the DeiT preset's
+    pixel-op time; about 15 here."""
+    rows = np.asarray(samples, dtype=np.int64)
+    key = np.asarray(elements, dtype=np.int64).astype(np.uint32)  # the field's element counter wraps at 32 bits
+    spare = np.empty_like(key)
+    key += _GOLDEN
+    _mix_(key, spare)
+    units = []
+    for d in (draw, draw + 1000003):
+        # integers over the whole 32-bit range are the draw's hash itself: the state of each row
+        h = draws.integers(d, 0, 1 << 32).numpy().astype(np.uint32)[rows]
+        h ^= key
+        _mix_(h, spare)
+        h >>= 8
+        units.append(torch.from_numpy(h.astype(np.float32) * _TINY))
+    u1, u2 = units
+    return u1.clamp_min_(float(_TINY)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
+
+
 def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
-                        width: np.ndarray, draws: Draws, draw: int) -> torch.Tensor:
+                        width: np.ndarray, draws: Draws, draw: int, owned: bool = False) -> torch.Tensor:
     """x with one rectangle per sample of `rows` (host arrays of the batch's rectangles, inside
     the image) set to draws.normal_field(draw, x.shape[1:]) there: the same numbers `fill`
     gives, computed for the rectangles' pixels only (an erased rectangle is 2-33% of the
     image: the whole field cost 9 ns a value on 2 CPU cores, most of RandomErasing's time).
     Each rectangle's field positions are a broadcast sum of channel, row and column offsets;
     on the CPU its values are copied in as a slice of its sample (no index per value), on a
-    GPU all rectangles in one indexed write (one launch)."""
+    GPU all rectangles in one indexed write (one launch). owned: x is the caller's to
+    overwrite (PixelOp.apply_owned's x), so the rectangles go into x itself, not a copy."""
     if len(rows) == 0:
         return x
     c, h, w = x.shape[1:]
@@ -88,8 +143,8 @@ def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left
     # row-major in the sample's [C, H, W] field, channel by channel, each rectangle's row by row
     element = np.concatenate([(chan + ((t[k] + np.arange(rh[k])) * w).reshape(1, -1, 1)
                                + (lf[k] + np.arange(rw[k])).reshape(1, 1, -1)).reshape(-1) for k in range(len(rows))])
-    values = draws.normal_field_at(draw, np.repeat(rows, counts), element, x.device).to(x.dtype)
-    out = x.clone(memory_format=torch.contiguous_format)
+    values = normal_at(draws, draw, np.repeat(rows, counts), element, x.device).to(x.dtype)
+    out = x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
     if x.device.type == "cpu":
         for k, v in enumerate(torch.split(values, counts.tolist())):
             out[int(rows[k]), :, t[k]:t[k] + rh[k], lf[k]:lf[k] + rw[k]] = v.view(c, int(rh[k]), int(rw[k]))
@@ -162,6 +217,15 @@ class RandomErasing(PixelOp):
             return noise_in_rectangles(x, rows, top, left, params["height"], params["width"], draws, self.draws)
         where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
         return fill(x, where, self.value, draws, self.draws, rows)
+
+    def apply_owned(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        """apply() on an x the caller owns and reads no more (engine.pixels): noise goes into x
+        itself, without the copy of the batch apply() makes first."""
+        if self.value != "random":
+            return self.apply(x, params, draws)
+        rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+        return noise_in_rectangles(x, rows, params["top"], params["left"], params["height"], params["width"], draws,
+                                   self.draws, owned=True)
 
 
 class Cutout(PixelOp):

@@ -19,9 +19,11 @@ import torch
 from ..data.random import Draws
 from .checks import check_prob, check_range, one_or_pair
 from .kinds import AppliedWithP, Op, Params, PixelOp
+from .levels_cpu import equalize_cpu, fast, posterize_cpu, solarize_cpu
 from .pixelwise import column, grey_levels, where_on
 
-__all__ = ["RandomAutocontrast", "RandomEqualize", "RandomGamma", "RandomPosterize", "RandomSolarize"]
+__all__ = ["RandomAutocontrast", "RandomEqualize", "RandomGamma", "RandomPosterize", "RandomSolarize", "autocontrast",
+           "equalize", "equalize_reference", "posterize", "posterize_reference", "solarize", "solarize_reference"]
 
 
 def _pair(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -65,10 +67,7 @@ class RandomPosterize(PixelOp):
         return {"bits": bits, "on": draws.bernoulli_np(0, self.p)}
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
-        mask = (0xFF << (8 - params["bits"])) & 0xFF  # bits = 0 keeps nothing, 8 everything
-        # int32 levels: the same numbers as int64 in half the bytes per pass
-        out = (grey_levels(x, torch.int32) & column(mask, x, torch.int32)).to(x.dtype) * (1.0 / 255.0)
-        return where_on(params["on"], out, x)
+        return where_on(params["on"], posterize(x, params["bits"]), x)
 
 
 class RandomSolarize(PixelOp):
@@ -105,13 +104,7 @@ class RandomSolarize(PixelOp):
         return {"threshold": threshold, "on": draws.bernoulli_np(0, self.p)}
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
-        # compared in grey levels, with the thousandth of a level of slack the docstring names
-        at = column(params["threshold"] * 255.0 - 1e-3, x)
-        on = np.asarray(params["on"], dtype=bool)
-        flip = x * 255.0 >= at
-        if not on.all():
-            flip &= column(on, x)
-        return torch.where(flip, 1.0 - x, x)
+        return solarize(x, params["threshold"], params["on"])
 
 
 class RandomAutocontrast(AppliedWithP, PixelOp):
@@ -127,12 +120,7 @@ class RandomAutocontrast(AppliedWithP, PixelOp):
     """
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
-        lo = x.amin(dim=(2, 3), keepdim=True)
-        hi = x.amax(dim=(2, 3), keepdim=True)
-        flat = hi <= lo  # a channel of one value: kept (x - 0) / 1
-        span = torch.where(flat, torch.ones_like(hi), hi - lo)
-        out = ((x - torch.where(flat, torch.zeros_like(lo), lo)) / span).clamp_(0.0, 1.0)  # max -> exactly 1
-        return where_on(params["on"], out, x)
+        return where_on(params["on"], autocontrast(x), x)
 
 
 class RandomEqualize(AppliedWithP, PixelOp):
@@ -142,32 +130,17 @@ class RandomEqualize(AppliedWithP, PixelOp):
     Per image and channel: the histogram of the grey levels round(255 x) (256 bins), and the
     table level i -> (step // 2 + number of values below i) // step, step = (number of values
     - count of the highest level present) // 255; a channel where step is 0 is kept. Exactly
-    Pillow's result on uint8 images that were not resampled (tested). The histograms are one
-    reduction over the batch, the table one gather per value: nothing per sample in Python.
+    Pillow's result on uint8 images that were not resampled (tested). On a GPU the histograms
+    are one reduction over the batch, the tables one gather; on the CPU numpy counts and looks
+    up each channel (levels_cpu: the same numbers, faster there).
 
     Example: ``RandomEqualize(p=0.2)``.
     """
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
-        n, c = x.shape[:2]
         if x.numel() == 0:
             return x
-        levels = grey_levels(x).view(n * c, -1)  # [NC, HW]
-        # scatter_add_, not bincount: CUDA's bincount reads the largest value back to the host
-        ones = torch.ones(1, 1, dtype=torch.int64, device=x.device).expand_as(levels)  # no tensor of ones
-        hist = torch.zeros(n * c, 256, dtype=torch.int64, device=x.device).scatter_add_(1, levels, ones)
-        present = hist > 0
-        top = 255 - present.flip(1).to(torch.int8).argmax(1, keepdim=True)  # highest level present
-        total = levels.shape[1]
-        step = (total - hist.gather(1, top)) // 255  # [NC, 1]
-        below = hist.cumsum(1) - hist  # values below each level
-        table = ((step // 2 + below) // step.clamp_min(1)).clamp_(max=255)
-        keep = step == 0
-        table = torch.where(keep, torch.arange(256, device=x.device).view(1, 256), table)
-        # the table's 256 values made float once, then gathered: the same numbers as gathering the
-        # levels and converting each value
-        out = (table.to(x.dtype) * (1.0 / 255.0)).gather(1, levels).view_as(x)
-        return where_on(params["on"], out, x)
+        return where_on(params["on"], equalize(x), x)
 
 
 class RandomGamma(PixelOp):
@@ -209,3 +182,68 @@ class RandomGamma(PixelOp):
         if self.gain != 1.0:
             out = out * self.gain
         return where_on(params["on"], out.clamp_(0.0, 1.0), x)
+
+
+# ------------------------------------------------------------------ the operations, on [N, C, H, W]
+# Each runs its CPU form (levels_cpu, the same numbers in fewer and cheaper torch calls) on a
+# float32 CPU tensor and its reference, the twin, on any other.
+def posterize(x: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
+    """The grey levels round(255 x) of each sample with only its `bits` (numpy int [N], 0..8)
+    highest bits kept, / 255."""
+    return posterize_cpu(x, bits) if fast(x) else posterize_reference(x, bits)
+
+
+def posterize_reference(x: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
+    mask = (0xFF << (8 - np.asarray(bits, dtype=np.int64))) & 0xFF  # bits = 0 keeps nothing, 8 everything
+    # int32 levels: the same numbers as int64 in half the bytes per pass
+    return (grey_levels(x, torch.int32) & column(mask, x, torch.int32)).to(x.dtype) * (1.0 / 255.0)
+
+
+def solarize(x: torch.Tensor, threshold: np.ndarray, on: np.ndarray) -> torch.Tensor:
+    """1 - x where x >= threshold (numpy [N], image units, with RandomSolarize's thousandth of a
+    grey level of slack) in the samples whose flag `on` is set, x elsewhere."""
+    at = np.asarray(threshold, dtype=np.float64) * 255.0 - 1e-3  # compared in grey levels
+    return solarize_cpu(x, at, on) if fast(x) else solarize_reference(x, at, on)
+
+
+def solarize_reference(x: torch.Tensor, at: np.ndarray, on: np.ndarray) -> torch.Tensor:
+    on = np.asarray(on, dtype=bool)
+    flip = x * 255.0 >= column(at, x)
+    if not on.all():
+        flip &= column(on, x)
+    return torch.where(flip, 1.0 - x, x)
+
+
+def autocontrast(x: torch.Tensor) -> torch.Tensor:
+    """Each channel stretched to [0, 1] by its minimum and maximum; a channel of one value kept.
+    One form for every device: its passes are plain arithmetic."""
+    lo = x.amin(dim=(2, 3), keepdim=True)
+    hi = x.amax(dim=(2, 3), keepdim=True)
+    flat = hi <= lo  # a channel of one value: kept (x - 0) / 1
+    span = torch.where(flat, torch.ones_like(hi), hi - lo)
+    # (x - lo) / span, the quotient divided in place: max -> exactly 1
+    return torch.sub(x, torch.where(flat, torch.zeros_like(lo), lo)).div_(span).clamp_(0.0, 1.0)
+
+
+def equalize(x: torch.Tensor) -> torch.Tensor:
+    """Every channel of every sample equalized (RandomEqualize's rule)."""
+    return equalize_cpu(x) if fast(x) else equalize_reference(x)
+
+
+def equalize_reference(x: torch.Tensor) -> torch.Tensor:
+    n, c = x.shape[:2]
+    levels = grey_levels(x).view(n * c, -1)  # [NC, HW]
+    # scatter_add_, not bincount: CUDA's bincount reads the largest value back to the host
+    ones = torch.ones(1, 1, dtype=torch.int64, device=x.device).expand_as(levels)  # no tensor of ones
+    hist = torch.zeros(n * c, 256, dtype=torch.int64, device=x.device).scatter_add_(1, levels, ones)
+    present = hist > 0
+    top = 255 - present.flip(1).to(torch.int8).argmax(1, keepdim=True)  # highest level present
+    total = levels.shape[1]
+    step = (total - hist.gather(1, top)) // 255  # [NC, 1]
+    below = hist.cumsum(1) - hist  # values below each level
+    table = ((step // 2 + below) // step.clamp_min(1)).clamp_(max=255)
+    keep = step == 0
+    table = torch.where(keep, torch.arange(256, device=x.device).view(1, 256), table)
+    # the table's 256 values made float once, then gathered: the same numbers as gathering the
+    # levels and converting each value
+    return (table.to(x.dtype) * (1.0 / 255.0)).gather(1, levels).view_as(x)

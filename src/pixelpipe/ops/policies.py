@@ -30,12 +30,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
-from ..data.random import Draws
+from ..data.random import Draws, op_blocks
+from ..data.transfer import to_device
 from .augment_space import AUTOAUGMENT_SPACE, RANDAUGMENT_SPACE, TRIVIALAUGMENT_SPACE, primitive
 from .checks import INTERPOLATIONS, check_choice, check_fill
-from .kinds import CompoundOp, GeometryOp, Op
-from .structure import _Structure
+from .kinds import CompoundOp, GeometryOp, Op, Params
+from .structure import _Structure, inner_op
 
 __all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "POLICIES"]
 
@@ -62,6 +64,48 @@ class PolicySteps(_Structure):
 
     def stream(self, k: int) -> int:
         return int(self._entries[k])
+
+    def apply_owned(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        """apply() on an x that the caller owns and does not read again (the CPU engine's pieces,
+        engine.pixels): the same operations on the same rows with the same parameters, so the
+        same numbers, for less. Measured on one CPU thread, pieces of 8 224x224 images, outside
+        the operations themselves: apply() copied x first (about 1.5 ms a piece); it gathered
+        rows with x[index] and wrote them back with index_copy_ (2-3x index_select and row
+        copies, torch 2.13); and each operation's draws cost 75 us of numpy hashing, where one
+        op_blocks evaluation here hashes those of every operation the piece uses."""
+        steps = params["steps"]
+        n = x.shape[0]
+        used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
+        if not used:
+            return x
+        ks = sorted({k for _, k in used})
+        streams = {k: inner_op(draws.op, self.stream(k)) for k in ks}
+        pre = draws.prefix_np()
+        blocks = dict(zip(ks, op_blocks(pre, [streams[k] for k in ks], [self.ops[k].draws for k in ks])))
+        idx = draws.indices.detach().cpu().numpy()
+        per_row = isinstance(draws.epoch, np.ndarray)
+        size = np.array(x.shape[-2:], dtype=np.float64)
+        for j, k in used:
+            rows = np.flatnonzero(steps[:, j] == k)
+            # inner_draws(draws, stream, rows) with its leading draws hashed already
+            sub = Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k], pre[rows],
+                        block=blocks[k][rows])
+            op = self.ops[k]
+            a, b = int(rows[0]), int(rows[-1]) + 1
+            run = b - a == len(rows)  # consecutive rows: a view, written back as a slice
+            part = x[a:b] if run else x.index_select(0, to_device(rows, x.device))
+            y = op.apply(part, op.sample(sub, np.tile(size, (len(rows), 1))), sub)
+            if y.shape[1:] != x.shape[1:]:
+                raise ValueError(f"{self.name}: {type(op).__name__} changed the image's shape "
+                                 f"{tuple(x.shape[1:])} to {tuple(y.shape[1:])}")
+            if len(rows) == n and y.dtype == x.dtype:
+                x = y  # a new tensor of the operation's, or x itself: ours either way
+            elif run:
+                x[a:b].copy_(y)
+            else:
+                for i, r in enumerate(rows.tolist()):
+                    x[r].copy_(y[i])
+        return x
 
 
 class _Policy(CompoundOp):

@@ -24,6 +24,7 @@ from ..data.random import Draws
 from .augment_space import _apply
 from .geometry import _about_centre, _rotation
 from .kinds import GeometryOp, Op, Params, PixelOp
+from .levels_cpu import fast, solarize_add_cpu
 from .matrices import affine
 from .pixelwise import column, grey_levels
 from .policies import _Policy
@@ -134,11 +135,17 @@ class TimmPixels(_TimmOp, PixelOp):
             return _apply("Posterize", x, np.minimum(a, 8.0))
         if base == "Solarize":  # Pillow's threshold in grey levels: 256 inverts nothing
             return _apply("Solarize", x, a / 255.0)
-        if base == "SolarizeAdd":  # levels under 128 raised by `arg`, at most to 255
-            levels = grey_levels(x)
-            added = torch.where(levels < 128, (levels + column(a, x, torch.int64)).clamp_(max=255), levels)
-            return added.to(x.dtype) * (1.0 / 255.0)
+        if base == "SolarizeAdd":
+            return solarize_add_cpu(x, a) if fast(x) else solarize_add_reference(x, a)
         return _apply(base, x, a)  # AutoContrast, Equalize, Invert
+
+
+def solarize_add_reference(x: torch.Tensor, add: np.ndarray) -> torch.Tensor:
+    """Grey levels under 128 raised by `add` (numpy [N], whole numbers >= 0), at most to 255, /
+    255: the twin of levels_cpu.solarize_add_cpu, on any device."""
+    levels = grey_levels(x)
+    added = torch.where(levels < 128, (levels + column(add, x, torch.int64)).clamp_(max=255), levels)
+    return added.to(x.dtype) * (1.0 / 255.0)
 
 
 class TimmRandAugment(_Policy):
