@@ -251,6 +251,30 @@ def test_random_noise_in_the_rectangles_alone_equals_the_whole_field():
                                            params["width"], draws, op.draws), whole)
 
 
+@pytest.mark.parametrize("shape", [(12, 3, 23, 31), (30, 1, 9, 17), (6, 3, 64, 48)])
+def test_noise_made_on_the_device_is_the_cpu_paths(shape):
+    """noise_on_device (the form a GPU runs: positions found and hashed on the device from one
+    column of numbers per rectangle), run here on CPU tensors, writes the CPU path's bits into
+    the rectangles and nothing elsewhere, for rows with per-sample epochs, grey and RGB, and
+    rectangles of one pixel's width or height."""
+    from pixelpipe.ops.erasing import noise_in_rectangles, noise_on_device
+
+    n, c, h, w = shape
+    x = torch.rand(n, c, h, w, generator=torch.Generator().manual_seed(n))
+    idx, epoch = np.arange(50, 50 + n) * 3, np.arange(n) % 4
+    draws = Draws(9, epoch, idx, 5, prefix(9, epoch, idx))
+    op = pp.RandomErasing(p=0.7, scale=(0.001, 0.4), value="random")
+    p = op.sample(draws, np.tile([h, w], (n, 1)).astype(np.float64))
+    p["height"][0], p["width"][0], p["top"][0], p["left"][0] = 1, w, h - 1, 0  # a whole last row
+    p["height"][1], p["width"][1], p["top"][1], p["left"][1] = h, 1, 0, w // 2  # a whole column
+    p["height"][2] = 0  # none
+    rows = np.flatnonzero((p["height"] > 0) & (p["width"] > 0))
+    assert 2 < len(rows) < n
+    want = noise_in_rectangles(x, rows, p["top"], p["left"], p["height"], p["width"], draws, op.draws)
+    got = noise_on_device(x.clone(), rows, p["top"], p["left"], p["height"], p["width"], draws, op.draws)
+    assert torch.equal(got, want) and not torch.equal(got, x)
+
+
 @pytest.mark.parametrize("epoch", [0, np.array([0, 1, 2, 0, 5])])
 def test_normal_noise_on_the_cpu_is_normal_field_at(epoch):
     """normal_at_cpu (numpy uint32 hashes in place, torch's log and cos) against its twin

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pixelpipe.data.random import Draws, hash32, uniform
+from pixelpipe.data.random import Draws, hash32, normal_keyed, uniform
 
 N = 100_000
 
@@ -287,3 +287,20 @@ def test_field_elements_equal_field_at():
     at = d.field_at(3, np.repeat(np.arange(4), 5), np.tile(elements, 4)).numpy().reshape(4, 5)
     assert got.dtype == np.float32 and np.array_equal(got, at)
     assert np.array_equal(d.field_elements_np(3, np.arange(60)), d.field_np(3, (2, 5, 6)).reshape(4, 60))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_normal_keyed_is_normal_field_at(dtype):
+    """normal_keyed (a device's form: the states and element positions as tensors, the key
+    mixed once for both uniform fields) gives normal_field_at's bits, for elements anywhere in
+    a field (up to the counter's top bit) and rows in any order, repeated or not."""
+    idx = np.array([3, 70, 12, 5, 1 << 33])
+    d = Draws(7, np.array([0, 1, 2, 0, 5]), idx, 4)
+    rng = np.random.default_rng(1)
+    samples = rng.integers(0, 5, 3000)
+    elements = np.concatenate([rng.integers(0, 3 * 224 * 224, 2996), [0, 1, (1 << 31) - 1, 12345]])
+    for draw in (0, 23):
+        state = torch.from_numpy(d.hashes_np(draw).view(np.int32)[samples])
+        other = torch.from_numpy(d.hashes_np(draw + 1000003).view(np.int32)[samples])
+        got = normal_keyed(state, other, torch.from_numpy(elements).to(dtype))
+        assert got.dtype == torch.float32 and torch.equal(got, d.normal_field_at(draw, samples, elements))

@@ -18,7 +18,7 @@ import torch
 
 from .transfer import to_device
 
-__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "op_blocks", "prefix", "uniform"]
+__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "prefix", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -318,6 +318,12 @@ class Draws:
         h = _mix_u32(self._hash_np(draw).reshape(-1, 1) ^ key.reshape(1, -1))
         return _unit_numpy(h).reshape(len(self), *shape)
 
+    def hashes_np(self, draw: int) -> np.ndarray:
+        """uint32 [N]: hash32(seed, epoch, index, op, draw) per sample, the state each per-pixel
+        field of draw `draw` mixes its element counter into (`normal_keyed` takes it on a
+        device)."""
+        return self._hash_np(draw)
+
     def field_at(self, draw: int, samples: np.ndarray, elements: np.ndarray, device: Any = None) -> torch.Tensor:
         """float32 [K]: field(draw, shape)[samples[k]].flatten()[elements[k]] for each k, computed
         for those elements alone (a rectangle of noise costs its own area, not the image's).
@@ -351,6 +357,21 @@ class Draws:
         u1 = self.field(draw, shape, device).clamp_min_(1.0 / (1 << 24))
         u2 = self.field(draw + 1000003, shape, device)
         return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2 * math.pi) * u2)
+
+
+def normal_keyed(state: torch.Tensor, state_other: torch.Tensor, elements: torch.Tensor) -> torch.Tensor:
+    """float32 [K]: `Draws.normal_field_at` computed from tensors already on the device: state
+    and state_other int32 [K] (broadcastable), each element's sample's `hashes_np(draw)` and
+    `hashes_np(draw + 1000003)` as int32 bits; elements int32 or int64 [K], the positions in
+    the sample's field (wrapping at 32 bits as there). The same operations in the same order as
+    normal_field_at, so the same bits on a device, with the element's key mixed once for both
+    uniform fields: an op that builds its element positions on the device (a rectangle's pixels
+    from a few numbers per rectangle) needs no host array per pixel."""
+    key = _mix_i32(elements.to(torch.int32) + _GOLDEN_I32)
+    u1, u2 = (((_mix_i32(s ^ key) >> 8) & 0xFFFFFF).to(torch.float32) * (1.0 / (1 << 24))
+              for s in (state, state_other))
+    u1 = u1.clamp_min_(1.0 / (1 << 24))
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2 * math.pi) * u2)
 
 
 _M1_I32 = _M1  # the multipliers as int32 values with the same bits
