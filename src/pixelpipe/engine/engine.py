@@ -278,9 +278,10 @@ class Engine:
             # x is the stage's new warped batch, read by nothing after the pixel ops
             return pixel_pieces(work.stage, x, prepared.seed, prepared.epoch, prepared.idx, output, targets,
                                 self.executor().map, frames=prepared.frames, owned=True)
+        # there too: the ops write into it (apply_owned, kernels.pixel_forms) instead of copies
         prefixes = pixel_prefixes(work.stage, prepared.seed, prepared.epoch, prepared.idx, prepared.frames)
         return run_pixels(work.stage, x, prepared.seed, epochs(prepared.epoch), prepared.idx, prefixes, output,
-                          targets)
+                          targets, owned=True)
 
     def _move(self, targets: Targets, work: StageWork, device: torch.device) -> Targets:
         """The targets through stage work's matrices: boxes and keypoints on the host, masks by

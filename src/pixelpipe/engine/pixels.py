@@ -17,7 +17,8 @@ per-call overhead once, so pieces are not single samples. The pieces are rows of
 warped batch, which nothing reads afterwards: Normalize and the ops that can (`apply_owned`)
 write into them instead of into copies (run_pixels' `owned`), and every op's leading draws are
 hashed once per batch (pixel_blocks). On a GPU the batch runs whole, on the calling thread (the
-kernels are launched, not run, there).
+kernels are launched, not run, there), owned as well, and an op with a fast form for the
+device (kernels.pixel_forms) runs that.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 from ..data.random import Draws, epochs
 from ..data.transfer import device_constant
 from ..kernels.cpu.stage import MapFn, for_each
+from ..kernels.pixel_forms import pixel_form
 from ..plan import Stage, fast
 from ..plan.output import Output, finish_tensor
 
@@ -63,17 +65,28 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     without a copy of the batch per op (on the CPU a copy of a piece of 8 224x224 images cost
     about 0.2 ms an image, as much as most of a policy's operations).
 
-    blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks)."""
+    blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks; hashed
+    here when not given).
+
+    Off the CPU, an op with a fast form for x's device (kernels.pixel_form: GaussianBlur's
+    Triton kernel on CUDA) runs that instead of its apply()."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
+    if blocks is None:
+        blocks = pixel_blocks(stage, prefixes)
     for j, (pos, op) in enumerate(stage.pixels):
         if j == norm_at and j > 0:
             x = normalize(x, stage, x if owned else None)
             owned = True  # in place, or a new tensor
-        draws = Draws(seed, epoch, idx, pos, prefixes[j], None if blocks is None else blocks[j])
+        draws = Draws(seed, epoch, idx, pos, prefixes[j], blocks[j])
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
-        into = getattr(op, "apply_owned", None) if owned else None
-        y = (op.apply if into is None else into)(x, op.sample(draws, sizes), draws)
-        owned = into is not None  # another op's result may be anything (a user's Lambda: a tensor it keeps)
+        form = None if x.device.type == "cpu" else pixel_form(op, x)
+        if form is not None:
+            y = form(x, op.sample(draws, sizes), owned)
+            owned = owned or y is not x  # x itself, or a new tensor of the form's
+        else:
+            into = getattr(op, "apply_owned", None) if owned else None
+            y = (op.apply if into is None else into)(x, op.sample(draws, sizes), draws)
+            owned = into is not None  # another op's result may be anything (a user's Lambda: a tensor it keeps)
         if not isinstance(y, torch.Tensor):
             raise TypeError(f"op {pos} ({type(op).__name__}) returned {type(y).__name__}, expected a tensor")
         if y.dim() != 4 or y.shape[:2] != x.shape[:2] or not y.is_floating_point():

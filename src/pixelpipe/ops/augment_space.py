@@ -27,15 +27,17 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
-from .blur import RandomSharpness
+from .blur import RandomSharpness, sharpen
 from .color import GREY
 from .geometry import _about_centre, _rotation
 from .kinds import GeometryOp, Op, Params, PixelOp
-from .levels import RandomAutocontrast, RandomEqualize, RandomPosterize, RandomSolarize
+from .levels import (RandomAutocontrast, RandomEqualize, RandomPosterize, RandomSolarize, autocontrast,
+                     equalize_reference, posterize_mask, posterize_masked, solarize_above, solarize_levels)
 from .matrices import affine
 from .pixelwise import column
 
-__all__ = ["AUGMIX_COLOUR", "AUGMIX_SPACE", "AUTOAUGMENT_SPACE", "RANDAUGMENT_SPACE", "TRIVIALAUGMENT_SPACE", "Space", "Table", "primitive"]
+__all__ = ["AUGMIX_COLOUR", "AUGMIX_SPACE", "AUTOAUGMENT_SPACE", "RANDAUGMENT_SPACE", "TRIVIALAUGMENT_SPACE", "Space", "Table",
+           "apply_columns", "operands", "primitive"]
 
 
 class Table:
@@ -185,7 +187,10 @@ def _grey(x: torch.Tensor) -> torch.Tensor:
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: np.ndarray) -> torch.Tensor:
     """torchvision's _blend: clamp(f x + (1 - f) other) per sample (the sum made in place in
     the product: the same roundings, one new image fewer)."""
-    f = column(factor, x)
+    return _blend_by(x, other, column(factor, x))
+
+
+def _blend_by(x: torch.Tensor, other: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     return (f * x).add_((1.0 - f) * other).clamp_(0.0, 1.0)
 
 
@@ -212,6 +217,46 @@ def _apply(name: str, x: torch.Tensor, m: np.ndarray) -> torch.Tensor:
     raise ValueError(f"no policy operation named {name!r}")
 
 
+def operands(name: str, m: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-sample numbers operation `name` computes with at magnitudes m (numpy [N]), as
+    `apply_columns` takes them: float64 arrays (given to it in the image's dtype) and int64
+    arrays (given as int32). The same numbers _apply makes of m."""
+    if name in ("Brightness", "Color", "Contrast", "Sharpness"):
+        return {"factor": 1.0 + m}
+    if name == "Posterize":
+        return {"mask": posterize_mask(m.astype(np.int64))}
+    if name == "Solarize":
+        return {"at": solarize_levels(m)}
+    return {}
+
+
+def apply_columns(name: str, x: torch.Tensor, columns: dict[str, torch.Tensor]) -> torch.Tensor:
+    """_apply's operation on x (float [N, C, H, W] in [0, 1]) with its per-sample numbers
+    (`operands`) given as [N, 1, 1, 1] tensors on x's device: the arithmetic _apply runs on
+    every device but the CPU (its torch forms; the CPU's own forms give the same numbers), so
+    the same bits there. A policy on a GPU uploads the numbers of all its operations in one
+    copy (structure._Structure.apply_gathered) instead of one per operation."""
+    if name == "Brightness":
+        return (x * columns["factor"]).clamp_(0.0, 1.0)
+    if name == "Color":
+        return _blend_by(x, _grey(x), columns["factor"])
+    if name == "Contrast":
+        return _blend_by(x, _grey(x).mean((2, 3), keepdim=True), columns["factor"])
+    if name == "Sharpness":
+        return x if min(x.shape[2:]) <= 2 else sharpen(x, columns["factor"])
+    if name == "Posterize":
+        return posterize_masked(x, columns["mask"])
+    if name == "Solarize":
+        return solarize_above(x, columns["at"])
+    if name == "AutoContrast":
+        return autocontrast(x)
+    if name == "Equalize":
+        return equalize_reference(x)
+    if name == "Invert":
+        return 1.0 - x
+    raise ValueError(f"no policy operation named {name!r}")
+
+
 # the pixel ops whose apply() the pixel primitives call (their parameters come from the policy)
 _SHARPNESS, _POSTERIZE, _SOLARIZE = RandomSharpness(), RandomPosterize(8), RandomSolarize(1.0)
 _AUTOCONTRAST, _EQUALIZE = RandomAutocontrast(), RandomEqualize()
@@ -228,6 +273,14 @@ class PixelPrimitive(_Primitive, PixelOp):
         if x.shape[0] == 0:
             return x
         return _apply(self.name, x, np.asarray(params["magnitude"], dtype=np.float64))
+
+    def operands(self, params: Params) -> dict[str, np.ndarray]:
+        """The per-sample numbers apply_columns takes (augment_space.operands)."""
+        return operands(self.name, np.asarray(params["magnitude"], dtype=np.float64))
+
+    def apply_columns(self, x: torch.Tensor, columns: dict[str, torch.Tensor]) -> torch.Tensor:
+        """apply() with operands(params) already on x's device (augment_space.apply_columns)."""
+        return apply_columns(self.name, x, columns)
 
 
 def primitive(space: Space, bins: int, bin: int | None, interpolation: str | None = None,

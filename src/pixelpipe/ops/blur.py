@@ -25,7 +25,7 @@ from .checks import check_prob, check_range, one_or_pair
 from .kinds import Op, Params, PixelOp
 from .pixelwise import column, pad_reflect, where_on
 
-__all__ = ["GaussianBlur", "MedianBlur", "MotionBlur", "RandomAdjustSharpness", "RandomSharpness"]
+__all__ = ["GaussianBlur", "MedianBlur", "MotionBlur", "RandomAdjustSharpness", "RandomSharpness", "sharpen"]
 
 
 def _odd_sizes(name: str, value: Any, allow_one: bool = True) -> tuple[int, int]:
@@ -296,27 +296,35 @@ class RandomSharpness(PixelOp):
         on = np.asarray(params["on"], dtype=bool)
         if h <= 2 or w <= 2 or n == 0 or not on.any():
             return x
-        # the 3x3 smoothing of the inside, as a sum of shifted views (see _filter: the same
-        # bits on every device): 8 neighbours of weight 1 and the centre of weight 5, over 13
-        # (added in place into one buffer: the same roundings as new tensors per neighbour)
-        inner = x[:, :, 1:-1, 1:-1]
-        smooth = inner * 5.0
-        for dy in range(3):
-            for dx in range(3):
-                if dy != 1 or dx != 1:
-                    smooth.add_(x[:, :, dy:dy + h - 2, dx:dx + w - 2])
-        smooth.div_(13.0)
-        # the blend goes straight into the output's inside, the outermost pixels copied beside
-        # it: the same numbers as blending into a new tensor and writing it into a copy of x,
-        # two passes over the batch fewer
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        out[:, :, 0], out[:, :, -1] = x[:, :, 0], x[:, :, -1]
-        out[:, :, 1:-1, 0], out[:, :, 1:-1, -1] = x[:, :, 1:-1, 0], x[:, :, 1:-1, -1]
-        blended = torch.sub(inner, smooth, out=out[:, :, 1:-1, 1:-1])
-        blended.mul_(column(params["factor"], x)).add_(smooth).clamp_(0.0, 1.0)
+        out = sharpen(x, column(params["factor"], x))
         for r in np.flatnonzero(~on).tolist():  # kept as they are
             out[r].copy_(x[r])
         return out
+
+
+def sharpen(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """RandomSharpness's blend on every sample of x ([N, C, H, W], H and W > 2), with its
+    factor (x's dtype, [N, 1, 1, 1] on x's device): a new tensor."""
+    h, w = x.shape[2:]
+    # the 3x3 smoothing of the inside, as a sum of shifted views (see _filter: the same
+    # bits on every device): 8 neighbours of weight 1 and the centre of weight 5, over 13
+    # (added in place into one buffer: the same roundings as new tensors per neighbour)
+    inner = x[:, :, 1:-1, 1:-1]
+    smooth = inner * 5.0
+    for dy in range(3):
+        for dx in range(3):
+            if dy != 1 or dx != 1:
+                smooth.add_(x[:, :, dy:dy + h - 2, dx:dx + w - 2])
+    smooth.div_(13.0)
+    # the blend goes straight into the output's inside, the outermost pixels copied beside
+    # it: the same numbers as blending into a new tensor and writing it into a copy of x,
+    # two passes over the batch fewer
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    out[:, :, 0], out[:, :, -1] = x[:, :, 0], x[:, :, -1]
+    out[:, :, 1:-1, 0], out[:, :, 1:-1, -1] = x[:, :, 1:-1, 0], x[:, :, 1:-1, -1]
+    blended = torch.sub(inner, smooth, out=out[:, :, 1:-1, 1:-1])
+    blended.mul_(factor).add_(smooth).clamp_(0.0, 1.0)
+    return out
 
 
 class RandomAdjustSharpness(RandomSharpness):

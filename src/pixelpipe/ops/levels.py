@@ -23,7 +23,8 @@ from .levels_cpu import equalize_cpu, fast, posterize_cpu, solarize_cpu
 from .pixelwise import column, grey_levels, where_on
 
 __all__ = ["RandomAutocontrast", "RandomEqualize", "RandomGamma", "RandomPosterize", "RandomSolarize", "autocontrast",
-           "equalize", "equalize_reference", "posterize", "posterize_reference", "solarize", "solarize_reference"]
+           "equalize", "equalize_reference", "posterize", "posterize_mask", "posterize_masked", "posterize_reference",
+           "solarize", "solarize_above", "solarize_levels", "solarize_reference"]
 
 
 def _pair(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -194,24 +195,45 @@ def posterize(x: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
 
 
 def posterize_reference(x: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
-    mask = (0xFF << (8 - np.asarray(bits, dtype=np.int64))) & 0xFF  # bits = 0 keeps nothing, 8 everything
+    return posterize_masked(x, column(posterize_mask(bits), x, torch.int32))
+
+
+def posterize_mask(bits: np.ndarray) -> np.ndarray:
+    """int64 [N]: the mask of the `bits` highest bits of a grey level (bits = 0 keeps nothing,
+    8 everything)."""
+    return (0xFF << (8 - np.asarray(bits, dtype=np.int64))) & 0xFF
+
+
+def posterize_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The grey levels of x and'ed with `mask` (int32 [N, 1, 1, 1] on x's device), / 255."""
     # int32 levels: the same numbers as int64 in half the bytes per pass
-    return (grey_levels(x, torch.int32) & column(mask, x, torch.int32)).to(x.dtype) * (1.0 / 255.0)
+    return (grey_levels(x, torch.int32) & mask).to(x.dtype) * (1.0 / 255.0)
 
 
 def solarize(x: torch.Tensor, threshold: np.ndarray, on: np.ndarray) -> torch.Tensor:
     """1 - x where x >= threshold (numpy [N], image units, with RandomSolarize's thousandth of a
     grey level of slack) in the samples whose flag `on` is set, x elsewhere."""
-    at = np.asarray(threshold, dtype=np.float64) * 255.0 - 1e-3  # compared in grey levels
+    at = solarize_levels(threshold)
     return solarize_cpu(x, at, on) if fast(x) else solarize_reference(x, at, on)
+
+
+def solarize_levels(threshold: np.ndarray) -> np.ndarray:
+    """float64 [N]: thresholds in image units as the grey levels solarize compares with, less
+    RandomSolarize's thousandth of a level of slack."""
+    return np.asarray(threshold, dtype=np.float64) * 255.0 - 1e-3
 
 
 def solarize_reference(x: torch.Tensor, at: np.ndarray, on: np.ndarray) -> torch.Tensor:
     on = np.asarray(on, dtype=bool)
-    flip = x * 255.0 >= column(at, x)
-    if not on.all():
-        flip &= column(on, x)
+    if on.all():
+        return solarize_above(x, column(at, x))
+    flip = (x * 255.0 >= column(at, x)) & column(on, x)
     return torch.where(flip, 1.0 - x, x)
+
+
+def solarize_above(x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """1 - x where x * 255 >= at (x's dtype, [N, 1, 1, 1] on x's device), x elsewhere."""
+    return torch.where(x * 255.0 >= at, 1.0 - x, x)
 
 
 def autocontrast(x: torch.Tensor) -> torch.Tensor:

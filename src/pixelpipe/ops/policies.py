@@ -72,7 +72,10 @@ class PolicySteps(_Structure):
         the operations themselves: apply() copied x first (about 1.5 ms a piece); it gathered
         rows with x[index] and wrote them back with index_copy_ (2-3x index_select and row
         copies, torch 2.13); and each operation's draws cost 75 us of numpy hashing, where one
-        op_blocks evaluation here hashes those of every operation the piece uses."""
+        op_blocks evaluation here hashes those of every operation the piece uses. On other
+        devices: apply_gathered, writing into x."""
+        if x.device.type != "cpu":
+            return self.apply_gathered(x, params, draws, owned=True)
         steps = params["steps"]
         n = x.shape[0]
         used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
