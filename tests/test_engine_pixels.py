@@ -206,3 +206,27 @@ def test_pixel_blocks_are_the_ops_own_draws(name):
         plain, given = Draws(5, epoch, idx, pos, pre), Draws(5, epoch, idx, pos, pre, block)
         for d in range(op.draws + 2):
             assert np.array_equal(given.uniform_np(d), plain.uniform_np(d)), (type(op).__name__, d)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", sorted(COMPOSES))
+def test_owned_batch_on_the_gpu_gives_the_numbers_of_a_copy(name, images, monkeypatch):
+    """On a GPU the Engine hands its warped batch over too (owned=True: the policies' pixel
+    part, RandomErasing and GaussianBlur's kernel write into it): the same bits as run_pixels
+    on a batch it may not write to, which it leaves as it was."""
+    caught = []
+    real = pixels.run_pixels
+
+    def catch(stage, x, *args, **kwargs):
+        assert kwargs.get("owned") is True
+        caught.append((stage, x.clone(), args, kwargs))
+        return real(stage, x, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "run_pixels", catch)
+    COMPOSES[name](pp.ImageBatch.from_list(images).to("cuda"), seed=3)
+    assert caught
+    for stage, x, args, kwargs in caught:
+        given = x.clone()
+        plain = real(stage, given, *args, **{**kwargs, "owned": False})
+        assert torch.equal(given, x), "a batch that was not owned was written to"
+        assert torch.equal(real(stage, x.clone(), *args, **kwargs), plain)

@@ -306,6 +306,53 @@ def test_pixel_part_apply_owned_is_apply(make):
     assert torch.equal(owned, plain) and not torch.equal(plain, x)
 
 
+@pytest.mark.parametrize("owned", [False, True])
+@pytest.mark.parametrize("make", [lambda: pp.RandAugment(3, 9), pp.TrivialAugmentWide, pp.AutoAugment,
+                                  lambda: pp.TimmRandAugment(2, 9.0, 0.5)], ids=["rand", "trivial", "auto", "timm"])
+def test_pixel_part_gathered_is_apply(make, owned):
+    """apply_gathered (what the pixel part runs on a GPU: the draws of every operation hashed
+    together, the rows and per-row numbers in one upload, each operation's torch form through
+    apply_columns) run here on CPU tensors: the CPU's apply() bit for bit, writing into x only
+    when it owns it; also where one operation takes every row of a step."""
+    part = next(p for p in make().parts() if p.kind == "pixel")
+    n = 24
+    x = torch.rand(n, 3, 20, 18, generator=torch.Generator().manual_seed(1))
+    idx = np.arange(n) * 5 + 2
+    epoch = np.arange(n) % 3
+    draws = Draws(3, epoch, idx, 2, prefix(3, epoch, idx))
+    params = part.sample(draws, np.tile([20.0, 18.0], (n, 1)))
+    steps = params["steps"]
+    assert len(np.unique(steps[steps >= 0])) > 3
+    one = {**params, "steps": np.concatenate([np.full((n, 1), steps[steps >= 0][0]), steps], 1)}
+    for p in (params, one):
+        given = x.clone()
+        want = part.apply(x.clone(), p, draws)
+        got = part.apply_gathered(given, p, draws, owned=owned)
+        assert torch.equal(got, want)
+        if not owned:
+            assert torch.equal(given, x)
+        elif p is params:  # written into x itself
+            assert got.data_ptr() == given.data_ptr()
+
+
+@pytest.mark.parametrize("name, magnitudes", [("Brightness", [-0.3, 0.0, 0.5]), ("Color", [-0.9, 0.2, 0.9]),
+                                              ("Contrast", [-0.5, 0.1, 0.7]), ("Sharpness", [-0.9, 0.4, 0.9]),
+                                              ("Posterize", [0, 4, 8]), ("Solarize", [0.0, 0.5, 1.0]),
+                                              ("AutoContrast", [0, 0, 0]), ("Equalize", [0, 0, 0]),
+                                              ("Invert", [0, 0, 0])])
+def test_operation_with_columns_is_its_apply(name, magnitudes):
+    """augment_space.apply_columns (the numbers of `operands`, given as device columns) gives
+    the operation's apply() bit for bit, tiny images included."""
+    from pixelpipe.ops.augment_space import _apply, apply_columns, operands
+
+    m = np.array(magnitudes, dtype=np.float64)
+    for shape in ((3, 3, 17, 15), (3, 1, 2, 5)):
+        x = torch.rand(*shape, generator=torch.Generator().manual_seed(4))
+        cols = {k: torch.from_numpy(v.astype(np.float32 if v.dtype.kind == "f" else np.int32)).view(-1, 1, 1, 1)
+                for k, v in operands(name, m).items()}
+        assert torch.equal(apply_columns(name, x.clone(), cols), _apply(name, x.clone(), m))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("make", [lambda: pp.RandAugment(2, 9), pp.TrivialAugmentWide, pp.AutoAugment],
                          ids=["rand", "trivial", "auto"])

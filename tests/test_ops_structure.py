@@ -204,3 +204,28 @@ class TestRandomOrder:
         codes = steps[:, 0] * 9 + steps[:, 1] * 3 + steps[:, 2]
         _, counts = np.unique(codes, return_counts=True)
         assert len(counts) == 6 and chi_square(counts, np.full(6, 1 / 6)) < CHI2_999[5]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pp.OneOf([BLUR, pp.Cutout(5, num_holes=2, value="random"), POSTER, pp.RandomSharpness(0.5, p=0.7)]),
+    lambda: pp.SomeOf([SOLAR, pp.GaussianNoise(0.1, p=1.0), pp.MedianBlur(3, p=1.0)], n=2),
+    lambda: pp.RandomOrder([POSTER, SOLAR]),
+], ids=["oneof", "someof", "order"])
+def test_pixel_choice_gathered_is_apply(make):
+    """apply_gathered (what a pixel structure runs on a GPU: the inner ops' draws hashed together,
+    every (step, op) pair's rows uploaded in one copy, gathered and written back by index),
+    run here on CPU tensors: the CPU's apply() bit for bit, per-pixel noise included, leaving
+    x as it was."""
+    op = make()
+    n = 20
+    x = torch.rand(n, 3, 14, 13, generator=torch.Generator().manual_seed(2))
+    idx = np.arange(n) * 7 + 1
+    epoch = np.arange(n) % 2
+    draws = Draws(4, epoch, idx, 3, prefix(4, epoch, idx))
+    params = op.sample(draws, np.tile([14.0, 13.0], (n, 1)))
+    given = x.clone()
+    want = op.apply(x.clone(), params, draws)
+    assert not torch.equal(want, x)
+    assert torch.equal(op.apply_gathered(given, params, draws, owned=False), want)
+    assert torch.equal(given, x)
+    assert torch.equal(op.apply_gathered(given, params, draws, owned=True), want)
