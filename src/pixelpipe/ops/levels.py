@@ -239,12 +239,12 @@ def solarize_above(x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
 def autocontrast(x: torch.Tensor) -> torch.Tensor:
     """Each channel stretched to [0, 1] by its minimum and maximum; a channel of one value kept.
     One form for every device: its passes are plain arithmetic."""
-    lo = x.amin(dim=(2, 3), keepdim=True)
-    hi = x.amax(dim=(2, 3), keepdim=True)
+    n, c, h, w = x.shape
+    lo, hi = (v.view(n, c, 1, 1) for v in x.reshape(n, c, h * w).aminmax(dim=-1))  # one pass for both
     flat = hi <= lo  # a channel of one value: kept (x - 0) / 1
-    span = torch.where(flat, torch.ones_like(hi), hi - lo)
+    span = torch.where(flat, 1.0, hi - lo)
     # (x - lo) / span, the quotient divided in place: max -> exactly 1
-    return torch.sub(x, torch.where(flat, torch.zeros_like(lo), lo)).div_(span).clamp_(0.0, 1.0)
+    return torch.sub(x, torch.where(flat, 0.0, lo)).div_(span).clamp_(0.0, 1.0)
 
 
 def equalize(x: torch.Tensor) -> torch.Tensor:
