@@ -180,8 +180,21 @@ def _grey(x: torch.Tensor) -> torch.Tensor:
     """[N, 1, H, W]: the grey of RGB (0.299, 0.587, 0.114), or the one channel itself."""
     if x.shape[1] == 1:
         return x
-    w = GREY.to(device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
-    return (x * w).sum(1, keepdim=True)
+    return (x * _grey_weights(x)).sum(1, keepdim=True)
+
+
+_GREY_ON: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _grey_weights(x: torch.Tensor) -> torch.Tensor:
+    """GREY in x's dtype on x's device, [1, 3, 1, 1], copied there once: a copy from the host's
+    pageable memory per call made the host wait for the device's queue (twice per Color or
+    Contrast of a policy on a GPU)."""
+    key = (x.device, x.dtype)
+    w = _GREY_ON.get(key)
+    if w is None:
+        w = _GREY_ON[key] = GREY.to(device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    return w
 
 
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: np.ndarray) -> torch.Tensor:

@@ -63,9 +63,9 @@ def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] 
     elif isinstance(value, tuple) and len(value) > 1:
         if len(value) != x.shape[1]:
             raise ValueError(f"value has {len(value)} numbers for images of {x.shape[1]} channel(s)")
-        v = torch.tensor(value, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    else:
-        v = torch.tensor(value[0] if isinstance(value, tuple) else value, dtype=x.dtype, device=x.device)
+        v = column(np.array(value), x).view(1, -1, 1, 1)  # an asynchronous copy (pixelwise.column)
+    else:  # a number: torch.where casts it to x's dtype as torch.tensor(value, dtype) does
+        return torch.where(where, value[0] if isinstance(value, tuple) else value, x)
     return torch.where(where, v, x)
 
 
