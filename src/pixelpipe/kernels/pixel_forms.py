@@ -12,6 +12,7 @@ the tests hold each form to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -47,6 +48,7 @@ def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned:
                      gaussian_kernels(kh, sigma) if kh > 1 else None, owned)
 
 
+@functools.cache
 def _triton() -> bool:
     try:
         import triton  # noqa: F401

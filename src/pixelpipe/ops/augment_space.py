@@ -31,8 +31,18 @@ from .blur import RandomSharpness, sharpen
 from .color import GREY
 from .geometry import _about_centre, _rotation
 from .kinds import GeometryOp, Op, Params, PixelOp
-from .levels import (RandomAutocontrast, RandomEqualize, RandomPosterize, RandomSolarize, autocontrast,
-                     equalize_reference, posterize_mask, posterize_masked, solarize_above, solarize_levels)
+from .levels import (
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomPosterize,
+    RandomSolarize,
+    autocontrast,
+    equalize_reference,
+    posterize_mask,
+    posterize_masked,
+    solarize_above,
+    solarize_levels,
+)
 from .matrices import affine
 from .pixelwise import column
 

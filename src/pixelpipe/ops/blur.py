@@ -99,7 +99,8 @@ class GaussianBlur(PixelOp):
         p: probability that an image is blurred (torchvision blurs always: p=1.0).
 
     The blur is separable: two 1-D passes over the batch, of kernel_size taps each, the
-    same bits on the CPU and a GPU. It runs on the stage's output, so its sigma is in output pixels. Example (SimCLR):
+    same bits on the CPU and a GPU (where the engine runs them as two Triton launches:
+    kernels.pixel_forms). It runs on the stage's output, so its sigma is in output pixels. Example (SimCLR):
     ``GaussianBlur(23, sigma=(0.1, 2.0), p=0.5)`` after ``RandomResizedCrop(224)``.
     """
 
