@@ -230,3 +230,28 @@ def test_owned_batch_on_the_gpu_gives_the_numbers_of_a_copy(name, images, monkey
         plain = real(stage, given, *args, **{**kwargs, "owned": False})
         assert torch.equal(given, x), "a batch that was not owned was written to"
         assert torch.equal(real(stage, x.clone(), *args, **kwargs), plain)
+
+
+@pytest.mark.parametrize("dtype, layout", [(torch.float16, "NCHW"), (torch.bfloat16, "NHWC"), (torch.float32, "NHWC"),
+                                           (torch.float32, "NCHW")])
+@pytest.mark.parametrize("owned", [False, True])
+def test_the_last_pass_writes_the_output(dtype, layout, owned):
+    """run_pixels without a dest (one batch: a GPU's) makes the output itself where that saves a
+    pass (Normalize last into another dtype, an NHWC output) and Normalize casts as it stores
+    into it: the numbers of Normalize then the output form (finish_tensor), on the same rows."""
+    from pixelpipe.plan.output import finish_tensor
+
+    t = presets.simclr(SIZE, dtype=dtype, layout=layout)
+    stage, output = t.stages[-1], t.program.output
+    n = 6
+    x = torch.rand(n, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(4))
+    idx = np.arange(n)
+    prefixes = pixels.pixel_prefixes(stage, 2, 0, idx)
+    given = x.clone()
+    got = pixels.run_pixels(stage, given, 2, 0, idx, prefixes, output, False, owned=owned)
+    y = pixels.run_pixels(stage, x.clone(), 2, 0, idx, prefixes, None, False)  # blurred and normalised
+    want = finish_tensor(y, output)
+    assert got.dtype == dtype and got.shape == want.shape and got.is_contiguous()
+    assert torch.equal(got, want)
+    if not owned:
+        assert torch.equal(given, x)

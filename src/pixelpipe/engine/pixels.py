@@ -57,7 +57,9 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
 
     dest, if given, maps the result before its last pass (float NCHW) to the tensor the result
     goes in (its rows of the batch's output): the last pass (Normalize, the cast to the output
-    dtype, the layout) writes there, the same numbers as without, in one pass fewer.
+    dtype, the layout) writes there, the same numbers as without, in one pass fewer. Without
+    it, a new output is made so where that saves a pass (Normalize last into another dtype, or
+    an NHWC output).
 
     owned: x is the caller's to overwrite (it reads it no more). Then, and for the tensors the
     chain makes itself, Normalize works in place and an op with an `apply_owned` method (the
@@ -97,9 +99,12 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
                              "masks cannot follow it (resize or crop with a geometric op instead)")
         x = y
     norm_last = norm_at == len(stage.pixels) and norm_at > 0
+    if dest is None and output is not None and output.dtype != torch.uint8 and (
+            output.layout == "NHWC" or (norm_last and output.dtype != x.dtype)):
+        dest = _new_output(output)  # the last pass writes the output: Normalize casts as it stores
     if dest is None:
         if norm_last:
-            x = normalize(x, stage)
+            x = normalize(x, stage, x if owned else None)
         return x if output is None else finish_tensor(x, output)
     out = dest(x)
     if output is not None and output.dtype == torch.uint8:  # rounded: the reference's steps
@@ -112,6 +117,16 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     else:
         view.copy_(x)
     return out
+
+
+def _new_output(output: Output) -> Callable[[torch.Tensor], torch.Tensor]:
+    """run_pixels' `dest` for a whole batch: a new tensor of the output's dtype and layout."""
+    def make(y: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = y.shape
+        return torch.empty((n, h, w, c) if output.layout == "NHWC" else (n, c, h, w), dtype=output.dtype,
+                           device=y.device)
+
+    return make
 
 
 def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.ndarray, output: Output | None,
