@@ -58,7 +58,7 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     dest, if given, maps the result before its last pass (float NCHW) to the tensor the result
     goes in (its rows of the batch's output): the last pass (Normalize, the cast to the output
     dtype, the layout) writes there, the same numbers as without, in one pass fewer. Without
-    it, a new output is made so where that saves a pass (Normalize last into another dtype, or
+    it, a new output is made here where that saves a pass (Normalize last into another dtype, or
     an NHWC output).
 
     owned: x is the caller's to overwrite (it reads it no more). Then, and for the tensors the
@@ -70,7 +70,7 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks; hashed
     here when not given).
 
-    Off the CPU, an op with a fast form for x's device (kernels.pixel_form: GaussianBlur's
+    Off the CPU, an op with a fast form for x's device (kernels.pixel_forms: GaussianBlur's
     Triton kernel on CUDA) runs that instead of its apply()."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     if blocks is None:
