@@ -225,15 +225,18 @@ def test_erasing_agrees_on_the_gpu(op):
     torch.testing.assert_close(gpu, cpu, atol=2e-5, rtol=0)
 
 
-def test_random_noise_in_the_rectangles_alone_equals_the_whole_field():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_random_noise_in_the_rectangles_alone_equals_the_whole_field(device):
     """RandomErasing(value="random") computes noise for its rectangles' pixels only: the same
-    numbers as the whole per-sample field (pixelwise.fill), bit for bit."""
+    numbers as the whole per-sample field (pixelwise.fill, Draws.normal_field), bit for bit, on
+    the CPU and on a GPU (where noise_on_device makes them)."""
     from pixelpipe.ops.erasing import fill, noise_in_rectangles
     from pixelpipe.ops.pixelwise import inside
 
     op = pp.RandomErasing(p=0.6, value="random")
     n, c, h, w = 12, 3, 23, 31
-    x = torch.rand(n, c, h, w)
+    x = torch.rand(n, c, h, w).to(device)
     draws = Draws(7, 2, np.arange(100, 100 + n), 3)
     params = op.sample(draws, np.tile([h, w], (n, 1)).astype(np.float64))
     rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
