@@ -39,11 +39,12 @@ def jpegs() -> list[bytes]:
     return out
 
 
-def batches(jpegs: list[bytes], seed: int) -> Iterator[tuple[list[bytes], list[tuple[int, int, int, int]]]]:
-    """Batches of 32 of the sample, each with a random region per image."""
+def batches(jpegs: list[bytes], seed: int,
+            size: int = 32) -> Iterator[tuple[list[bytes], list[tuple[int, int, int, int]]]]:
+    """Batches of `size` of the sample, each with a random region per image."""
     rng = np.random.default_rng(seed)
-    for start in range(0, len(jpegs), 32):  # growing images, so growing buffers
-        blobs = jpegs[start:start + 32]
+    for start in range(0, len(jpegs), size):  # growing images, so growing buffers
+        blobs = jpegs[start:start + size]
         regions = []
         for b in blobs:
             h, w = read_header(b).oriented_size
@@ -154,7 +155,7 @@ def test_planned_batches_never_decoded_are_taken_back(jpegs: list[bytes]) -> Non
     writing into freed memory; close() with batches still queued returns, and what was
     planned before it cannot be decoded after it."""
     fast, slow = ahead_and_asked()
-    work = list(batches(jpegs, 9))
+    work = list(batches(jpegs, 9, size=10))  # at least 4 batches from the fixture's 32 or more JPEGs
     planned = [fast.plan(blobs, regions) for blobs, regions in work]
     tickets = [p.opened[0][2].ticket for p in planned]
     assert all(t is not None and t.job is not None for t in tickets)

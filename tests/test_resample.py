@@ -85,6 +85,27 @@ def resize_sizes(h: int, w: int) -> list[tuple[int, int]]:
     return [(h // 3, w // 4), (h * 3 // 2 + 1, w + 13), (h // 2, w * 3 // 2)]  # down, up, mixed
 
 
+def pillow_float(img: np.ndarray, size: tuple[int, int], interp: str) -> np.ndarray:
+    """Pillow's resize of each channel as a float ("F") image, rounded to uint8 at the end:
+    Pillow's own filter without the uint8 path's rounding and clipping between its two passes."""
+    planes = [np.asarray(Image.fromarray(img[..., c].astype(np.float32), "F").resize((size[1], size[0]),
+                                                                                     PIL_FILTER[interp]))
+              for c in range(img.shape[2])]
+    return np.clip(np.round(np.stack(planes, -1)), 0, 255)
+
+
+def check_against_pillow(ours: np.ndarray, img: np.ndarray, size: tuple[int, int], interp: str, *why: object) -> None:
+    """Within half a grey level on average of Pillow's uint8 resize, and within one level everywhere
+    of Pillow's float resize. Pillow's uint8 path rounds and clips to 0..255 between its two 1-D
+    passes: where bicubic's negative lobes overshoot at a saturated edge that moves single pixels
+    by up to about 11 levels on real photos (bilinear cannot overshoot), so the pixel-wise bound
+    is against the float form, which runs the same filter."""
+    pil = np.asarray(Image.fromarray(img).resize((size[1], size[0]), PIL_FILTER[interp]))
+    mae, _ = errors(ours, pil)
+    _, mx = errors(ours, pillow_float(img, size, interp))
+    assert mae <= 0.5 and mx <= 1, (*why, img.shape, size, interp, mae, mx)
+
+
 @pytest.mark.parametrize("interp", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("source", ["photos", "synthetic"])
 def test_resize_matches_pillow(interp, source):
@@ -92,10 +113,8 @@ def test_resize_matches_pillow(interp, source):
     for img in imgs:
         h, w = img.shape[:2]
         for size in resize_sizes(h, w):
-            pil = np.asarray(Image.fromarray(img).resize((size[1], size[0]), PIL_FILTER[interp]))
             ours = hwc(run([pp.Resize(size, interpolation=interp)], [img], dtype=U8)[0])
-            mae, mx = errors(ours, pil)
-            assert mae <= 0.5 and mx <= 2, (source, img.shape, size, interp, mae, mx)
+            check_against_pillow(ours, img, size, interp, source)
 
 
 @pytest.mark.parametrize("interp", ["bilinear", "bicubic"])
@@ -107,9 +126,7 @@ def test_reference_resize_matches_pillow(interp):
     for img in imgs:
         h, w = img.shape[:2]
         for size in resize_sizes(h, w):
-            pil = np.asarray(Image.fromarray(img).resize((size[1], size[0]), PIL_FILTER[interp]))
-            mae, mx = errors(reference_u8([pp.Resize(size, interpolation=interp)], img), pil)
-            assert mae <= 0.5 and mx <= 2, (img.shape, size, interp, mae, mx)
+            check_against_pillow(reference_u8([pp.Resize(size, interpolation=interp)], img), img, size, interp)
 
 
 # ----------------------------------------------------------------------------- exact geometry
