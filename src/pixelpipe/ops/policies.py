@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.random import Draws, op_blocks
+from ..data.random import Draws
 from ..data.transfer import to_device
 from .augment_space import AUTOAUGMENT_SPACE, RANDAUGMENT_SPACE, TRIVIALAUGMENT_SPACE, primitive
 from .checks import INTERPOLATIONS, check_choice, check_fill
 from .kinds import CompoundOp, GeometryOp, Op, Params
-from .structure import _Structure, inner_op
+from .structure import _Structure
 
 __all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "POLICIES"]
 
@@ -76,23 +76,9 @@ class PolicySteps(_Structure):
         devices: apply_gathered, writing into x."""
         if x.device.type != "cpu":
             return self.apply_gathered(x, params, draws, owned=True)
-        steps = params["steps"]
         n = x.shape[0]
-        used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
-        if not used:
-            return x
-        ks = sorted({k for _, k in used})
-        streams = {k: inner_op(draws.op, self.stream(k)) for k in ks}
-        pre = draws.prefix_np()
-        blocks = dict(zip(ks, op_blocks(pre, [streams[k] for k in ks], [self.ops[k].draws for k in ks])))
-        idx = draws.indices.detach().cpu().numpy()
-        per_row = isinstance(draws.epoch, np.ndarray)
         size = np.array(x.shape[-2:], dtype=np.float64)
-        for j, k in used:
-            rows = np.flatnonzero(steps[:, j] == k)
-            # inner_draws(draws, stream, rows) with its leading draws hashed already
-            sub = Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k], pre[rows],
-                        block=blocks[k][rows])
+        for k, rows, sub in self.step_pairs(params, draws):
             op = self.ops[k]
             a, b = int(rows[0]), int(rows[-1]) + 1
             run = b - a == len(rows)  # consecutive rows: a view, written back as a slice

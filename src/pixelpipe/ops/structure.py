@@ -174,6 +174,27 @@ class _Structure(Op):
                 mean = (a @ mean[:, :, None])[:, :, 0] + b
         return total
 
+    def step_pairs(self, params: Params, draws: Draws) -> list[tuple[int, np.ndarray, Draws]]:
+        """(op, rows, draws) for every (step, op) pair the batch uses, in step order: the rows
+        that take inner op k at a step, and their draws (inner_draws(draws, stream, rows)) with
+        every used op's leading draws hashed in one evaluation (random.op_blocks)."""
+        steps = params["steps"]
+        used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
+        if not used:
+            return []
+        ks = sorted({k for _, k in used})
+        streams = {k: inner_op(draws.op, self.stream(k)) for k in ks}
+        pre = draws.prefix_np()
+        blocks = dict(zip(ks, op_blocks(pre, [streams[k] for k in ks], [self.ops[k].draws for k in ks])))
+        idx = draws.indices.detach().cpu().numpy()
+        per_row = isinstance(draws.epoch, np.ndarray)
+        out = []
+        for j, k in used:
+            rows = np.flatnonzero(steps[:, j] == k)
+            out.append((k, rows, Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k],
+                                       pre[rows], block=blocks[k][rows])))
+        return out
+
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         if x.device.type != "cpu":
             return self.apply_gathered(x, params, draws, owned=False)
@@ -221,25 +242,11 @@ class _Structure(Op):
         RandAugment(2, 9) on a GPU host (16 pairs), where the whole pipeline's kernels took 2 ms.
         owned: x is the caller's to overwrite (PixelOp.apply_owned's x); else it is copied
         once, before the first rows are written back."""
-        steps = params["steps"]
         n = x.shape[0]
-        used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
-        if not used:
-            return x
-        ks = sorted({k for _, k in used})
-        streams = {k: inner_op(draws.op, self.stream(k)) for k in ks}
-        pre = draws.prefix_np()
-        blocks = dict(zip(ks, op_blocks(pre, [streams[k] for k in ks], [self.ops[k].draws for k in ks])))
-        idx = draws.indices.detach().cpu().numpy()
-        per_row = isinstance(draws.epoch, np.ndarray)
         size = np.array(x.shape[-2:], dtype=np.float64)
         upload = _Upload()
         pairs = []
-        for j, k in used:
-            rows = np.flatnonzero(steps[:, j] == k)
-            # inner_draws(draws, stream, rows) with its leading draws hashed already
-            sub = Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k], pre[rows],
-                        block=blocks[k][rows])
+        for k, rows, sub in self.step_pairs(params, draws):
             op = self.ops[k]
             p = op.sample(sub, np.tile(size, (len(rows), 1)))
             staged = None
