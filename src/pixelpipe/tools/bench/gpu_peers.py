@@ -61,16 +61,22 @@ PACKAGES = {"torch": "torch", "triton": "triton", "dali": "nvidia-dali-cuda",
 NOTE_CHARS = 160  # longest reason kept in a failed row's note (the traceback goes to stderr)
 
 
-def parse_peers(peers: Sequence[str]) -> list[str]:
-    """The GPU peers asked for, in run order. "all" means every one; unknown names exit."""
+def peer_names(peers: Sequence[str], choices: Sequence[str], what: str, more: str = "or all") -> list[str]:
+    """The peers asked for among `choices`, in their order. "all" means every one; an unknown
+    name exits, naming the `what` peers there are."""
     names = {p.strip().lower() for p in peers if p.strip()}
     if "all" in names:
-        names = set(GPU_PEERS)
-    unknown = sorted(names - set(GPU_PEERS))
+        names = set(choices)
+    unknown = sorted(names - set(choices))
     if unknown:
-        raise SystemExit(f"pixelpipe bench: unknown GPU peer(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(GPU_PEERS)} or all")
-    return [p for p in GPU_PEERS if p in names]
+        raise SystemExit(f"pixelpipe bench: unknown {what} peer(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(choices)} {more}")
+    return [p for p in choices if p in names]
+
+
+def parse_peers(peers: Sequence[str]) -> list[str]:
+    """The GPU peers asked for, in run order. "all" means every one; unknown names exit."""
+    return peer_names(peers, GPU_PEERS, "GPU")
 
 
 # ----------------------------------------------------------------------------- header

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .gpu_peers import bench_header, package_versions, run_contender
+from .gpu_peers import bench_header, package_versions, peer_names, run_contender
 from .pipelines import CLIP_FRAMES, CLIP_STRIDE, VIDEO_MEAN, VIDEO_STD, video_ops
 from .timing import Result, in_rounds, report
 
@@ -169,14 +169,7 @@ def parse_video_peers(peers: Sequence[str] | None, device: torch.device) -> list
     one; an unknown name exits naming the choices."""
     if peers is None:
         return list(DEFAULT_PEERS[device.type if device.type == "cuda" else "cpu"])
-    names = {p.strip().lower() for p in peers if p.strip()}
-    if "all" in names:
-        names = set(VIDEO_PEERS)
-    unknown = sorted(names - set(VIDEO_PEERS))
-    if unknown:
-        raise SystemExit(f"pixelpipe bench: unknown video peer(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(VIDEO_PEERS)}, all or none")
-    return [p for p in VIDEO_PEERS if p in names]
+    return peer_names(peers, VIDEO_PEERS, "video", "(or all, none)")
 
 
 Row = tuple[str, Callable[[], RunPass] | None, str]  # (row name, factory, note); no factory: not run, the note says why
