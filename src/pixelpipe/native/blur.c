@@ -11,8 +11,8 @@
  * acc = acc + x[t] * w[t] for each further tap, every product and sum rounded to float32 (the
  * build forbids contraction into fused multiply-adds: -ffp-contract=off), so the same bits. The
  * loops run over consecutive output pixels inside the loop over taps, which the compiler
- * vectorises without changing any value's order; a copy built for AVX2 (8 lanes) runs where the
- * CPU has it. Borders mirror without repeating the edge pixel, and taps reaching past the far
+ * vectorises without changing any value's order; a copy built for AVX2 (8 lanes) runs where
+ * the CPU has it. Borders mirror without repeating the edge pixel, and taps reaching past the far
  * border mirror again (ops.pixelwise.reflect_indices: a period of 2 * (n - 1); n == 1 reads
  * the one value). */
 #include <stdint.h>
@@ -27,27 +27,54 @@ static int64_t mirror(int64_t i, int64_t n) {
     return i < n ? i : period - i;
 }
 
-/* acc[x] = sum over t of src_t[x] * w[t], tap by tap; src_t = rows[t] (+ t when rows is NULL:
- * one padded row read at shifted offsets). The body is compiled twice (plain and AVX2). */
-#define TAPS_BODY                                                                              \
+/* Along a row: acc[x] = sum over t of row[x + t] * w[t] (row: one mirrored source row), tap
+ * by tap. BLOCK consecutive outputs at a time, their sums kept in registers across the taps
+ * (the loop over the block is unrolled and vectorised), the tail one by one: each value's
+ * operations are the same either way. */
+#define BLOCK 32
+#define ALONG_ROW_BODY                                                                         \
     {                                                                                          \
-        const float *s = rows ? rows[0] : row;                                                 \
+        int64_t x0 = 0;                                                                        \
+        for (; x0 + BLOCK <= n; x0 += BLOCK) {                                                 \
+            float a[BLOCK];                                                                    \
+            for (int j = 0; j < BLOCK; j++) a[j] = row[x0 + j] * w[0];                         \
+            for (int64_t t = 1; t < taps; t++) {                                               \
+                const float wt = w[t];                                                         \
+                for (int j = 0; j < BLOCK; j++) a[j] = a[j] + row[x0 + t + j] * wt;            \
+            }                                                                                  \
+            for (int j = 0; j < BLOCK; j++) acc[x0 + j] = a[j];                                \
+        }                                                                                      \
+        for (; x0 < n; x0++) {                                                                 \
+            float a = row[x0] * w[0];                                                          \
+            for (int64_t t = 1; t < taps; t++) a = a + row[x0 + t] * w[t];                     \
+            acc[x0] = a;                                                                       \
+        }                                                                                      \
+    }
+
+/* Along the columns: acc[x] = sum over t of rows[t][x] * w[t] (rows: the taps' source rows),
+ * one tap at a time over the whole output row (it stays in L1): contiguous streams, which the
+ * blocked form above read worse here (23 rows a block apart). */
+#define ALONG_COLUMNS_BODY                                                                     \
+    {                                                                                          \
+        const float *s = rows[0];                                                              \
         const float w0 = w[0];                                                                 \
         for (int64_t x = 0; x < n; x++) acc[x] = s[x] * w0;                                    \
         for (int64_t t = 1; t < taps; t++) {                                                   \
-            const float *restrict st = rows ? rows[t] : row + t;                               \
+            const float *restrict st = rows[t];                                                \
             const float wt = w[t];                                                             \
             for (int64_t x = 0; x < n; x++) acc[x] = acc[x] + st[x] * wt;                      \
         }                                                                                      \
     }
 
-static void taps_plain(float *restrict acc, const float *row, const float *const *rows, const float *w,
-                       int64_t taps, int64_t n) TAPS_BODY
+#define ROW_ARGS float *restrict acc, const float *restrict row, const float *w, int64_t taps, int64_t n
+#define COLUMN_ARGS float *restrict acc, const float *const *rows, const float *w, int64_t taps, int64_t n
+static void along_row_plain(ROW_ARGS) ALONG_ROW_BODY
+static void along_columns_plain(COLUMN_ARGS) ALONG_COLUMNS_BODY
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void taps_avx2(float *restrict acc, const float *row,
-                                                      const float *const *rows, const float *w, int64_t taps,
-                                                      int64_t n) TAPS_BODY
+/* the same bodies compiled for AVX2 (8 lanes), run where the CPU has it */
+__attribute__((target("avx2"))) static void along_row_avx2(ROW_ARGS) ALONG_ROW_BODY
+__attribute__((target("avx2"))) static void along_columns_avx2(COLUMN_ARGS) ALONG_COLUMNS_BODY
 
 static int has_avx2(void) {
     static int known = -1; /* a benign race: every thread computes the same answer */
@@ -57,17 +84,11 @@ static int has_avx2(void) {
     }
     return known;
 }
+#else
+static int has_avx2(void) { return 0; }
+#define along_row_avx2 along_row_plain
+#define along_columns_avx2 along_columns_plain
 #endif
-
-static void taps(float *acc, const float *row, const float *const *rows, const float *w, int64_t k, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (has_avx2()) {
-        taps_avx2(acc, row, rows, w, k, n);
-        return;
-    }
-#endif
-    taps_plain(acc, row, rows, w, k, n);
-}
 
 /* Blurs R samples of a float32 [N, C, H, W] tensor into dst (the same shape; it may be src itself):
  * sample rows[i] of src, along its rows with wk[i * kw ..] (kw taps, odd; 1: not along the
@@ -90,6 +111,7 @@ int64_t pp_blur_rows(const float *src, float *dst, const int64_t *rows_of, const
         free(plane), free(padded), free(acc), free(taprows), free(at);
         return -1;
     }
+    const int avx2 = has_avx2();
     for (int64_t j = 0; j < W + 2 * rw; j++) at[j] = mirror(j - rw, W) * ss[3];
     for (int64_t i = 0; i < R; i++) {
         const int64_t n = rows_of[i];
@@ -101,7 +123,7 @@ int64_t pp_blur_rows(const float *src, float *dst, const int64_t *rows_of, const
                 float *out = plane + y * W;
                 if (kw > 1) {
                     for (int64_t j = 0; j < W + 2 * rw; j++) padded[j] = sr[at[j]];
-                    taps(out, padded, NULL, wk + i * kw, kw, W);
+                    (avx2 ? along_row_avx2 : along_row_plain)(out, padded, wk + i * kw, kw, W);
                 } else {
                     for (int64_t x = 0; x < W; x++) out[x] = sr[x * ss[3]];
                 }
@@ -112,7 +134,7 @@ int64_t pp_blur_rows(const float *src, float *dst, const int64_t *rows_of, const
                 if (kh > 1) {
                     for (int64_t t = 0; t < kh; t++) taprows[t] = plane + mirror(y - rh + t, H) * W;
                     float *into = ds[3] == 1 ? dr : acc;
-                    taps(into, NULL, taprows, hk + i * kh, kh, W);
+                    (avx2 ? along_columns_avx2 : along_columns_plain)(into, taprows, hk + i * kh, kh, W);
                     res = into;
                     if (into == dr) continue;
                 }
