@@ -17,8 +17,8 @@ per-call overhead once, so pieces are not single samples. The pieces are rows of
 warped batch, which nothing reads afterwards: Normalize and the ops that can (`apply_owned`)
 write into them instead of into copies (run_pixels' `owned`), and every op's leading draws are
 hashed once per batch (pixel_blocks). On a GPU the batch runs whole, on the calling thread (the
-kernels are launched, not run, there), owned as well, and an op with a fast form for the
-device (kernels.pixel_forms) runs that.
+kernels are launched, not run, there), owned as well. On either, an op with a fast form for the
+device (kernels.pixel_forms) runs that, writing into owned rows where it can.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     blocks: each pixel op's leading draws of the rows, hashed already (pixel_blocks; hashed
     here when not given).
 
-    Off the CPU, an op with a fast form for x's device (kernels.pixel_forms: GaussianBlur's
-    Triton kernel on CUDA) runs that instead of its apply()."""
+    An op with a fast form for x's device (kernels.pixel_forms: GaussianBlur's Triton kernel
+    on CUDA, its C pass on the CPU) runs that instead of its apply()."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     if blocks is None:
         blocks = pixel_blocks(stage, prefixes)
@@ -81,7 +81,7 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
             owned = True  # in place, or a new tensor
         draws = Draws(seed, epoch, idx, pos, prefixes[j], blocks[j])
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
-        form = None if x.device.type == "cpu" else pixel_form(op, x)
+        form = pixel_form(op, x)
         if form is not None:
             y = form(x, op.sample(draws, sizes), owned)
             owned = owned or y is not x  # x itself, or a new tensor of the form's

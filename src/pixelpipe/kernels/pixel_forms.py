@@ -8,6 +8,8 @@ the tests hold each form to.
 
 - GaussianBlur on CUDA, float32: two Triton launches (kernels.triton.blur) instead of a
   product and a sum per tap and axis.
+- GaussianBlur on the CPU, float32: one C call (kernels.cpu.blur, native/blur.c) where it was
+  built and native code is on (not with PIXELPIPE_NATIVE=0 or inside native.disabled()).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import torch
 
 from ..ops.blur import GaussianBlur, gaussian_kernels
 from ..ops.kinds import Op, Params
+from .cpu.blur import blur_library, blur_rows_cpu
 
-__all__ = ["PixelForm", "gaussian_blur_form", "pixel_form"]
+__all__ = ["PixelForm", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form"]
 
 # (x, the op's params, owned) -> the op's result; owned: x may be overwritten
 PixelForm = Callable[[torch.Tensor, Params, bool], torch.Tensor]
@@ -29,10 +32,12 @@ PixelForm = Callable[[torch.Tensor, Params, bool], torch.Tensor]
 
 def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
     """The fast form of pixel op `op` for x (float [N, C, H, W]), or None: run op.apply."""
-    if x.device.type != "cuda" or x.dtype != torch.float32:
+    if x.dtype != torch.float32 or not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
         return None
-    if isinstance(op, GaussianBlur) and type(op).apply is GaussianBlur.apply and _triton():
+    if x.device.type == "cuda" and _triton():
         return lambda x, params, owned: gaussian_blur_form(op, x, params, owned)
+    if x.device.type == "cpu" and x.dim() == 4 and blur_library() is not None:
+        return lambda x, params, owned: gaussian_blur_cpu_form(op, x, params, owned)
     return None
 
 
@@ -46,6 +51,16 @@ def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned:
     kh, kw = op.kernel_size
     return blur_rows(x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
                      gaussian_kernels(kh, sigma) if kh > 1 else None, owned)
+
+
+def gaussian_blur_cpu_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:
+    """GaussianBlur.apply(x, params) by blur.c (CPU float32 tensors; needs blur_library()):
+    the rows that blur, each with its sigma's kernels, in one call."""
+    rows = np.flatnonzero(params["on"])
+    sigma = params["sigma"][rows]
+    kh, kw = op.kernel_size
+    return blur_rows_cpu(x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
+                         gaussian_kernels(kh, sigma) if kh > 1 else None, owned)
 
 
 @functools.cache

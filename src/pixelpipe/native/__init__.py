@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["address", "detection", "disabled", "find", "library", "load", "shared", "signed", "wire"]
+__all__ = ["address", "detection", "disabled", "enabled", "find", "library", "load", "shared", "signed", "wire"]
 
 _DIR = Path(__file__).parent  # where setup.py's build_ext puts the libraries
 _SOURCE = _DIR / "planner.c"
@@ -99,6 +99,12 @@ def detection() -> C.PyDLL | None:
     if lib is False:
         lib = shared("detection.c", "planning the detection ops in numpy, not in C", C.PyDLL, _DETECTION_SIGNATURES)
     return lib  # type: ignore[return-value]
+
+
+def enabled() -> bool:
+    """False with PIXELPIPE_NATIVE=0 and inside `disabled()`: callers of `shared()` libraries
+    whose twin is torch code (kernels/cpu/blur.py) run the twin then."""
+    return not _STATE["off"]
 
 
 @contextlib.contextmanager
