@@ -77,12 +77,23 @@ def _filter2d(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
     return out.view(n, c, h, w).to(x.dtype)
 
 
+TINY_WEIGHT = 2.0**-100  # weights below it are 0 (see gaussian_kernels)
+
+
 def gaussian_kernels(size: int, sigma: np.ndarray) -> np.ndarray:
     """float64 [N, size]: the normalised Gaussian of each sigma, sampled at the integer offsets
-    -(size-1)/2 .. (size-1)/2 (torchvision's _get_gaussian_kernel1d)."""
+    -(size-1)/2 .. (size-1)/2 (torchvision's _get_gaussian_kernel1d), with weights below
+    TINY_WEIGHT set to 0. Why: for sigmas of about 0.14-0.94 a 23-tap kernel's outer weights
+    fall among float32's subnormal numbers, and a CPU multiplies subnormals tens of times more
+    slowly (a 224x224 image's blur took 5.4 ms on one core instead of 1.5). A weight of 2**-100
+    times a grey level adds nothing to any sum that a weight of the kernel's centre reaches
+    (less than half a float32 ulp of it), so the blur of an image changes only where the centre
+    taps see exact zeros; the GPU uses the same weights, so CPU and GPU still agree bit for bit."""
     offsets = np.arange(size, dtype=np.float64) - (size - 1) / 2
     k = np.exp(-0.5 * (offsets[None, :] / sigma[:, None]) ** 2)
-    return k / k.sum(1, keepdims=True)
+    k = k / k.sum(1, keepdims=True)
+    k[k < TINY_WEIGHT] = 0.0
+    return k
 
 
 class GaussianBlur(PixelOp):
