@@ -36,7 +36,6 @@ import torch
 from _common import add_gpu_decoding, file_list, gpu_decoding
 
 BATCH = 256
-STEP_TIMES = False  # --step-times
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -136,7 +135,7 @@ def isolate_main() -> str:
 
 
 def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int,
-          pin_main: bool = False) -> tuple[float, float]:
+          pin_main: bool = False, step_times: bool = False) -> tuple[float, float]:
     """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
     import torchvision
 
@@ -172,7 +171,7 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
         marks[2 * k + 1].record()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    if STEP_TIMES:  # the GPU's time from a step's first launch to its last kernel's end
+    if step_times:  # the GPU's time from a step's first launch to its last kernel's end
         gpu = sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2]))
         host = sorted(1e3 * v for v in issue)
         print(f"    per step, median (p90): host issuing {host[len(host) // 2]:.2f} ({host[9 * len(host) // 10]:.2f}) ms, "
@@ -194,7 +193,7 @@ def train_beside(model: str, batches: Iterator[torch.Tensor], args: argparse.Nam
     drainer = threading.Thread(target=drain, name="background-loader", daemon=True)
     drainer.start()
     try:
-        return train(model, synthetic_loader(args, "")[0], args.warmup, args.steps, args.pin_main)
+        return train(model, synthetic_loader(args, "")[0], args.warmup, args.steps, args.pin_main, args.step_times)
     finally:
         done.set()
         drainer.join()
@@ -234,8 +233,6 @@ def main() -> None:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()
-    global STEP_TIMES
-    STEP_TIMES = args.step_times
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     torch.backends.cudnn.benchmark = True
@@ -251,7 +248,7 @@ def main() -> None:
                 if args.background and name != "synthetic":
                     rate, wait = train_beside(model, batches, args)
                 else:
-                    rate, wait = train(model, batches, args.warmup, args.steps, args.pin_main)
+                    rate, wait = train(model, batches, args.warmup, args.steps, args.pin_main, args.step_times)
                 stop()
                 alone = float("nan")
                 if name != "synthetic":

@@ -13,7 +13,6 @@ from helpers import check_op, run, varied_images
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
-from pixelpipe.ops.erasing import normal_at_cpu
 from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
@@ -280,7 +279,7 @@ def test_noise_made_on_the_device_is_the_cpu_paths(shape):
 
 @pytest.mark.parametrize("epoch", [0, np.array([0, 1, 2, 0, 5])])
 def test_normal_noise_on_the_cpu_is_normal_field_at(epoch):
-    """normal_at_cpu (numpy uint32 hashes in place, torch's log and cos) against its twin
+    """Draws.normal_field_at_np (numpy uint32 hashes in place, torch's log and cos) against its twin
     Draws.normal_field_at: the same bits, at elements anywhere in a field (the counter's top
     bits included) and for rows in any order, repeated or not."""
     idx = np.array([3, 70, 12, 5, 1 << 33])
@@ -290,5 +289,5 @@ def test_normal_noise_on_the_cpu_is_normal_field_at(epoch):
     elements = np.concatenate([rng.integers(0, 3 * 224 * 224, 4995), [0, 1, (1 << 31) - 1, 12345, 12345]])
     for draw in (0, 23, 1000003):
         want = draws.normal_field_at(draw, samples, elements)
-        got = normal_at_cpu(draws, draw, samples, elements)
+        got = draws.normal_field_at_np(draw, samples, elements)
         assert got.dtype == torch.float32 and torch.equal(got, want)

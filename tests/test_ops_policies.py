@@ -283,6 +283,18 @@ def test_bad_arguments(make, name):
         make()
 
 
+def pixel_part_case(make):
+    """A policy's pixel part with 24 random images, their draws (scattered indices, per-row
+    epochs) and the part's parameters for them."""
+    part = next(p for p in make().parts() if p.kind == "pixel")
+    n = 24
+    x = torch.rand(n, 3, 20, 18, generator=torch.Generator().manual_seed(1))
+    idx = np.arange(n) * 5 + 2
+    epoch = np.arange(n) % 3
+    draws = Draws(3, epoch, idx, 2, prefix(3, epoch, idx))
+    return part, x, draws, part.sample(draws, np.tile([20.0, 18.0], (n, 1)))
+
+
 @pytest.mark.parametrize("make", [lambda: pp.RandAugment(3, 9), pp.TrivialAugmentWide, pp.AutoAugment,
                                   lambda: pp.TimmRandAugment(2, 9.0, 0.5)], ids=["rand", "trivial", "auto", "timm"])
 def test_pixel_part_apply_owned_is_apply(make):
@@ -290,13 +302,7 @@ def test_pixel_part_apply_owned_is_apply(make):
     written back into x, every operation's draws hashed in one evaluation) against apply() (a
     copy of x, each operation's draws on their own): the same numbers, for rows chosen
     consecutively or not, with per-row epochs; apply() leaves x as it was."""
-    part = next(p for p in make().parts() if p.kind == "pixel")
-    n = 24
-    x = torch.rand(n, 3, 20, 18, generator=torch.Generator().manual_seed(1))
-    idx = np.arange(n) * 5 + 2
-    epoch = np.arange(n) % 3
-    draws = Draws(3, epoch, idx, 2, prefix(3, epoch, idx))
-    params = part.sample(draws, np.tile([20.0, 18.0], (n, 1)))
+    part, x, draws, params = pixel_part_case(make)
     steps = params["steps"]
     assert len(np.unique(steps[steps >= 0])) > 3  # several operations, on scattered rows
     given = x.clone()
@@ -314,14 +320,8 @@ def test_pixel_part_gathered_is_apply(make, owned):
     together, the rows and per-row numbers in one upload, each operation's torch form through
     apply_columns) run here on CPU tensors: the CPU's apply() bit for bit, writing into x only
     when it owns it; also where one operation takes every row of a step."""
-    part = next(p for p in make().parts() if p.kind == "pixel")
-    n = 24
-    x = torch.rand(n, 3, 20, 18, generator=torch.Generator().manual_seed(1))
-    idx = np.arange(n) * 5 + 2
-    epoch = np.arange(n) % 3
-    draws = Draws(3, epoch, idx, 2, prefix(3, epoch, idx))
-    params = part.sample(draws, np.tile([20.0, 18.0], (n, 1)))
-    steps = params["steps"]
+    part, x, draws, params = pixel_part_case(make)
+    n, steps = len(x), params["steps"]
     assert len(np.unique(steps[steps >= 0])) > 3
     one = {**params, "steps": np.concatenate([np.full((n, 1), steps[steps >= 0][0]), steps], 1)}
     for p in (params, one):

@@ -9,7 +9,8 @@ The copy into pinned memory is numpy's, not torch's: torch's CPU copy (and every
 big enough) runs on an OpenMP team as large as the machine, and on the caller's thread (the
 user's, for a direct Compose call) waking that team costs more than the copy. On a 16-core H100
 host, one `torch.exp` over a batch's 2,560 draws took about 1 ms that way. The pinned block comes from torch's caching host allocator,
-which keeps it from reuse until the asynchronous copy out of it has finished.
+which keeps it from reuse until the asynchronous copy out of it has finished. Several arrays a
+call needs on the device go up together (`Upload`).
 """
 
 from __future__ import annotations
@@ -47,3 +48,35 @@ def to_device(t: torch.Tensor | np.ndarray, device: torch.device, dtype: torch.d
     pinned = torch.empty(arr.shape, dtype=torch.from_numpy(arr[:0].reshape(-1)).dtype, pin_memory=True)
     np.copyto(pinned.numpy(), arr, casting="no")
     return pinned.to(device, non_blocking=True)
+
+
+class Upload:
+    """Host arrays of one call sent to a device in one copy: `add` each (with the dtype it is
+    wanted in on the device), then `send` gives their tensors there, in the order added. Each
+    array is cast on the host to that dtype (one numpy lacks, bfloat16, goes as float64 and is
+    cast on the device) and starts at a multiple of 8 bytes of one uint8 buffer, viewed back as
+    its dtype: a call's row numbers and per-row numbers cost one copy, not one each."""
+
+    _NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
+              torch.int64: np.int64, torch.int32: np.int32}
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[np.ndarray, torch.dtype]] = []
+
+    def add(self, values: np.ndarray, dtype: torch.dtype) -> int:
+        self._parts.append((np.ascontiguousarray(values, dtype=self._NUMPY.get(dtype, np.float64)).reshape(-1), dtype))
+        return len(self._parts) - 1
+
+    def send(self, device: torch.device) -> list[torch.Tensor]:
+        if not self._parts:
+            return []
+        starts = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a, _ in self._parts])
+        buf = np.zeros(int(starts[-1]), dtype=np.uint8)
+        for (a, _), at in zip(self._parts, starts):
+            buf[at:at + a.nbytes] = a.view(np.uint8)
+        sent = to_device(buf, device)
+        out = []
+        for (a, dtype), at in zip(self._parts, starts):
+            t = sent[at:at + a.nbytes].view(torch.from_numpy(a[:0]).dtype)
+            out.append(t if t.dtype == dtype else t.to(dtype))
+        return out

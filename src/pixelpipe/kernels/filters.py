@@ -51,3 +51,14 @@ def border_index(k: torch.Tensor, size: torch.Tensor, border: str) -> tuple[torc
     m = torch.remainder(k, period)
     m = torch.where(m >= size, period - m, m)
     return torch.where(size > 1, m, torch.zeros_like(m)), torch.zeros_like(outside)
+
+
+def rows_output(x: torch.Tensor, rows: int, owned: bool) -> torch.Tensor:
+    """Where a filter of `rows` of x's samples (the rest kept) writes: x itself when the caller
+    owns it, a new contiguous tensor when every sample is filtered, else a contiguous copy of x
+    (the kept samples in place)."""
+    if owned:
+        return x
+    if rows == x.shape[0]:
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return x.clone(memory_format=torch.contiguous_format)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,25 +43,27 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
 
 
 def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:
-    """GaussianBlur.apply(x, params) by the blur kernel (any device Triton runs on; its
+    """GaussianBlur.apply(x, params) by the Triton blur kernel (any device Triton runs on; its
     interpreter runs it on CPU tensors): the rows that blur, each with its sigma's kernels."""
     from .triton.blur import blur_rows
 
-    rows = np.flatnonzero(params["on"])
-    sigma = params["sigma"][rows]
-    kh, kw = op.kernel_size
-    return blur_rows(x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
-                     gaussian_kernels(kh, sigma) if kh > 1 else None, owned)
+    return blur_rows(*_blur_arguments(op, x, params), owned)
 
 
 def gaussian_blur_cpu_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:
-    """GaussianBlur.apply(x, params) by blur.c (CPU float32 tensors; needs blur_library()):
-    the rows that blur, each with its sigma's kernels, in one call."""
+    """GaussianBlur.apply(x, params) by blur.c (CPU float32 tensors; needs blur_library()),
+    in one call."""
+    return blur_rows_cpu(*_blur_arguments(op, x, params), owned)
+
+
+def _blur_arguments(op: GaussianBlur, x: torch.Tensor, params: Params) -> tuple[Any, ...]:
+    """(x, rows that blur, kernels along the rows, kernels along the columns) of the blur
+    kernels' calls: each row's sigma's Gaussian, None for an axis of one tap."""
     rows = np.flatnonzero(params["on"])
     sigma = params["sigma"][rows]
     kh, kw = op.kernel_size
-    return blur_rows_cpu(x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
-                         gaussian_kernels(kh, sigma) if kh > 1 else None, owned)
+    return (x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
+            gaussian_kernels(kh, sigma) if kh > 1 else None)
 
 
 @functools.cache

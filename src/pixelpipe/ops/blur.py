@@ -308,10 +308,7 @@ class RandomSharpness(PixelOp):
         on = np.asarray(params["on"], dtype=bool)
         if h <= 2 or w <= 2 or n == 0 or not on.any():
             return x
-        out = sharpen(x, column(params["factor"], x))
-        for r in np.flatnonzero(~on).tolist():  # kept as they are
-            out[r].copy_(x[r])
-        return out
+        return where_on(on, sharpen(x, column(params["factor"], x)), x)  # one select, not a copy per kept sample
 
 
 def sharpen(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:

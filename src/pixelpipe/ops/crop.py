@@ -31,6 +31,8 @@ class Resize(GeometryOp):
     Example: ``Resize(256)`` turns a 500x375 (w x h) image into 341x256.
     """
 
+    resamples_window = True  # a crop before it hands it its exact window (Crop.resampled)
+
     deterministic = True
 
     def __init__(self, size: int | tuple[int, int], max_size: int | None = None,

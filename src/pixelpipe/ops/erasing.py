@@ -69,50 +69,6 @@ def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] 
     return torch.where(where, v, x)
 
 
-# the constants of data.random's 32-bit mixer, as numpy uint32 (normal_at_cpu follows it)
-_M1, _M2, _GOLDEN = np.uint32(0x7FEB352D), np.uint32(0x846CA68B), np.uint32(0x9E3779B9)
-_TINY = np.float32(1.0 / (1 << 24))
-
-
-def _mix_(x: np.ndarray, spare: np.ndarray) -> np.ndarray:
-    """data.random's 32-bit mixer on uint32 x in place (spare: a uint32 array of x's shape to
-    shift into): numpy's uint32 shifts are logical and its products wrap, the same bits as the
-    masked int32 torch form."""
-    np.right_shift(x, 16, out=spare)
-    x ^= spare
-    x *= _M1
-    np.right_shift(x, 15, out=spare)
-    x ^= spare
-    x *= _M2
-    np.right_shift(x, 16, out=spare)
-    x ^= spare
-    return x
-
-
-def normal_at_cpu(draws: Draws, draw: int, samples: np.ndarray, elements: np.ndarray) -> torch.Tensor:
-    """normal_field_at on the CPU, bit for bit (tests/test_ops_erasing.py): the hashes in numpy
-    uint32, in place (five operations a mix where the int32 torch form takes nine, each making
-    a new tensor), the element's key mixed once for the two uniform fields rather than once for
-    each, then Box-Muller with torch's logarithm and cosine in place, in the twin's order. Why:
-    normal_field_at cost about 50 ns a value on one CPU thread, a third of the DeiT preset's
-    pixel-op time; about 15 here."""
-    rows = np.asarray(samples, dtype=np.int64)
-    key = np.asarray(elements, dtype=np.int64).astype(np.uint32)  # the field's element counter wraps at 32 bits
-    spare = np.empty_like(key)
-    key += _GOLDEN
-    _mix_(key, spare)
-    units = []
-    for d in (draw, draw + 1000003):
-        # integers over the whole 32-bit range are the draw's hash itself: the state of each row
-        h = draws.integers(d, 0, 1 << 32).numpy().astype(np.uint32)[rows]
-        h ^= key
-        _mix_(h, spare)
-        h >>= 8
-        units.append(torch.from_numpy(h.astype(np.float32) * _TINY))
-    u1, u2 = units
-    return u1.clamp_min_(float(_TINY)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
-
-
 def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
                         width: np.ndarray, draws: Draws, draw: int, owned: bool = False) -> torch.Tensor:
     """x with one rectangle per sample of `rows` (host arrays of the batch's rectangles, inside
@@ -136,7 +92,7 @@ def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left
     # row-major in the sample's [C, H, W] field, channel by channel, each rectangle's row by row
     element = np.concatenate([(chan + ((t[k] + np.arange(rh[k])) * w).reshape(1, -1, 1)
                                + (lf[k] + np.arange(rw[k])).reshape(1, 1, -1)).reshape(-1) for k in range(len(rows))])
-    values = normal_at_cpu(draws, draw, np.repeat(rows, counts), element).to(x.dtype)
+    values = draws.normal_field_at_np(draw, np.repeat(rows, counts), element).to(x.dtype)
     for k, v in enumerate(torch.split(values, counts.tolist())):
         out[int(rows[k]), :, t[k]:t[k] + rh[k], lf[k]:lf[k] + rw[k]] = v.view(c, int(rh[k]), int(rw[k]))
     return out
@@ -156,7 +112,7 @@ def noise_on_device(out: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: 
     host uploads a column of numbers per rectangle, and the device finds each value's rectangle
     (a search among the rectangles' ends) and field position (divisions by the rectangle's
     width and area) from its place in the list of values, then hashes it (random.normal_keyed:
-    normal_field_at's operations, so the bits normal_at_cpu gives). Why: with the positions
+    normal_field_at's operations, so the bits Draws.normal_field_at_np gives). Why: with the positions
     made in numpy and hashed on the device from uploaded arrays, RandomErasing(0.25,
     value="random") cost 12.9 ms of host time per 256-image batch on a GPU host, for about 1.7
     million values; this is one upload and about 60 small launches."""

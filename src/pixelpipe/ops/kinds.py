@@ -140,6 +140,10 @@ class GeometryOp(Op):
     # and its sample() returns "field" and "grid", which the stage hands to the warp
     # (plan.deform); a stage takes one such op, a second one starts the next stage
     deformation: bool = False
+    # True: the op maps whatever window the op before it leaves onto its output size (Resize),
+    # so a geometric op before it with a `resampled(params, sizes)` form (Crop: its window
+    # unrounded) hands it that exact window instead of its whole-pixel one (plan.stages)
+    resamples_window: bool = False
 
     kind = "geometry"
     interpolation: str | None = None

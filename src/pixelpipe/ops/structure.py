@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws, op_blocks
-from ..data.transfer import to_device
+from ..data.transfer import Upload, to_device
 from .checks import check_prob
 from .kinds import ColorOp, GeometryOp, Op, Params, PixelOp
 
@@ -244,7 +244,7 @@ class _Structure(Op):
         once, before the first rows are written back."""
         n = x.shape[0]
         size = np.array(x.shape[-2:], dtype=np.float64)
-        upload = _Upload()
+        upload = Upload()
         pairs = []
         for k, rows, sub in self.step_pairs(params, draws):
             op = self.ops[k]
@@ -271,38 +271,6 @@ class _Structure(Op):
                 x, owned = x.clone(memory_format=torch.contiguous_format), True
             x.index_copy_(0, sent[pick], y.to(x.dtype))
         return x
-
-
-class _Upload:
-    """Host arrays of one call sent to a device in one copy: `add` each (with the dtype it is
-    wanted in on the device), then `send` gives their tensors there, in the order added. Each
-    array is cast on the host as `pixelwise.column` casts (a dtype numpy lacks, bfloat16, is
-    sent as float64 and cast on the device) and starts at a multiple of 8 bytes of one uint8
-    buffer, viewed back as its dtype."""
-
-    _NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
-              torch.int64: np.int64, torch.int32: np.int32}
-
-    def __init__(self) -> None:
-        self._parts: list[tuple[np.ndarray, torch.dtype]] = []
-
-    def add(self, values: np.ndarray, dtype: torch.dtype) -> int:
-        self._parts.append((np.ascontiguousarray(values, dtype=self._NUMPY.get(dtype, np.float64)).reshape(-1), dtype))
-        return len(self._parts) - 1
-
-    def send(self, device: torch.device) -> list[torch.Tensor]:
-        if not self._parts:
-            return []
-        starts = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a, _ in self._parts])
-        buf = np.zeros(int(starts[-1]), dtype=np.uint8)
-        for (a, _), at in zip(self._parts, starts):
-            buf[at:at + a.nbytes] = a.view(np.uint8)
-        sent = to_device(buf, device)
-        out = []
-        for (a, dtype), at in zip(self._parts, starts):
-            t = sent[at:at + a.nbytes].view(torch.from_numpy(a[:0]).dtype)
-            out.append(t if t.dtype == dtype else t.to(dtype))
-        return out
 
 
 def _kind_of(name: str, ops: Any) -> str:

@@ -29,7 +29,6 @@ import numpy as np
 from ..data.random import Draws, epochs, frame_prefix
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
-from ..ops.crop import Crop, Resize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
 from ..ops.matrices import host
 from . import fast
@@ -151,11 +150,13 @@ def _name(op: Op) -> str:
 
 
 def _resized_crops(ops: list[tuple[int, Op]]) -> set[int]:
-    """Where in `ops` a Crop stands whose next geometric op is a Resize: the two fold into one
-    map of the crop's exact window (fractions of the image unrounded, Crop.resampled) onto the
-    Resize's output, as Pillow's resize(box=...) resamples a fractional window."""
+    """Where in `ops` a geometric op with a `resampled` form (a Crop) stands whose next
+    geometric op resamples whatever window it gets (`resamples_window`: a Resize): the two
+    fold into one map of the exact window (fractions of the image unrounded) onto the next
+    op's output, as Pillow's resize(box=...) resamples a fractional window."""
     geo = [k for k, (_, op) in enumerate(ops) if isinstance(op, GeometryOp)]
-    return {k for k, nxt in zip(geo, geo[1:]) if isinstance(ops[k][1], Crop) and isinstance(ops[nxt][1], Resize)}
+    return {k for k, nxt in zip(geo, geo[1:])
+            if hasattr(ops[k][1], "resampled") and ops[nxt][1].resamples_window}  # type: ignore[attr-defined]
 
 
 def _blocks(prefixes: list[np.ndarray], ops: list[tuple[int, Op]]) -> list[np.ndarray]:

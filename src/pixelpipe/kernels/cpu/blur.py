@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ... import native
+from ..filters import rows_output
 
 __all__ = ["blur_library", "blur_rows_cpu"]
 
@@ -50,12 +51,7 @@ def blur_rows_cpu(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None,
     r = len(rows)
     if rows.min() < 0 or rows.max() >= n:
         raise ValueError(f"rows must lie in 0..{n - 1}, got {rows.min()}..{rows.max()}")
-    if owned:
-        out = x
-    elif r == n:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    else:
-        out = x.clone(memory_format=torch.contiguous_format)
+    out = rows_output(x, r, owned)
     wk = np.ascontiguousarray(along_w if along_w is not None else np.ones((r, 1)), dtype=np.float32)
     hk = np.ascontiguousarray(along_h if along_h is not None else np.ones((r, 1)), dtype=np.float32)
     geo = np.array([r, c, h, w, wk.shape[1], hk.shape[1], *x.stride(), *out.stride()], dtype=np.int64)

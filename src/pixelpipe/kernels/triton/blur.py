@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ...data.transfer import to_device
+from ...data.transfer import Upload
+from ..filters import rows_output
 
 __all__ = ["blur_rows"]
 
@@ -109,23 +110,15 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
     passes = [(3, k) for k in (along_w,) if k is not None] + [(2, k) for k in (along_h,) if k is not None]
     if not passes or len(rows) == 0:
         return x
-    n, c, h, w = x.shape
+    c, h, w = x.shape[1:]
     r = len(rows)
-    # one int32 buffer: the row numbers, then each pass's float32 weights as their bits
-    parts = [np.asarray(rows, dtype=np.int32)] + [np.ascontiguousarray(k, dtype=np.float32).view(np.int32).reshape(-1)
-                                                 for _, k in passes]
-    sent = to_device(np.concatenate(parts), x.device)
-    rows_t = sent[:r]
-    weights, at = [], r
+    upload = Upload()  # the row numbers and each pass's float32 weights in one copy
+    upload.add(rows, torch.int32)
     for _, k in passes:
-        weights.append(sent[at:at + k.size].view(torch.float32).view(r, k.shape[1]))
-        at += k.size
-    if owned:
-        out = x
-    elif r == n:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    else:
-        out = x.clone(memory_format=torch.contiguous_format)
+        upload.add(k, torch.float32)
+    rows_t, *flat = upload.send(x.device)
+    weights = [f.view(r, k.shape[1]) for f, (_, k) in zip(flat, passes)]
+    out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
     _launch(x, first, rows_t, weights[0], passes[0][0], gather=True, scatter=False)
     if len(passes) == 2:
