@@ -88,11 +88,37 @@ def test_a_failed_video_is_left_out_and_not_counted(tmp_path: Path, capsys: pyte
 
 
 def test_peers_that_cannot_run_are_rows_saying_why(tmp_root: Path, capsys: pytest.CaptureFixture[str]):
-    out = bench_json(TINY + ["--peers", "dali"], capsys)
+    out = bench_json(TINY + ["--peers", "dali,torchcodec"], capsys)
     rows = {r["name"]: r for r in out["results"]}
     assert rows["pixelpipe"]["clips"] == 2
     assert rows["dali"]["clips"] == 0 and rows["dali"]["clips_per_s"] == 0
     assert rows["dali"]["note"].startswith("not run: DALI's video reader decodes on a CUDA device")
+    tc = rows["torchcodec + torchvision"]
+    assert tc["clips"] == 0 and tc["note"].startswith("not run: the torchcodec peer decodes on a CUDA device")
+
+
+def test_a_missing_torchcodec_is_a_row(monkeypatch: pytest.MonkeyPatch):
+    from pixelpipe.tools.bench.peer_torchcodec_video import torchcodec_video
+
+    for name in ("torchcodec", "torchcodec.decoders"):
+        monkeypatch.setitem(sys.modules, name, None)
+    r = run_contender("torchcodec", lambda: torchcodec_video(["a.mp4"], 16, 2, 224, 2, 1, torch.device("cuda"),
+                                                             (0.5,) * 3, (0.5,) * 3), 1, 2, True, "", CPU, nvdec=True)
+    assert r.rate == 0 and r.note.startswith("not installed") and "pip install torchcodec" in r.note
+
+
+@pytest.mark.parametrize("frames, clip, stride", [(100, 16, 2), (31, 16, 2), (20, 16, 2), (1, 4, 3)])
+def test_torchcodec_clips_are_the_frames_asked_for(frames: int, clip: int, stride: int):
+    from pixelpipe.tools.bench.peer_torchcodec_video import clip_indices
+
+    for seed in range(20):
+        idx = clip_indices(frames, clip, stride, random.Random(seed))
+        assert len(idx) == clip and all(0 <= i < frames for i in idx)
+        steps = np.diff(idx)
+        if frames >= stride * (clip - 1) + 1:  # the whole clip fits: exact strides
+            assert (steps == stride).all()
+        else:  # a short video: from 0, its last frame repeated
+            assert idx[0] == 0 and (steps >= 0).all() and idx[-1] == frames - 1
 
 
 def test_a_missing_dali_is_a_row(monkeypatch: pytest.MonkeyPatch):

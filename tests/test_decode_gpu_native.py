@@ -77,7 +77,8 @@ def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_f
 
 
 @pytest.mark.parametrize("variable, attribute", [("PIXELPIPE_NVIMGCODEC_ALLOCATORS", "allocators_used"),
-                                                 ("PIXELPIPE_DECODE_AHEAD", "decode_ahead_used")])
+                                                 ("PIXELPIPE_DECODE_AHEAD", "decode_ahead_used"),
+                                                 ("PIXELPIPE_PINNED_BITSTREAMS", "_c[0].staging is not None")])
 def test_environment_switches_turn_the_helpers_off(variable, attribute) -> None:
     code = ("import torch; from pixelpipe.decode.gpu import GpuDecoder; "
             f"d = GpuDecoder(torch.device('cuda'), api='c'); print(d.{attribute}); d.close()")
@@ -198,6 +199,50 @@ def test_a_batch_opened_in_one_native_call_decodes_what_the_calls_one_by_one_dec
     fast.close()
     slow.close()
 
+
+
+@pytest.mark.parametrize("hw_fraction", [None, 0.0, 0.75])
+def test_bitstreams_staged_in_pinned_memory_decode_what_they_decode_in_place(jpegs: list[bytes], hw_fraction) -> None:
+    """decode/pinned_staging.py: the blobs copied into pinned arenas by native/open.c, against
+    code streams over the blobs themselves; batch after batch, so arenas are reused once the
+    device is done with them and a larger batch takes a larger one."""
+    from pixelpipe.decode import nvimgcodec_open
+    from pixelpipe.decode.pinned_staging import PinnedStaging
+
+    staged = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
+    plain = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
+    if nvimgcodec_open.library(staged._c[0]._api) is None:
+        pytest.skip("native/open.c was not built here (no C compiler)")
+    for lane in staged._c:
+        lane.staging = PinnedStaging()
+    for lane in plain._c:
+        lane.staging = None
+    for _ in range(3):
+        for blobs, regions in batches(jpegs, 12):
+            for regs in (None, regions):
+                assert_same_decode(staged, plain, blobs, regs)
+    pool = staged._c[0].staging
+    assert 1 <= pool.made <= 8 and len(pool) >= 1  # reused, not one arena per batch
+    staged.close()
+    plain.close()
+
+
+def test_a_staging_arena_is_reused_only_once_its_stream_is_done() -> None:
+    from pixelpipe.decode.pinned_staging import GRAIN, PinnedStaging
+
+    pool = PinnedStaging(keep=2)
+    a = pool.take(10)
+    assert a.is_pinned() and a.numel() == GRAIN
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(200_000_000)  # keeps the stream busy well past the next take
+    pool.give(a, stream)
+    b = pool.take(10)
+    assert b.data_ptr() != a.data_ptr() and pool.made == 2  # a is still read by the stream
+    stream.synchronize()
+    assert pool.take(GRAIN).data_ptr() == a.data_ptr()  # done: reused, any size it holds
+    c = pool.take(GRAIN + 1)
+    assert c.numel() == 2 * GRAIN  # rounded up to the grain
 
 
 @pytest.mark.parametrize("native_open", [True, False])

@@ -36,6 +36,7 @@ class Library:
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self.read_at: list[int] = []  # where each code stream's bytes were read
         self.ids: dict[tuple, int] = {}  # a handle per thing made, the same whichever path made it
 
         def handle(*key) -> int:
@@ -43,6 +44,7 @@ class Library:
 
         def create(instance, out, data, length, name):
             blob = C.string_at(data, length)
+            self.read_at.append(data)
             self.calls.append(("create", instance, blob, name))
             if blob == b"unparsable":
                 return 7
@@ -114,7 +116,24 @@ def decoder(library: Library) -> capi.CDecoder:
     dec._api = SimpleNamespace(free=library.fns, held=library.fns, batch=None)
     dec._instance = C.c_void_p(INSTANCE)
     dec._open_lock, dec._opened, dec._decoded = threading.RLock(), weakref.WeakSet(), collections.deque()
+    dec.staging = None
     return dec
+
+
+class HostStaging:
+    """PinnedStaging's interface over ordinary host tensors (no CUDA): what was taken and given."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[int, torch.Tensor]] = []
+        self.given: list[tuple[torch.Tensor, object]] = []
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        arena = torch.full((nbytes + 100,), 0xEE, dtype=torch.uint8)
+        self.taken.append((nbytes, arena))
+        return arena
+
+    def give(self, arena: torch.Tensor, stream: object) -> None:
+        self.given.append((arena, stream))
 
 
 BLOBS = [b"first jpeg", b"unparsable", b"second", b"third one", b"fourth", b"fifth!"]
@@ -169,6 +188,33 @@ def test_the_same_calls_slots_and_reasons_as_the_calls_one_by_one(stand_ins):
     slow_streams, slow_images = slow.batch
     assert list(fast_streams[:3]) == list(slow_streams[:3]) and list(fast_images[:3]) == list(slow_images[:3])
     fast.release(), slow.release()  # while the stand-ins live
+
+
+def test_staged_blobs_are_copied_64_byte_aligned_and_the_code_streams_read_the_copies(stand_ins):
+    lib, library = stand_ins
+    stream = SimpleNamespace(cuda_stream=STREAM, device=torch.device("cpu"))
+    results = []
+    for staged in (False, True):
+        library.calls.clear(), library.read_at.clear()
+        dec = decoder(library)
+        dec.staging = HostStaging() if staged else None
+        opened = capi.Opened(dec, BLOBS)
+        nvimgcodec_open.open_batch(lib, dec, dec._instance, opened, BOXES, SIZES, stream)
+        results.append((dec, opened, [c for c in library.calls if c[0] != "image"], list(library.read_at)))
+    (_, plain, plain_calls, _), (dec, staged, staged_calls, read_at) = results
+    assert staged_calls == plain_calls  # the same bytes parsed, the same handles made
+    assert staged.ok == plain.ok and [type(s) for s in staged.slots] == [type(s) for s in plain.slots]
+    (nbytes, arena), = dec.staging.taken
+    assert nbytes == sum(-(-len(b) // 64) * 64 for b in BLOBS)
+    base, at = arena.data_ptr(), 0
+    for blob, address in zip(BLOBS, read_at):
+        assert address == base + at  # in batch order, each 64-byte aligned within the arena
+        assert bytes(arena[at:at + len(blob)].tolist()) == blob
+        at += -(-len(blob) // 64) * 64
+    assert staged.staging is arena and dec.staging.given == []
+    staged.release()
+    assert dec.staging.given == [(arena, stream)] and staged.staging is None  # back with the batch's stream
+    plain.release()
 
 
 def test_release_destroys_every_handle_made_once_subs_before_their_parents(stand_ins):

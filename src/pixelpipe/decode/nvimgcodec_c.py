@@ -35,11 +35,13 @@ import torch
 from . import nvimgcodec_open, nvimgcodec_queue
 from . import nvimgcodec_structs as S
 from .nvimgcodec_open import Slot
+from .pinned_staging import PinnedStaging, staging_wanted
 from .steady import HighWater
 
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
 _P = C.c_void_p
+STAGING_DEFAULT = False  # bitstreams staged in pinned memory unless PIXELPIPE_PINNED_BITSTREAMS says otherwise
 
 
 @dataclass
@@ -145,6 +147,7 @@ class Opened:
         self.batch: tuple[Any, Any] | None = None  # (code streams, images) as C arrays of len(ok)
         self.ticket: nvimgcodec_queue.Ticket | None = None  # submitted to the decoder's queue
         self.native: tuple[Any, ...] | None = None  # native/open.c's handles (nvimgcodec_open.release)
+        self.staging: torch.Tensor | None = None  # the pinned copy of the blobs the code streams read
         self.released = False
         self.decoded = False  # `CDecoder.run` ran (a batch decodes once)
 
@@ -171,6 +174,9 @@ class Opened:
                     held.nvimgcodecImageDestroy(img)
                 for h in reversed(handles):
                     held.nvimgcodecCodeStreamDestroy(h)
+            staging, self.staging = self.staging, None
+            if staging is not None and owner.staging is not None:  # reused once the stream's work is done
+                owner.staging.give(staging, self.stream)
 
     def __del__(self) -> None:
         try:
@@ -236,6 +242,8 @@ class CDecoder:
         self._decoded: collections.deque[Opened] = collections.deque()
         self.native_batch = True  # decode a batch in one native call where native/decode.c was built
         self.native_open = True  # open a batch in one native call where native/open.c was built
+        # the blobs copied into pinned memory by the native open (pinned_staging.py); None: read in place
+        self.staging: PinnedStaging | None = PinnedStaging() if staging_wanted(STAGING_DEFAULT) else None
         self.last_times: tuple[float, float, float] | None = None  # see _run
         self._queue = nvimgcodec_queue.start(api.batch, device_index) if ahead else None
         self.ahead = self._queue is not None

@@ -68,7 +68,7 @@ LAYOUT = _layout()
 
 SIGNATURES = {
     "pp_open_set": (None, [_P] * 5),
-    "pp_open_batch": (C.c_int, [_P, C.c_int, _P, _P, _P, _P, C.c_uint64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
+    "pp_open_batch": (C.c_int, [_P, C.c_int, _P, _P, _P, _P, C.c_uint64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "pp_release_batch": (None, [C.c_int, _P, _P, _P]),
 }
 FUNCTIONS = ("nvimgcodecCodeStreamCreateFromHostMem", "nvimgcodecCodeStreamGetSubCodeStream",
@@ -115,6 +115,10 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
     # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
+    staging = None
+    if decoder.staging is not None:  # the blobs copied into pinned memory: the decoders' uploads are DMA
+        staging = decoder.staging.take(int(((lengths + 63) // 64 * 64).sum()))
+        opened.staging = staging
     box = np.array([(*b, 1) if b is not None else (0, 0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 5)
     shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
     at = np.array(offsets, dtype=np.uint64)
@@ -124,7 +128,7 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
     streams, images = (_P * n)(), (_P * n)()
     lib.pp_open_batch(instance, n, data, lengths.ctypes.data, box.ctypes.data, shape.ctypes.data, base,
                       at.ctypes.data, LAYOUT.ctypes.data, C.byref(view), C.byref(info), parents, subs, image_of,
-                      codes.ctypes.data, streams, images)
+                      codes.ctypes.data, streams, images, None if staging is None else staging.data_ptr())
     opened.native = (lib, n, parents, subs, image_of)
     slots: list[Any] = []
     for k, code in enumerate(codes.tolist()):

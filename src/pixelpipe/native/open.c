@@ -54,11 +54,13 @@ void pp_open_set(void *create, void *sub, void *cs_destroy, void *image_create, 
    has flag 1, a region view of it (subs[k]); then an image of sizes[k] (h, w; interleaved RGB) at
    buffer + offsets[k]. codes[k] says how far it got; every handle made is kept (NULL where none),
    for pp_release_batch. The decodable ones, in batch order, go to streams[] (the view, or the
-   whole code stream) and images[]. Returns how many there are. */
+   whole code stream) and images[]. Returns how many there are. staging: NULL, or pinned host
+   memory of at least the sum of the lengths each rounded up to 64 bytes: each blob is copied
+   there (in batch order, 64-byte aligned) and its code stream reads the copy. */
 int pp_open_batch(void *instance, int n, const unsigned char **blobs, const size_t *lengths, const int32_t *boxes,
                   const int32_t *sizes, uint64_t buffer, const uint64_t *offsets, const int64_t *layout,
                   const void *view_template, const void *info_template, void **parents, void **subs,
-                  void **image_of, int *codes, void **streams, void **images)
+                  void **image_of, int *codes, void **streams, void **images, unsigned char *staging)
 {
     unsigned char *view = (unsigned char *)malloc((size_t)layout[0]);
     unsigned char *info = (unsigned char *)malloc((size_t)layout[3]);
@@ -74,10 +76,17 @@ int pp_open_batch(void *instance, int n, const unsigned char **blobs, const size
     }
     memcpy(view, view_template, (size_t)layout[0]);
     memcpy(info, info_template, (size_t)layout[3]);
+    size_t staged = 0;
     for (int k = 0; k < n; k++) {
         void *parent = NULL, *sub = NULL, *image = NULL;
         parents[k] = subs[k] = image_of[k] = NULL;
-        if (g_create(instance, &parent, blobs[k], lengths[k], NULL) != 0) {
+        const unsigned char *data = blobs[k];
+        if (staging) {
+            memcpy(staging + staged, blobs[k], lengths[k]);
+            data = staging + staged;
+            staged += (lengths[k] + 63) & ~(size_t)63;
+        }
+        if (g_create(instance, &parent, data, lengths[k], NULL) != 0) {
             codes[k] = PP_OPEN_PARSE;
             continue;
         }

@@ -37,7 +37,7 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench --data DIR --pipeline ssd --peers dali,torchvision   # detection: boxes from a generated COCO file
   pixelpipe bench --device cpu --data DIR --pipeline rn50 --boxes 20 --peers none   # what 20 boxes an image cost
   pixelpipe bench --pipeline volume --device cuda --rounds 7    # 8 CT volumes beside MONAI (and TorchIO on cpu)
-  pixelpipe bench --pipeline video --device cuda --peers dali --rounds 5 --seconds 3   # 32 generated 720p H.264 videos
+  pixelpipe bench --pipeline video --device cuda --peers dali,torchcodec --rounds 5 --seconds 3   # 32 generated 720p H.264 videos
   pixelpipe bench --pipeline video --data VIDEOS --device cpu --peers pyav   # 16-frame clips beside a PyAV loop
 """
 
@@ -109,7 +109,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                         "boxes), or a preset's name (default rn50); on the CPU the Pillow loop runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
                         "normalise) beside MONAI and TorchIO (--peers monai,torchio). video: clips of 16 frames at "
                         "stride 2, random resized crop 224, flip, normalise, float16 NCTHW, beside DALI's "
-                        "fn.readers.video (cuda, --peers dali) or a PyAV loop (cpu, --peers pyav), with NVDEC's use")
+                        "fn.readers.video (cuda, --peers dali), torchcodec + torchvision v2 (cuda, --peers torchcodec) or a PyAV loop (cpu, --peers pyav), with NVDEC's use")
     p.add_argument("--size", type=int, default=None,
                    help="(volume) volumes of size x 1.2 size x size voxels (default 160); (video) the generated "
                         "videos' height, 16:9 (default 720)")

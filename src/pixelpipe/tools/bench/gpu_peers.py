@@ -54,7 +54,7 @@ Factory = Callable[[], RunPass]
 # torchvision DataLoader forks its workers before DALI starts its own threads.
 GPU_PEERS = ("torchvision", "kornia", "dali")
 # What to install when an import fails (STYLE.md, idea 11): module -> pip package.
-INSTALL = {"nvidia": "nvidia-dali-cuda130", "torchvision": "torchvision", "kornia": "kornia"}
+INSTALL = {"nvidia": "nvidia-dali-cuda130", "torchvision": "torchvision", "kornia": "kornia", "torchcodec": "torchcodec"}
 # Versions shown in the header: short name -> how its distribution's name starts.
 PACKAGES = {"torch": "torch", "triton": "triton", "dali": "nvidia-dali-cuda",
             "torchvision": "torchvision", "kornia": "kornia", "nvimgcodec": "nvidia-nvimgcodec"}

@@ -9,7 +9,7 @@ inspect` takes them), or `n` generated H.264 videos (tools/videos.synthetic_vide
 pattern, a key frame every GOP frames) `height` lines high at 16:9, kept in the temporary
 folder for the next run with the same settings.
 
-The contenders and their timing are the image bench's: gpu_peers.run_contender builds and
+Peers: `pyav` (CPU), `dali` and `torchcodec` (CUDA). The contenders and their timing are the image bench's: gpu_peers.run_contender builds and
 times each (a peer that is missing or fails is a row with rate 0 and the reason), in_rounds
 alternates them over rounds, report prints the table, the per-round ratios or JSON. Results
 count clips; frames/s is clips/s x CLIP_FRAMES; the frames decoded are each clip's first to
@@ -36,12 +36,13 @@ from .timing import Result, in_rounds, report
 
 RunPass = Callable[[int], Iterator[int]]
 
-VIDEO_PEERS = ("pyav", "dali")  # pyav: the CPU loop (pyav_loop.py); dali: fn.readers.video on CUDA
+VIDEO_PEERS = ("pyav", "dali", "torchcodec")  # pyav: the CPU loop (pyav_loop.py); dali: fn.readers.video on
+# CUDA; torchcodec: its NVDEC decoder + torchvision v2 on CUDA (peer_torchcodec_video.py)
 DEFAULT_PEERS = {"cpu": ["pyav"], "cuda": ["dali"]}
 VIDEOS, HEIGHT, FRAMES, GOP = 32, 720, 96, 30  # the generated set: videos, lines, frames (+0..10), key frame interval
 MIN_HEIGHT = 36  # a generated frame is at least 64x36: the frame index drawn into it needs 64x24
 LOOKED_AT = 8  # --data: the files probed to describe the set in the header
-VIDEO_PACKAGES = {"av": "av", "pynvvideocodec": "PyNvVideoCodec"}  # header name -> distribution
+VIDEO_PACKAGES = {"av": "av", "pynvvideocodec": "PyNvVideoCodec", "torchcodec": "torchcodec"}  # header name -> distribution
 
 
 # ----------------------------------------------------------------------------- the data
@@ -193,6 +194,14 @@ def contenders(reader: Any, files: list[str] | None, dev: torch.device, peers: S
             rows.append(("dali", lambda: dali_video(files or [], clip, stride, crop, batch, threads, dev, VIDEO_MEAN,
                                                     VIDEO_STD), f"fn.readers.video (NVDEC), {threads} threads")
                         if cuda else ("dali", None, "not run: DALI's video reader decodes on a CUDA device (--device cuda)"))
+        elif peer == "torchcodec":
+            from .peer_torchcodec_video import torchcodec_video
+
+            rows.append(("torchcodec + torchvision", lambda: torchcodec_video(files, clip, stride, crop, batch, threads,
+                                                                              dev, VIDEO_MEAN, VIDEO_STD),
+                         f"torchcodec VideoDecoder(device=cuda) per video + torchvision v2, {threads} threads")
+                        if cuda else ("torchcodec + torchvision", None,
+                                      "not run: the torchcodec peer decodes on a CUDA device (--device cuda)"))
     return rows
 
 

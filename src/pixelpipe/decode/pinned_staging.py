@@ -1,0 +1,76 @@
+"""Pinned host memory for a batch's JPEG bitstreams, reused across batches.
+
+nvImageCodec's GPU decoders copy each code stream's bytes to the device. From ordinary
+(pageable) memory that is a staged copy: the CUDA driver copies the bytes through a pinned
+buffer of its own, chunk by chunk, on the decoding thread, and the copy shows as "Memcpy HtoD
+(Pageable -> Device)" in a profile. From pinned memory it is one DMA the copy engines do alone.
+native/open.c copies a batch's blobs into one of these arenas (without the GIL) and makes the
+code streams over the copies.
+
+An arena goes back to the pool with an event recorded on the batch's decode stream when the
+batch is released, and is handed out again only once that event has completed (the device is
+done reading it). Arenas are rounded up to GRAIN bytes; at most KEEP wait in the pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+
+__all__ = ["PinnedStaging", "staging_wanted"]
+
+GRAIN = 4 << 20
+KEEP = 6
+ENV = "PIXELPIPE_PINNED_BITSTREAMS"
+
+
+def staging_wanted(default: bool = True) -> bool:
+    """Whether a decoder stages bitstreams in pinned memory: PIXELPIPE_PINNED_BITSTREAMS=0 or 1
+    where set, else `default`."""
+    value = os.environ.get(ENV, "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
+    return default
+
+
+class PinnedStaging:
+    """A pool of pinned uint8 arenas (see the module docstring); thread-safe."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self._lock = threading.Lock()
+        self._free: list[tuple[torch.Tensor, torch.cuda.Event | None]] = []
+        self.keep = keep
+        self.made = 0  # arenas allocated so far (a steady pipeline stops making them)
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        """An arena of at least `nbytes` that no device work reads any more."""
+        with self._lock:
+            for k, (arena, done) in enumerate(self._free):
+                if arena.numel() >= nbytes and (done is None or done.query()):
+                    del self._free[k]
+                    return arena
+            self.made += 1
+        size = max(GRAIN, -(-nbytes // GRAIN) * GRAIN)
+        return torch.empty(size, dtype=torch.uint8, pin_memory=True)
+
+    def give(self, arena: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
+        """Back to the pool, reusable once `stream`'s work queued so far is done (None: at once)."""
+        done = None
+        if stream is not None:
+            done = torch.cuda.Event()
+            done.record(stream)
+        with self._lock:
+            self._free.append((arena, done))
+            while len(self._free) > self.keep:  # drop the smallest arena the device is done with
+                idle = [k for k, (a, e) in enumerate(self._free) if e is None or e.query()]
+                if not idle:
+                    break
+                del self._free[min(idle, key=lambda k: self._free[k][0].numel())]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._free)
