@@ -132,7 +132,7 @@ class HostStaging:
         self.taken.append((nbytes, arena))
         return arena
 
-    def give(self, arena: torch.Tensor, stream: object) -> None:
+    def give(self, arena: torch.Tensor, stream: object, done: object = None) -> None:
         self.given.append((arena, stream))
 
 
@@ -245,7 +245,7 @@ def test_release_takes_the_ticket_back_before_it_drops_the_buffer(stand_ins):
     opened = capi.Opened(dec, BLOBS)
     nvimgcodec_open.open_batch(lib, dec, dec._instance, opened, BOXES, SIZES, stream)
     seen = []
-    opened.ticket = SimpleNamespace(retire=lambda: seen.append((opened.buffer is not None, opened.native is not None)))
+    opened.ticket = SimpleNamespace(event=None, retire=lambda: seen.append((opened.buffer is not None, opened.native is not None)))
     opened.release()
     assert seen == [(True, True)] and opened.buffer is None and opened.native is None
 

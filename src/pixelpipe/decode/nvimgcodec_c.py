@@ -159,6 +159,7 @@ class Opened:
             self.released = True
             owner._opened.discard(self)
             ticket, self.ticket = self.ticket, None
+        decoded = None if ticket is None else ticket.event  # completes once the batch is decoded
         if ticket is not None:  # queued: cancelled; decoding: waited for (it writes the buffer)
             ticket.retire()
         with owner._open_lock:  # close() cannot destroy the instance meanwhile
@@ -176,7 +177,7 @@ class Opened:
                     held.nvimgcodecCodeStreamDestroy(h)
             staging, self.staging = self.staging, None
             if staging is not None and owner.staging is not None:  # reused once the stream's work is done
-                owner.staging.give(staging, self.stream)
+                owner.staging.give(staging, self.stream, decoded)
 
     def __del__(self) -> None:
         try:

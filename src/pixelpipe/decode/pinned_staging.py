@@ -7,9 +7,11 @@ buffer of its own, chunk by chunk, on the decoding thread, and the copy shows as
 native/open.c copies a batch's blobs into one of these arenas (without the GIL) and makes the
 code streams over the copies.
 
-An arena goes back to the pool with an event recorded on the batch's decode stream when the
-batch is released, and is handed out again only once that event has completed (the device is
-done reading it). Arenas are rounded up to GRAIN bytes; at most KEEP wait in the pool.
+An arena goes back to the pool when its batch is released, with the event that completes once
+the batch is decoded (the decode queue's; else one recorded then on the batch's stream), and is
+handed out again only once that event has completed (the device is done reading it). Arenas are
+rounded up to GRAIN bytes; at most KEEP wait in the pool, and once KEEP are there and none is
+done, a take waits for the oldest one that is large enough rather than pinning more memory.
 """
 
 from __future__ import annotations
@@ -49,18 +51,25 @@ class PinnedStaging:
     def take(self, nbytes: int) -> torch.Tensor:
         """An arena of at least `nbytes` that no device work reads any more."""
         with self._lock:
-            for k, (arena, done) in enumerate(self._free):
-                if arena.numel() >= nbytes and (done is None or done.query()):
-                    del self._free[k]
-                    return arena
+            large = [k for k, (arena, _) in enumerate(self._free) if arena.numel() >= nbytes]
+            for k in large:
+                done = self._free[k][1]
+                if done is None or done.query():
+                    return self._free.pop(k)[0]
+            if large and len(self._free) >= self.keep:  # enough pinned: wait for the oldest
+                arena, done = self._free.pop(large[0])
+                if done is not None:
+                    done.synchronize()
+                return arena
             self.made += 1
         size = max(GRAIN, -(-nbytes // GRAIN) * GRAIN)
         return torch.empty(size, dtype=torch.uint8, pin_memory=True)
 
-    def give(self, arena: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
-        """Back to the pool, reusable once `stream`'s work queued so far is done (None: at once)."""
-        done = None
-        if stream is not None:
+    def give(self, arena: torch.Tensor, stream: torch.cuda.Stream | None,
+             done: torch.cuda.Event | None = None) -> None:
+        """Back to the pool, reusable once `done` has completed or, without it, once `stream`'s
+        work queued so far is done (neither: at once)."""
+        if done is None and stream is not None:
             done = torch.cuda.Event()
             done.record(stream)
         with self._lock:
