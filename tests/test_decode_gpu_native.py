@@ -222,7 +222,7 @@ def test_bitstreams_staged_in_pinned_memory_decode_what_they_decode_in_place(jpe
             for regs in (None, regions):
                 assert_same_decode(staged, plain, blobs, regs)
     pool = staged._c[0].staging
-    assert 1 <= pool.made <= pool.keep + 2 and len(pool) >= 1  # reused, not one arena per batch
+    assert 1 <= pool.made <= 3  # reused (the last batch's arena is held until the next one is planned)
     staged.close()
     plain.close()
 

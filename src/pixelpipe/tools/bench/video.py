@@ -240,6 +240,8 @@ def run_video_bench(data: str | None, device: str, batch: int | None, threads: i
     threads = threads or len(os.sched_getaffinity(0))
     if dev.type == "cpu":
         torch.set_num_threads(1)  # the frames' work runs on the engine's threads; OpenMP on top oversubscribes
+    if "torchcodec" in names and dev.type == "cuda":
+        _load_torchcodec_first()
     reader, files, what = video_data(data, n, height)
     span = stride * (clip - 1) + 1
     rows = contenders(reader, files, dev, names, clip, stride, crop, batch, threads)
@@ -261,6 +263,16 @@ def run_video_bench(data: str | None, device: str, batch: int | None, threads: i
         header += f"\nrounds={rounds}, at least {seconds:g} s per contender and round"
     report(results, per_round, header, as_json, {"versions": versions}, unit="clips")
     return results
+
+
+def _load_torchcodec_first() -> None:
+    """torchcodec's FFmpeg libraries loaded before PyNvVideoCodec's (pixelpipe's NVDEC path):
+    loaded after them, its decoders found no video stream in any file ("The best video stream is
+    unknown"; torchcodec 0.17, PyNvVideoCodec 2.2.4). A missing torchcodec is its row's to say."""
+    try:
+        import torchcodec.decoders  # noqa: F401
+    except Exception:  # ImportError, or its libraries missing: the row says so
+        pass
 
 
 def _video_versions() -> dict[str, str]:
