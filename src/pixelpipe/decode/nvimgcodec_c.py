@@ -41,7 +41,7 @@ from .steady import HighWater
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
 _P = C.c_void_p
-STAGING_DEFAULT = False  # bitstreams staged in pinned memory unless PIXELPIPE_PINNED_BITSTREAMS says otherwise
+STAGING_DEFAULT = True  # bitstreams staged in pinned memory unless PIXELPIPE_PINNED_BITSTREAMS says otherwise
 
 
 @dataclass
