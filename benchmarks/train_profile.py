@@ -28,29 +28,17 @@ from collections import defaultdict
 
 import torch
 from _common import add_gpu_decoding, file_list
-from train_throughput import BATCH, LOADERS
+from train_throughput import BATCH, LOADERS, training_step
 
 TOP = 8  # training kernels compared with the synthetic run
 
 
 def record(model_name: str, batches, warmup: int, steps: int) -> list[tuple[str, int, int, int, bool]]:
     """(name, stream, start ns, end ns, is_kernel) of every GPU record over `steps` steps."""
-    import torchvision
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    model = getattr(torchvision.models, model_name)(num_classes=1000).cuda().to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    target = torch.randint(0, 1000, (BATCH,), device="cuda")
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(x: torch.Tensor) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = loss_fn(model(x.contiguous(memory_format=torch.channels_last)), target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step = training_step(model_name)
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()

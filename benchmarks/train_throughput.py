@@ -134,9 +134,8 @@ def isolate_main() -> str:
     return f"loop on CPU {main_cpu}, {len(others)} CPUs for the other threads (siblings {sorted(siblings)} kept free)"
 
 
-def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int,
-          pin_main: bool = False, step_times: bool = False) -> tuple[float, float]:
-    """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
+def training_step(model_name: str) -> Callable[[torch.Tensor], None]:
+    """One SGD step of a torchvision model (channels_last, bf16 autocast) on a batch of BATCH."""
     import torchvision
 
     model = getattr(torchvision.models, model_name)(num_classes=1000).cuda().to(memory_format=torch.channels_last)
@@ -151,6 +150,13 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
         loss.backward()
         opt.step()
 
+    return step
+
+
+def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int,
+          pin_main: bool = False, step_times: bool = False) -> tuple[float, float]:
+    """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
+    step = training_step(model_name)
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()

@@ -342,3 +342,13 @@ def test_round_spread_gives_the_median_ratio_and_says_when_the_rounds_disagree(c
     print_spread("pixelpipe", "dali", [1.2, 0.9])  # two rounds: nothing to say
     print_round_ratios(rounds([10, 12, 14], [20, 0, 0]))  # one usable round against dali
     assert "over" not in capsys.readouterr().out
+
+
+def test_a_short_epoch_is_noted_under_the_header():
+    from pixelpipe.tools.bench.gpu_peers import SHORT_EPOCH, short_epoch_note
+
+    note = short_epoch_note(64, 256)
+    assert "an epoch of 64 samples is 1 batch(es) of 256" in note and "192 padding sample(s)" in note
+    assert "(300% more work than counted)" in note and f"at least {SHORT_EPOCH * 256} samples" in note
+    assert "80 padding" in short_epoch_note(1200, 256) and "(7% more work" in short_epoch_note(1200, 256)
+    assert short_epoch_note(SHORT_EPOCH * 256, 256) == "" and short_epoch_note(0, 256) == ""

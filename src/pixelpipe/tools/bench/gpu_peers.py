@@ -110,6 +110,23 @@ def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: i
             + ", ".join(f"{k} {v}" for k, v in versions.items()))
 
 
+SHORT_EPOCH = 8  # epochs of fewer batches than this get a note under the header
+
+
+def short_epoch_note(total: int, batch: int) -> str:
+    """A header line when a pass (an epoch) is only a few batches long: a Pipeline pads its
+    epoch's last batch with decoded repeats of the epoch's first samples (counted out of the
+    rate), and a loader's pipeline refills at each epoch's start, so such a set weighs those
+    on the rate more than training on a full dataset does. Empty otherwise."""
+    if total <= 0 or batch <= 0 or total >= SHORT_EPOCH * batch:
+        return ""
+    batches = -(-total // batch)
+    padded = batches * batch - total
+    return (f"\nnote: an epoch of {total} samples is {batches} batch(es) of {batch}; pixelpipe decodes "
+            f"{padded} padding sample(s) per epoch ({padded / total:.0%} more work than counted) and each "
+            f"epoch starts its pipeline again: for throughput, use at least {SHORT_EPOCH * batch} samples")
+
+
 def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool, note: str,
                   device: torch.device, seconds: float = 0.0, nvdec: bool = False) -> Result:
     """Build a contender (untimed) and time it; a failure becomes a row with rate 0. nvdec:
@@ -354,6 +371,8 @@ def run_gpu_bench(blobs: Sequence[bytes], what: str, pipeline: str, device: str,
     total = len(blobs)
     images = decode_head(blobs, batch, dev) if augment_only else None
     header = bench_header(pipeline, str(dev), batch, threads, passes, what, augment_only)
+    if not augment_only:
+        header += short_epoch_note(total, batch)
     if rounds > 1 or seconds:
         header += f"\nrounds={rounds}, at least {seconds:g} s per contender and round"
     if images is not None:
