@@ -35,6 +35,7 @@ BENCH_EXAMPLES = """examples:
   pixelpipe bench --data DIR --pipeline rich --peers dali,torchvision,kornia --batch 256
   pixelpipe bench --data DIR --peers dali --rounds 7 --seconds 2   # medians of 7 alternating rounds
   pixelpipe bench --data DIR --pipeline ssd --peers dali,torchvision   # detection: boxes from a generated COCO file
+  pixelpipe bench --data DIR --pipeline maskrcnn --peers dali   # boxes and instance masks, LetterBox 1024
   pixelpipe bench --device cpu --data DIR --pipeline rn50 --boxes 20 --peers none   # what 20 boxes an image cost
   pixelpipe bench --pipeline volume --device cuda --rounds 7    # 8 CT volumes beside MONAI (and TorchIO on cpu)
   pixelpipe bench --pipeline video --device cuda --peers dali,torchcodec --rounds 5 --seconds 3   # 32 generated 720p H.264 videos
@@ -106,7 +107,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                                   "folder, list file or tar shards of videos (default: generated H.264 videos)")
     p.add_argument("--pipeline", default="rn50", choices=(*BENCH_PIPELINES, "volume", "video"),
                    help="rn50, rich, val, randaugment, ssd (detection: zoom-out, IoU crop, flip, 300x300, jitter, with "
-                        "boxes), or a preset's name (default rn50); on the CPU the Pillow loop runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
+                        "boxes), maskrcnn (LetterBox 1024, flip, with boxes and instance masks), or a preset's name (default rn50); on the CPU the Pillow loop runs the same ops. volume: 3-D volumes (affine, flip, crop, windowing, "
                         "normalise) beside MONAI and TorchIO (--peers monai,torchio). video: clips of 16 frames at "
                         "stride 2, random resized crop 224, flip, normalise, float16 NCTHW, beside DALI's "
                         "fn.readers.video (cuda, --peers dali), torchcodec + torchvision v2 (cuda, --peers torchcodec) or a PyAV loop (cpu, --peers pyav), with NVDEC's use")
@@ -134,7 +135,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
                         "generated videos (default 32)")
     p.add_argument("--boxes", type=int, default=None, metavar="N",
                    help="N random boxes with labels per image, moved with the images by pixelpipe (seeded; "
-                        "with --data, written to a generated COCO file); the ssd pipeline's default is 7. "
+                        "with --data, written to a generated COCO file); the ssd and maskrcnn pipelines' default is 7. "
                         "Other pipelines' peers run without boxes: compare with and without --boxes")
     p.add_argument("--augment-only", action="store_true", help="(cuda) time the transforms on decoded batches")
     p.add_argument("--cache", action="store_true", help="(cuda) also time epochs from the GPU cache")

@@ -83,6 +83,14 @@ def augment(fn: Any, types: Any, images: Any, boxes: Any, labels: Any) -> tuple[
     return images, fn.pad(boxes, fill_value=-1.0), fn.pad(labels, fill_value=-1)
 
 
+def fed_columns(fn: Any, types: Any, files: Batches, boxes: Batches, labels: Batches) -> tuple[Any, Any, Any]:
+    """external_source nodes of the encoded files (1-D uint8), boxes (float32 [K, 4]) and
+    labels (int32 [K]), fed batch by batch in step."""
+    return (fn.external_source(source=files, cycle="quiet", batch=True, device="cpu", dtype=types.UINT8, ndim=1),
+            fn.external_source(source=boxes, cycle="quiet", batch=True, device="cpu", dtype=types.FLOAT, ndim=2),
+            fn.external_source(source=labels, cycle="quiet", batch=True, device="cpu", dtype=types.INT32, ndim=1))
+
+
 def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], batch: int, threads: int,
                    device_id: int | None, decoder: str = "mixed", seed: int | None = None) -> Any:
     """The DALI pipeline: `source` is (images, boxes, labels) batches for external_source, or
@@ -98,29 +106,29 @@ def build_pipeline(source: tuple[Batches, Batches, Batches] | tuple[str, str], b
             encoded, boxes, labels = fn.readers.coco(file_root=root, annotations_file=annotations, ltrb=True,
                                                      ratio=True, random_shuffle=True, name="coco")
         else:
-            files, box_batches, label_batches = source
-            encoded = fn.external_source(source=files, cycle="quiet", batch=True, device="cpu",
-                                         dtype=types.UINT8, ndim=1)
-            boxes = fn.external_source(source=box_batches, cycle="quiet", batch=True, device="cpu",
-                                       dtype=types.FLOAT, ndim=2)
-            labels = fn.external_source(source=label_batches, cycle="quiet", batch=True, device="cpu",
-                                        dtype=types.INT32, ndim=1)
+            encoded, boxes, labels = fed_columns(fn, types, *source)
         images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
         return augment(fn, types, images, boxes, labels)
 
     return pipe()
 
 
-def _reader(source: Any, batch: int, threads: int, device: torch.device, plan: list[tuple[int, int]]) -> RunPass:
+def detection_reader(build: Callable[..., Any], source: Any, outputs: Sequence[str], total: int, batch: int,
+                     threads: int, device: torch.device) -> RunPass:
+    """A run pass over the detection pipeline `build(source, batch, threads, device_id)` makes,
+    read through DALIGenericIterator with `outputs` (the first is the images); one pass = the
+    batches of `total` samples, counting them. `source`: (annotations, root) for the COCO
+    reader, or a function of those batches' plan giving the external_source columns."""
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-    pipe = build_pipeline(source, batch, threads, _device_id(device))
+    plan = spans(total, batch)
+    pipe = build(source if isinstance(source, tuple) else source(plan), batch, threads, _device_id(device))
     pipe.build()
-    it = DALIGenericIterator([pipe], OUTPUTS)
+    it = DALIGenericIterator([pipe], list(outputs))
 
     def run(epoch: int) -> Iterator[int]:
         for _, size in plan:  # a reader fills its last batch with samples of the next pass: not counted
-            out = next(it)[0]["images"]
+            out = next(it)[0][outputs[0]]
             yield min(out.shape[0], size)
 
     return run
@@ -138,11 +146,11 @@ def dali_ssd_memory(blobs: Sequence[bytes], targets: Sequence[dict[str, np.ndarr
                     batch: int, threads: int, device: torch.device) -> RunPass:
     """external_source of the in-memory files and their boxes; `sizes` are the images' (height,
     width), to make the boxes relative."""
-    plan = spans(len(blobs), batch)
-    return _reader(memory_source(blobs, targets, sizes, plan), batch, threads, device, plan)
+    return detection_reader(build_pipeline, lambda plan: memory_source(blobs, targets, sizes, plan), OUTPUTS,
+                            len(blobs), batch, threads, device)
 
 
 def dali_ssd_coco(annotations: str, root: str, total: int, batch: int, threads: int,
                   device: torch.device) -> RunPass:
     """fn.readers.coco over a COCO instances file of `total` images under `root`."""
-    return _reader((annotations, root), batch, threads, device, spans(total, batch))
+    return detection_reader(build_pipeline, (annotations, root), OUTPUTS, total, batch, threads, device)

@@ -10,10 +10,11 @@ val or a preset's), so the ratio compares like work. `--peers torchvision` adds 
 DataLoader with one worker process per thread, each running the same ops as v2 transforms
 (peer_torchvision.v2_ops).
 
-With boxes (the ssd pipeline, or --boxes N with any pipeline) every image carries N random boxes
-and labels (coco_boxes.py: from a generated COCO file when --data is a folder of images);
-pixelpipe reads them as dict samples and moves them with the images. The ssd pipeline's peers
-(dali, torchvision) do the same on the GPU; the other pipelines' peers run without boxes, so
+With boxes (the ssd and maskrcnn pipelines, or --boxes N with any pipeline) every image carries
+N random boxes and labels (coco_boxes.py: from a generated COCO file when --data is a folder of
+images), maskrcnn's also an instance mask per box; pixelpipe reads them as dict samples and
+moves them with the images. The detection pipelines' peers (dali; torchvision for ssd) do the
+same on the GPU; the other pipelines' peers run without boxes, so
 `--boxes N` also times pixelpipe on the same images without boxes, in the same rounds (the row
 "without boxes"; the per-round ratios are with / without): what the targets cost pixelpipe.
 """
@@ -31,11 +32,11 @@ import torch
 
 from .coco_boxes import boxed_data
 from .images import image_files, load_images
-from .pipelines import BENCH_PIPELINES, pipeline_ops
+from .pipelines import BENCH_PIPELINES, DETECTION, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
 WITHOUT_BOXES = "without boxes"  # the row that times pixelpipe without the --boxes, beside the one with
-SSD_BOXES = 7  # the ssd pipeline's boxes per image unless --boxes says (COCO has about 7 on average)
+SSD_BOXES = 7  # the detection pipelines' boxes per image unless --boxes says (COCO has about 7 on average)
 
 
 @contextmanager
@@ -85,17 +86,19 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     """Time pixelpipe and its peers on `pipeline` (pipelines.BENCH_PIPELINES) and print the
     table. device "auto": CUDA where torch sees it, else the CPU. peers None: the device's
     default (the Pillow loop on the CPU, none on CUDA). boxes: random boxes per image (None:
-    none, or SSD_BOXES for the ssd pipeline)."""
+    none, or SSD_BOXES for the detection pipelines, ssd and maskrcnn; maskrcnn's boxes come
+    with instance masks)."""
     if pipeline not in BENCH_PIPELINES:
         raise SystemExit(f"pixelpipe bench: unknown pipeline {pipeline!r}; choose from {', '.join(BENCH_PIPELINES)}")
-    if pipeline == "ssd" and boxes is None:
+    if pipeline in DETECTION and boxes is None:
         boxes = SSD_BOXES
     if boxes is not None and boxes < (1 if pipeline == "ssd" else 0):
         raise SystemExit(f"pixelpipe bench: --boxes must be >= {1 if pipeline == 'ssd' else 0} with --pipeline "
                          f"{pipeline}, got {boxes} (the SSD crop samples around each image's boxes)")
     if boxes is not None and (augment_only or cache):
-        raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd, --boxes)")
-    boxed = None if boxes is None else boxed_data(data, n, boxes)
+        raise SystemExit("pixelpipe bench: --augment-only and --cache do not take boxes (--pipeline ssd or "
+                         "maskrcnn, --boxes)")
+    boxed = None if boxes is None else boxed_data(data, n, boxes, masks=pipeline == "maskrcnn")
     blobs, what = (boxed.blobs, boxed.what) if boxed is not None else load_images(data, n)
     items = blobs if boxed is None else boxed.samples()
     if device == "auto":
@@ -123,9 +126,9 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
     for peer in peers:
         if peer not in CPU_PEERS:
             print(f"note: peer {peer!r} has no CPU runner; CPU peers: {', '.join(CPU_PEERS)}", file=sys.stderr)
-        elif pipeline == "ssd":
-            print(f"note: peer {peer!r} has no ssd pipeline on the CPU", file=sys.stderr)
-    peers = [p for p in peers if p in CPU_PEERS and pipeline != "ssd"]
+        elif pipeline in DETECTION:
+            print(f"note: peer {peer!r} has no {pipeline} pipeline on the CPU", file=sys.stderr)
+    peers = [p for p in peers if p in CPU_PEERS and pipeline not in DETECTION]
 
     def ours(samples: Sequence[Any] = items, name: str = "pixelpipe (cpu)",
              note: str = f"Pipeline, {threads} threads") -> Result:
@@ -139,7 +142,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                          len(blobs), quiet, note, seconds)
 
     jobs = [ours]
-    if boxed is not None and pipeline != "ssd":  # in the same rounds, so that drift falls on both
+    if boxed is not None and pipeline not in DETECTION:  # in the same rounds, so that drift falls on both
         jobs.append(lambda: ours(blobs, WITHOUT_BOXES, f"pixelpipe, the same images without boxes, {threads} threads"))
     results, per_round = in_rounds(jobs + [lambda p=p: theirs(p) for p in peers], rounds)
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
