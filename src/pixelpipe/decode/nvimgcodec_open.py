@@ -114,11 +114,11 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
     base = buffer.data_ptr()
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
-    # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
     staging = None
     if decoder.staging is not None:  # the blobs copied into pinned memory: the decoders' uploads are DMA
         staging = decoder.staging.take(int(((lengths + 63) // 64 * 64).sum()))
         opened.staging = staging
+    # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
     box = np.array([(*b, 1) if b is not None else (0, 0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 5)
     shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
     at = np.array(offsets, dtype=np.uint64)
