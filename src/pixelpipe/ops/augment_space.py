@@ -240,6 +240,24 @@ def _apply(name: str, x: torch.Tensor, m: np.ndarray) -> torch.Tensor:
     raise ValueError(f"no policy operation named {name!r}")
 
 
+def apply_into(name: str, x: torch.Tensor, m: np.ndarray) -> bool:
+    """_apply's operation written into x itself where it has an in-place form with the same
+    numbers (the same elementwise products and sums, each rounded once as there): True when
+    done, False for the operations without one (x untouched)."""
+    if name == "Brightness":
+        x.mul_(column(1.0 + m, x)).clamp_(0.0, 1.0)
+    elif name in ("Color", "Contrast"):
+        other = _grey(x) if name == "Color" else _grey(x).mean((2, 3), keepdim=True)
+        f = column(1.0 + m, x)
+        rest = (1.0 - f) * other  # before x changes: a one-channel x is its own grey
+        x.mul_(f).add_(rest).clamp_(0.0, 1.0)
+    elif name == "Invert":
+        x.neg_().add_(1.0)  # 1 - x is 1 + (-x), exactly
+    else:
+        return False
+    return True
+
+
 def operands(name: str, m: np.ndarray) -> dict[str, np.ndarray]:
     """The per-sample numbers operation `name` computes with at magnitudes m (numpy [N]), as
     `apply_columns` takes them: float64 arrays (given to it in the image's dtype) and int64
@@ -296,6 +314,10 @@ class PixelPrimitive(_Primitive, PixelOp):
         if x.shape[0] == 0:
             return x
         return _apply(self.name, x, np.asarray(params["magnitude"], dtype=np.float64))
+
+    def apply_into(self, x: torch.Tensor, params: Params) -> bool:
+        """apply() written into x where the operation has an in-place form (augment_space.apply_into)."""
+        return x.shape[0] == 0 or apply_into(self.name, x, np.asarray(params["magnitude"], dtype=np.float64))
 
     def operands(self, params: Params) -> dict[str, np.ndarray]:
         """The per-sample numbers apply_columns takes (augment_space.operands)."""
