@@ -71,3 +71,14 @@ def test_one_rotating_map_sends_the_batch_to_the_general_form(monkeypatch: pytes
     perspective = axis_aligned_maps(rng, 2)
     perspective[0, 2, 0] = 1e-4
     assert not M._axis_aligned(perspective)
+
+
+def test_the_general_form_in_chunks_of_samples_gives_the_same_labels(monkeypatch: pytest.MonkeyPatch):
+    rng = np.random.default_rng(11)
+    items, sizes = label_images(rng, 5, 2)
+    inverse = axis_aligned_maps(rng, 5)
+    inverse[:, 0, 1] = 0.2  # a shear: the general form
+    whole = M.warp_masks(items, inverse, sizes, (21, 19), "reflect", 0, "cpu")
+    monkeypatch.setattr(M, "CHUNK_PIXELS", 2 * 21 * 19)  # two samples a pass, the last alone
+    assert torch.equal(M.warp_masks(items, inverse, sizes, (21, 19), "reflect", 0, "cpu"), whole)
+    assert torch.equal(whole, general(items, inverse, sizes, (21, 19), "reflect", 0))

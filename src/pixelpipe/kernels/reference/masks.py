@@ -10,7 +10,8 @@ the source points are computed in float64 as the reference image warp computes t
 every map of the batch is axis-aligned (a LetterBox, crop, resize or flip: no rotation, shear or
 perspective) the source columns and rows are computed once per sample and combined only in
 the gather's index: the same labels, without the [N, H, W] float64 planes of the general form
-(a batch of 64 masks at 1024x1024 made about fifteen of them).
+(a batch of 64 masks at 1024x1024 made about fifteen of them, 8 GB). The general form takes the
+samples CHUNK_PIXELS output pixels at a time (about 2 GB of planes at most).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ..deform import Deformation, displaced
 from ..filters import border_index
 
 __all__ = ["warp_masks"]
+
+CHUNK_PIXELS = 1 << 24  # output pixels per pass of the general form: about 15 float64 planes of this many
 
 
 def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.ndarray, out_size: tuple[int, int],
@@ -47,14 +50,22 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
     offsets = to_device(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), device)
     hw = to_device(np.round(image_sizes).astype(np.int64), device)
     inverse = np.ascontiguousarray(inverse, dtype=np.float64).reshape(n, 3, 3)
+    label = torch.tensor(fill, dtype=dtype, device=device)
+
+    def gather(first: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
+        got = flat[(first.unsqueeze(-1) + torch.arange(c, device=device)).clamp_(0, max(flat.numel() - 1, 0))]
+        return torch.where(outside.unsqueeze(-1), label, got) if border == "constant" else got
+
     if deform is None and _axis_aligned(inverse):
-        first, outside = _separable_index(inverse, hw, offsets, c, H, W, border, device)
-    else:
-        first, outside = _general_index(inverse, hw, offsets, c, H, W, border, device, deform)
-    gathered = flat[(first.unsqueeze(-1) + torch.arange(c, device=device)).clamp_(0, max(flat.numel() - 1, 0))]
-    if border == "constant":
-        gathered = torch.where(outside.unsqueeze(-1), torch.tensor(fill, dtype=dtype, device=device), gathered)
-    return gathered
+        return gather(*_separable_index(inverse, hw, offsets, c, H, W, border, device))
+    if deform is not None:
+        return gather(*_general_index(inverse, hw, offsets, c, H, W, border, device, deform))
+    out = torch.empty((n, H, W, c), dtype=dtype, device=device)
+    step = max(1, CHUNK_PIXELS // max(1, H * W))  # samples at a time: the float64 planes stay bounded
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        out[a:b] = gather(*_general_index(inverse[a:b], hw[a:b], offsets[a:b], c, H, W, border, device, None))
+    return out
 
 
 def _axis_aligned(inverse: np.ndarray) -> bool:
