@@ -17,7 +17,7 @@ for an implicit synchronisation, for a copy) or in its kernels (they ran slower:
 memory bandwidth). This tells which.
 
 Usage (one GPU): python benchmarks/train_profile.py --data DIR [--model resnet18]
-    [--loaders synthetic,pixelpipe,dali] [--steps 30] [--warmup 20] [--repeat 60]
+    [--loaders synthetic,pixelpipe,dali] [--steps 30] [--warmup 20] [--repeat 60] [--cuda-graph]
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ from train_throughput import BATCH, LOADERS, training_step
 TOP = 8  # training kernels compared with the synthetic run
 
 
-def record(model_name: str, batches, warmup: int, steps: int) -> list[tuple[str, int, int, int, bool]]:
+def record(model_name: str, batches, warmup: int, steps: int,
+           cuda_graph: bool = False) -> list[tuple[str, int, int, int, bool]]:
     """(name, stream, start ns, end ns, is_kernel) of every GPU record over `steps` steps."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    step = training_step(model_name)
+    step = training_step(model_name, cuda_graph)
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()
@@ -116,6 +117,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--cuda-graph", action="store_true", help="the training step as one CUDA graph (train_throughput.py)")
     add_gpu_decoding(ap)
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
@@ -130,7 +132,7 @@ def main() -> None:
     for name in args.loaders.split(","):
         batches, stop = LOADERS[name](args, listed)
         try:
-            r = analyse(record(args.model, batches, args.warmup, args.steps), args.steps)
+            r = analyse(record(args.model, batches, args.warmup, args.steps, args.cuda_graph), args.steps)
         finally:
             stop()
             del batches

@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from _common import add_gpu_decoding, file_list, gpu_decoding
@@ -134,8 +135,11 @@ def isolate_main() -> str:
     return f"loop on CPU {main_cpu}, {len(others)} CPUs for the other threads (siblings {sorted(siblings)} kept free)"
 
 
-def training_step(model_name: str) -> Callable[[torch.Tensor], None]:
-    """One SGD step of a torchvision model (channels_last, bf16 autocast) on a batch of BATCH."""
+def training_step(model_name: str, cuda_graph: bool = False) -> Callable[[torch.Tensor], None]:
+    """One SGD step of a torchvision model (channels_last, bf16 autocast) on a batch of BATCH.
+    cuda_graph: the whole step (forward, backward, optimiser) captured once in a CUDA graph on
+    the first batch and replayed after copying each batch into its input, as PyTorch's CUDA
+    graphs notes capture a whole network: the host issues one launch a step instead of hundreds."""
     import torchvision
 
     model = getattr(torchvision.models, model_name)(num_classes=1000).cuda().to(memory_format=torch.channels_last)
@@ -144,19 +148,43 @@ def training_step(model_name: str) -> Callable[[torch.Tensor], None]:
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(x: torch.Tensor) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=not cuda_graph):
             loss = loss_fn(model(x.contiguous(memory_format=torch.channels_last)), target)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    return step
+    if not cuda_graph:
+        return step
+    held: dict[str, Any] = {}
+
+    def replayed(x: torch.Tensor) -> None:
+        if not held:  # capture on the first batch: warm-up steps on a side stream, then the graph
+            static = x.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step(static)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+                    loss = loss_fn(model(static.contiguous(memory_format=torch.channels_last)), target)
+                loss.backward()
+                opt.step()
+            held.update(graph=graph, input=static)
+        held["input"].copy_(x)
+        held["graph"].replay()
+
+    return replayed
 
 
 def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: int,
-          pin_main: bool = False, step_times: bool = False) -> tuple[float, float]:
+          pin_main: bool = False, step_times: bool = False, cuda_graph: bool = False) -> tuple[float, float]:
     """(training images/s, share of wall time waiting in next()) over `steps` timed steps."""
-    step = training_step(model_name)
+    step = training_step(model_name, cuda_graph)
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()
@@ -199,7 +227,8 @@ def train_beside(model: str, batches: Iterator[torch.Tensor], args: argparse.Nam
     drainer = threading.Thread(target=drain, name="background-loader", daemon=True)
     drainer.start()
     try:
-        return train(model, synthetic_loader(args, "")[0], args.warmup, args.steps, args.pin_main, args.step_times)
+        return train(model, synthetic_loader(args, "")[0], args.warmup, args.steps, args.pin_main, args.step_times,
+                     args.cuda_graph)
     finally:
         done.set()
         drainer.join()
@@ -236,6 +265,9 @@ def main() -> None:
     ap.add_argument("--background", action="store_true",
                     help="train on the synthetic batch while each loader runs on another thread, its batches "
                          "dropped: how much a running loader slows the step, apart from waiting for its data")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="capture the training step in a CUDA graph (one launch a step): how much of the "
+                         "loss beside a loader is the host issuing the step's launches")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     args = ap.parse_args()
@@ -254,7 +286,8 @@ def main() -> None:
                 if args.background and name != "synthetic":
                     rate, wait = train_beside(model, batches, args)
                 else:
-                    rate, wait = train(model, batches, args.warmup, args.steps, args.pin_main, args.step_times)
+                    rate, wait = train(model, batches, args.warmup, args.steps, args.pin_main, args.step_times,
+                                       args.cuda_graph)
                 stop()
                 alone = float("nan")
                 if name != "synthetic":
