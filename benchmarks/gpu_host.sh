@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on an offline GPU host, from the repository root, after carrying .gpu-host/ (see
 # ../shared/gpu-host/prepare.sh). Usage:
-#   bash benchmarks/gpu_host.sh install      # wheels (and DALI parts if present) -> /tmp/site; C helpers
+#   bash benchmarks/gpu_host.sh install      # wheels (and the staged parts, benchmarks/gpu_stage.sh) -> /tmp/site; C helpers
 #   bash benchmarks/gpu_host.sh tests        # GPU test files, then the whole suite
 #   bash benchmarks/gpu_host.sh bench ARGS   # pixelpipe bench ARGS with the installed peers
 set -uo pipefail
@@ -10,13 +10,24 @@ export PYTHONPATH="$SITE:$PWD/src" PYTHONUNBUFFERED=1
 if [ -d "$SITE/nvidia" ]; then
   export LD_LIBRARY_PATH="$(ls -d "$SITE"/nvidia/*/lib 2>/dev/null | tr '\n' :)${LD_LIBRARY_PATH:-}"
 fi
+# torchcodec finds FFmpeg through PyAV's wheel: its av.libs, and links by soname (libavcodec.so.63, ...)
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/tmp/ffl:$SITE/av.libs"
 case "${1:-}" in
   install)
     whl=(.gpu-host/wheels/*.whl)
     if ls /tmp/dali-parts/part* >/dev/null 2>&1; then
       (cd /tmp/dali-parts && cat part* | tar x) && whl+=(/tmp/dali-parts/wheels/*.whl)
     fi
+    if ls /tmp/stage/p* >/dev/null 2>&1; then  # benchmarks/gpu_stage.sh's parts
+      (cd /tmp/stage && cat p* | tar x) && whl+=(/tmp/stage/wheels/*.whl /tmp/stage/vwheels/*.whl)
+    fi
+    # one pip call: a second --target call would skip the shared nvidia/ folder
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "${whl[@]}"
+    mkdir -p /tmp/ffl
+    for f in "$SITE"/av.libs/lib*.so.*; do
+      [ -e "$f" ] || continue
+      b=$(basename "$f"); v=${b#*.so.}; ln -sf "$f" "/tmp/ffl/${b%%-*}.so.${v%%.*}"
+    done
     # pixelpipe's C helpers built in place, beside src/pixelpipe/native/*.c (no download)
     python3 setup.py -q build_ext --inplace 2>&1 | grep -E "error|failed" || true
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
