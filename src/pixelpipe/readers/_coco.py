@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _coco_native
 from ._annotated import AnnotatedFiles, resolve
 from ._base import MAX_BYTES, ReaderError
 
@@ -81,6 +82,7 @@ class Coco(AnnotatedFiles):
             raise ReaderError(f"Coco: masks must be None, 'instances' or 'semantic', got {masks!r}")
         self.masks = masks
         self._mask = _mask_api() if masks is not None else None
+        self.native_masks = True  # polygons through readers/_coco_native.py where it is built
         self.annotations = os.fspath(annotations)
         self.root = os.fspath(root) if root is not None else os.path.dirname(self.annotations)
         try:
@@ -147,9 +149,13 @@ class Coco(AnnotatedFiles):
         window's area instead of the image's: 3.4 -> 0.53 ms per sample of seven objects on
         ImageNet-sized images (one core). Whole-image rasterisation held a Pipeline's file reads
         to 324 samples/s on an H200 host (pycocotools holds the GIL, so the reader threads take
-        turns)."""
+        turns). Where native/coco_masks.c is built, the polygon objects of a sample go to
+        pycocotools' C functions in one call without the GIL (readers/_coco_native.py; set
+        `native_masks = False` on the reader for the Python calls, its twin)."""
         h, w = self._sizes[i]
         out = np.zeros((h, w), dtype=self._dtype)
+        lib = _coco_native.library() if self.native_masks else None
+        pending: list[Any] = []  # polygon objects for one C call, flushed before any other object
         for k, (segm, category) in enumerate(self._segments[i]):
             if not segm:
                 continue
@@ -160,14 +166,25 @@ class Coco(AnnotatedFiles):
                     continue
                 y0, x0, y1, x1 = window
                 shifted = [[float(v) - (y0 if j & 1 else x0) for j, v in enumerate(p)] for p in segm]
+                if lib is not None and _coco_native.takes(shifted):
+                    pending.append((window, shifted, value))
+                    continue
+                if pending:
+                    _coco_native.rasterise(lib, out, pending)
+                    pending = []
                 rle = self._mask.merge(self._mask.frPyObjects(shifted, y1 - y0, x1 - x0))
                 out[y0:y1, x0:x1][self._mask.decode(rle).astype(bool)] = value
                 continue
+            if pending:
+                _coco_native.rasterise(lib, out, pending)
+                pending = []
             if isinstance(segm.get("counts"), list):  # uncompressed run lengths
                 rle = self._mask.frPyObjects(segm, h, w)
             else:
                 rle = segm
             out[self._mask.decode(rle).astype(bool)] = value
+        if pending:
+            _coco_native.rasterise(lib, out, pending)
         return out
 
     def __repr__(self) -> str:
