@@ -217,6 +217,23 @@ def test_staged_blobs_are_copied_64_byte_aligned_and_the_code_streams_read_the_c
     plain.release()
 
 
+def test_a_batch_past_the_largest_arena_reads_its_blobs_in_place(stand_ins, monkeypatch):
+    from pixelpipe.decode import pinned_staging
+
+    lib, library = stand_ins
+    monkeypatch.setattr(pinned_staging, "LARGEST", 64)  # every batch of BLOBS needs more
+    dec = decoder(library)
+    dec.staging = HostStaging()
+    opened = capi.Opened(dec, BLOBS)
+    library.read_at.clear()
+    nvimgcodec_open.open_batch(lib, dec, dec._instance, opened, BOXES, SIZES,
+                               SimpleNamespace(cuda_stream=STREAM, device=torch.device("cpu")))
+    assert dec.staging.taken == [] and opened.staging is None
+    assert [C.string_at(a, len(b)) for a, b in zip(library.read_at, BLOBS)] == BLOBS  # the blobs themselves
+    opened.release()
+    assert dec.staging.given == []
+
+
 def test_release_destroys_every_handle_made_once_subs_before_their_parents(stand_ins):
     seen = opened_both_ways(stand_ins)
     library = stand_ins[1]

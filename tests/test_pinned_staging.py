@@ -24,3 +24,14 @@ def test_a_bad_value_says_what_it_takes(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(ENV, "yes")
     with pytest.raises(ValueError, match="PIXELPIPE_PINNED_BITSTREAMS must be 0 or 1, got 'yes'"):
         staging_wanted(True)
+
+
+def test_a_batch_past_the_largest_arena_is_not_staged(monkeypatch: pytest.MonkeyPatch):
+    import numpy as np
+
+    from pixelpipe.decode import pinned_staging
+
+    assert pinned_staging.staged_size(np.array([1, 64, 65])) == 64 + 64 + 128
+    monkeypatch.setattr(pinned_staging, "LARGEST", 200)
+    assert pinned_staging.staged_size(np.array([100, 100])) is None  # 128 + 128 > 200
+    assert pinned_staging.staged_size(np.array([100])) == 128

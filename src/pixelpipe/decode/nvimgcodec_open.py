@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from . import nvimgcodec_structs as S
+from .pinned_staging import staged_size
 from .steady import HighWater
 
 __all__ = ["library", "open_batch", "output_buffer", "release"]
@@ -115,8 +116,9 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
     staging = None
-    if decoder.staging is not None:  # the blobs copied into pinned memory: the decoders' uploads are DMA
-        staging = decoder.staging.take(int(((lengths + 63) // 64 * 64).sum()))
+    need = staged_size(lengths) if decoder.staging is not None else None
+    if need is not None:  # the blobs copied into pinned memory: the decoders' uploads are DMA
+        staging = decoder.staging.take(need)
         opened.staging = staging
     # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
     box = np.array([(*b, 1) if b is not None else (0, 0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 5)

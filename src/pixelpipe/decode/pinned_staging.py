@@ -11,7 +11,9 @@ An arena goes back to the pool when its batch is released, with the event that c
 the batch is decoded (the decode queue's; else one recorded then on the batch's stream), and is
 handed out again only once that event has completed (the device is done reading it). Arenas are
 rounded up to GRAIN bytes; at most KEEP wait in the pool, and once KEEP are there and none is
-done, a take waits for the oldest one that is large enough rather than pinning more memory.
+done, a take waits for the oldest one that is large enough rather than pinning more memory. A
+batch of more than LARGEST bytes of bitstreams is not staged (`staged_size` says None): pinning
+that much host memory per batch would cost more than it saves.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 import torch
 
-__all__ = ["PinnedStaging", "staging_wanted"]
+__all__ = ["PinnedStaging", "staged_size", "staging_wanted"]
 
 GRAIN = 4 << 20
 KEEP = 6
+LARGEST = 256 << 20  # a batch of more bitstream bytes is read in place (its uploads staged by the driver)
 ENV = "PIXELPIPE_PINNED_BITSTREAMS"
 
 
@@ -37,6 +41,13 @@ def staging_wanted(default: bool = True) -> bool:
     if value:
         raise ValueError(f"{ENV} must be 0 or 1, got {value!r}")
     return default
+
+
+def staged_size(lengths: np.ndarray) -> int | None:
+    """The arena bytes a batch of bitstreams of `lengths` needs (each rounded up to 64), or None
+    when that is more than LARGEST."""
+    need = int(((np.asarray(lengths, dtype=np.int64) + 63) // 64 * 64).sum())
+    return need if need <= LARGEST else None
 
 
 class PinnedStaging:
