@@ -109,7 +109,7 @@ def test_a_missing_torchcodec_is_a_row(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize("frames, clip, stride", [(100, 16, 2), (31, 16, 2), (20, 16, 2), (1, 4, 3)])
 def test_torchcodec_clips_are_the_frames_asked_for(frames: int, clip: int, stride: int):
-    from pixelpipe.tools.bench.peer_torchcodec_video import clip_indices
+    from pixelpipe.tools.bench.batches import clip_indices
 
     for seed in range(20):
         idx = clip_indices(frames, clip, stride, random.Random(seed))

@@ -75,9 +75,9 @@ def test_a_compose_gives_the_same_masks_with_and_without_the_c_form(monkeypatch:
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr("pixelpipe.engine.engine.warp_masks_cpu", spy)
+    monkeypatch.setattr("pixelpipe.kernels.masks.warp_masks_cpu", spy)
     again = t(images, masks=labels, seed=1)["masks"]
     assert calls and torch.equal(again, fast)
-    monkeypatch.setattr("pixelpipe.engine.engine.warp_masks_cpu", lambda *a, **k: None)  # as without the helper
+    monkeypatch.setattr("pixelpipe.kernels.masks.warp_masks_cpu", lambda *a, **k: None)  # as without the helper
     twin = t(images, masks=labels, seed=1)["masks"]
     assert torch.equal(twin, fast)

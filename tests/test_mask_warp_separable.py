@@ -30,7 +30,7 @@ def axis_aligned_maps(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def general(items, inverse, sizes, out, border, fill):
-    n, c = len(items), items[0].shape[2]
+    c = items[0].shape[2]
     flat = torch.cat([m.reshape(-1) for m in items])
     offsets = torch.from_numpy(np.concatenate([[0], np.cumsum([m.numel() for m in items])[:-1]]).astype(np.int64))
     hw = torch.from_numpy(np.round(sizes).astype(np.int64))

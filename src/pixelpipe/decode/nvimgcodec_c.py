@@ -41,7 +41,6 @@ from .steady import HighWater
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
 _P = C.c_void_p
-STAGING_DEFAULT = True  # bitstreams staged in pinned memory unless PIXELPIPE_PINNED_BITSTREAMS says otherwise
 
 
 @dataclass
@@ -244,7 +243,7 @@ class CDecoder:
         self.native_batch = True  # decode a batch in one native call where native/decode.c was built
         self.native_open = True  # open a batch in one native call where native/open.c was built
         # the blobs copied into pinned memory by the native open (pinned_staging.py); None: read in place
-        self.staging: PinnedStaging | None = PinnedStaging() if staging_wanted(STAGING_DEFAULT) else None
+        self.staging: PinnedStaging | None = PinnedStaging() if staging_wanted() else None
         self.last_times: tuple[float, float, float] | None = None  # see _run
         self._queue = nvimgcodec_queue.start(api.batch, device_index) if ahead else None
         self.ahead = self._queue is not None

@@ -29,8 +29,7 @@ from ..data.targets import Targets
 from ..data.threads import one_torch_thread
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
-from ..kernels.cpu.masks import warp_masks_cpu
-from ..kernels.reference.masks import warp_masks
+from ..kernels.masks import warp_masks
 from ..plan import Program, Stage, fast
 from .options import GpuDecoding
 from .pixels import pixel_pieces, pixel_prefixes, run_pixels
@@ -298,13 +297,9 @@ class Engine:
         if targets.masks is not None:
             stage = work.stage
             out_size = work.spec.out_size
-            items, fill = targets.masks.items, work.program.output.mask_fill
-            warped = None
-            if device.type == "cpu" and plan.elastic is None and all(m.device.type == "cpu" for m in items):
-                warped = warp_masks_cpu(items, plan.inverse(), plan.in_sizes, out_size, stage.border, fill)
-            if warped is None:  # the plain-torch twin: on other devices, through a field, without the C helper
-                warped = warp_masks(items, plan.inverse(), plan.in_sizes, out_size, stage.border, fill, device,
-                                    None if plan.elastic is None else plan.deformation())
+            warped = warp_masks(targets.masks.items, plan.inverse(), plan.in_sizes, out_size, stage.border,
+                                work.program.output.mask_fill, device,
+                                None if plan.elastic is None else plan.deformation())
             moved.masks = type(targets.masks)(warped, targets.masks.planar)
             if work.program.targets.boxes_from_masks and moved.boxes is not None:
                 moved.boxes = boxes_from_masks(moved.boxes, moved.masks)

@@ -9,9 +9,10 @@
  * rasterised one sample at a time; here the threads work side by side.
  *
  * For object k: parts[k] polygons, each of lengths[] coordinates (x, y, x, y, ...; a polygon of
- * L values has L / 2 corners, as pycocotools counts them), already shifted into the object's
- * window (y0, x0, y1, x1) of the label image; its label values[k] is written (as `elem` bytes:
- * 1 or 4) where the decoded mask of its merged polygons is set. */
+ * L values has L / 2 corners, as pycocotools counts them) in the image, rasterised inside the
+ * object's window (y0, x0, y1, x1) of the label image (each coordinate less x0 or y0, as the
+ * Python twin shifts them); its label values[k] is written (as `elem` bytes: 1 or 4) where the
+ * decoded mask of its merged polygons is set. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -48,17 +49,27 @@ int pp_coco_polygons(int64_t n, const int64_t *parts, const int64_t *lengths, co
         const int64_t y0 = windows[4 * k], x0 = windows[4 * k + 1];
         const siz wh = (siz)(windows[4 * k + 2] - y0), ww = (siz)(windows[4 * k + 3] - x0);
         const int64_t np = parts[k];
+        int64_t values_of_object = 0;
+        for (int64_t p = 0; p < np; p++)
+            values_of_object += lengths[p];
         RLE *R = (RLE *)calloc((size_t)(np > 0 ? np : 1), sizeof(RLE));
         byte *mask = (byte *)malloc(wh * ww > 0 ? wh * ww : 1);
-        if (!R || !mask) {
+        double *shifted = (double *)malloc(sizeof(double) * (size_t)(values_of_object > 0 ? values_of_object : 1));
+        if (!R || !mask || !shifted) {
             free(R);
             free(mask);
+            free(shifted);
             return -1;
         }
+        double *at_value = shifted;
         for (int64_t p = 0; p < np; p++) {
-            g_fr_poly(&R[p], xy, (siz)(lengths[p] / 2), wh, ww);
+            for (int64_t j = 0; j < lengths[p]; j++)
+                at_value[j] = xy[j] - (double)((j & 1) ? y0 : x0);
+            g_fr_poly(&R[p], at_value, (siz)(lengths[p] / 2), wh, ww);
             xy += lengths[p];
+            at_value += lengths[p];
         }
+        free(shifted);
         lengths += np;
         RLE M = {0, 0, 0, NULL};
         if (np == 1) {

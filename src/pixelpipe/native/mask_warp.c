@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { CONSTANT = 0, REFLECT = 1, REPLICATE = 2, WRAP = 3 };
+#include "border.h" /* the border rules, warp.c's */
+
 #define LIMIT 1073741824.0 /* 2^30: far points (a perspective's other side) held where int64 is safe */
 
 static inline int64_t floor_index(double t) {
@@ -25,26 +26,6 @@ static inline int64_t floor_index(double t) {
     if (t < -LIMIT) t = -LIMIT;
     int64_t k = (int64_t)t; /* toward zero, exact within +-LIMIT; one less below a negative */
     return (double)k > t ? k - 1 : k;  /* floor without a libm call */
-}
-
-static inline int64_t rem(int64_t k, int64_t n) { /* torch.remainder: the sign of n (n > 0) */
-    int64_t r = k % n;
-    return r < 0 ? r + n : r;
-}
-
-/* kernels.filters.border_index for one index; *outside set for taps beyond a constant border */
-static inline int64_t border_index(int64_t k, int64_t size, int border, int *outside) {
-    *outside = k < 0 || k >= size;
-    if (border == CONSTANT || border == REPLICATE) {
-        if (border == REPLICATE) *outside = 0;
-        return k < 0 ? 0 : (k > size - 1 ? size - 1 : k);
-    }
-    *outside = 0;
-    if (border == WRAP) return rem(k, size);
-    if (size <= 1) return 0; /* reflect: a 1-pixel axis has nothing to mirror */
-    int64_t period = 2 * (size - 1);
-    int64_t m = rem(k, period);
-    return m >= size ? period - m : m;
 }
 
 /* n samples; sample s's mask: hw[2s] x hw[2s+1] pixels of c labels of elem bytes at

@@ -45,13 +45,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "border.h" /* the border rules (CONSTANT ... WRAP, border_index) */
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define PP_AVX2 1
 #endif
 
 enum { NEAREST = 0, BILINEAR = 1, BICUBIC = 2 };
-enum { CONSTANT = 0, REFLECT = 1, REPLICATE = 2, WRAP = 3 };
 enum { U8 = 0, F32 = 1, F16 = 2, BF16 = 3 };
 #define MAX_TAPS 80 /* ceil(2 R s) for bicubic (R = 2) at the largest stretch (16) is 64 */
 #define FAR 1e15    /* source coordinates are clamped to +-FAR (a perspective map's horizon) */
@@ -98,25 +99,6 @@ static inline double filter(double t, int interp) { /* filters.filter_weight, th
     if (a < 1.0) return ((c + 2.0) * a - (c + 3.0)) * a * a + 1.0;
     if (a < 2.0) return ((c * a - 5.0 * c) * a + 8.0 * c) * a - 4.0 * c;
     return 0.0;
-}
-
-/* filters.border_index: k mapped into [0, size); *outside for a constant border's fill taps */
-static inline int64_t border_index(int64_t k, int64_t size, int border, int *outside) {
-    *outside = 0;
-    if (k >= 0 && k < size) return k;
-    if (border == CONSTANT) {
-        *outside = 1;
-        return k < 0 ? 0 : size - 1;
-    }
-    if (border == REPLICATE) return k < 0 ? 0 : size - 1;
-    if (border == WRAP) {
-        int64_t m = k % size;
-        return m < 0 ? m + size : m;
-    }
-    if (size <= 1) return 0; /* reflect: period 2 (size - 1); one pixel has nothing to mirror */
-    int64_t period = 2 * (size - 1), m = k % period;
-    if (m < 0) m += period;
-    return m >= size ? period - m : m;
 }
 
 /* One axis's taps around coord (reference._axis_taps): byte offsets into the buffer, weights (0

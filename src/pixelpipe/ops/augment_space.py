@@ -315,9 +315,12 @@ class PixelPrimitive(_Primitive, PixelOp):
             return x
         return _apply(self.name, x, np.asarray(params["magnitude"], dtype=np.float64))
 
-    def apply_into(self, x: torch.Tensor, params: Params) -> bool:
-        """apply() written into x where the operation has an in-place form (augment_space.apply_into)."""
-        return x.shape[0] == 0 or apply_into(self.name, x, np.asarray(params["magnitude"], dtype=np.float64))
+    def apply_owned(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
+        """apply() on an x the caller owns: written into x where the operation has an in-place
+        form (augment_space.apply_into), the same numbers."""
+        if x.shape[0] and apply_into(self.name, x, np.asarray(params["magnitude"], dtype=np.float64)):
+            return x
+        return self.apply(x, params, draws)
 
     def operands(self, params: Params) -> dict[str, np.ndarray]:
         """The per-sample numbers apply_columns takes (augment_space.operands)."""

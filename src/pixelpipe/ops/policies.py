@@ -72,9 +72,10 @@ class PolicySteps(_Structure):
         the operations themselves: apply() copied x first (about 1.5 ms a piece); it gathered
         rows with x[index] and wrote them back with index_copy_ (2-3x index_select and row
         copies, torch 2.13); and each operation's draws cost 75 us of numpy hashing, where one
-        op_blocks evaluation here hashes those of every operation the piece uses. An operation
-        with `apply_into` (a policy's brightness, colour, contrast, invert) writes into the rows
-        themselves, the same numbers without a new image and a copy back. On other devices:
+        op_blocks evaluation here hashes those of every operation the piece uses. The rows are
+        the operations' to overwrite (apply_owned where an operation has it: a policy's
+        brightness, colour, contrast and invert write into them, no new image and copy back). On
+        other devices:
         apply_gathered, writing into x."""
         if x.device.type != "cpu":
             return self.apply_gathered(x, params, draws, owned=True)
@@ -85,14 +86,10 @@ class PolicySteps(_Structure):
             a, b = int(rows[0]), int(rows[-1]) + 1
             run = b - a == len(rows)  # consecutive rows: a view, written back as a slice
             part = x[a:b] if run else x.index_select(0, to_device(rows, x.device))
-            p = op.sample(sub, np.tile(size, (len(rows), 1)))
-            into = getattr(op, "apply_into", None)
-            if into is not None and into(part, p):  # written into part (a view of x, or our copy)
-                if run:
-                    continue
-                y = part
-            else:
-                y = op.apply(part, p, sub)
+            apply = getattr(op, "apply_owned", op.apply)  # part is ours: a view of the caller's x, or our copy
+            y = apply(part, op.sample(sub, np.tile(size, (len(rows), 1))), sub)
+            if run and y is part:  # written into x's rows
+                continue
             if y.shape[1:] != x.shape[1:]:
                 raise ValueError(f"{self.name}: {type(op).__name__} changed the image's shape "
                                  f"{tuple(x.shape[1:])} to {tuple(y.shape[1:])}")

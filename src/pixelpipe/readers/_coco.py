@@ -164,14 +164,14 @@ class Coco(AnnotatedFiles):
                 window = _polygon_window(segm, h, w)
                 if window is None:
                     continue
-                y0, x0, y1, x1 = window
-                shifted = [[float(v) - (y0 if j & 1 else x0) for j, v in enumerate(p)] for p in segm]
-                if lib is not None and _coco_native.takes(shifted):
-                    pending.append((window, shifted, value))
+                if lib is not None and _coco_native.takes(segm):
+                    pending.append((window, segm, value))  # shifted into the window in C
                     continue
                 if pending:
                     _coco_native.rasterise(lib, out, pending)
                     pending = []
+                y0, x0, y1, x1 = window
+                shifted = [[float(v) - (y0 if j & 1 else x0) for j, v in enumerate(p)] for p in segm]
                 rle = self._mask.merge(self._mask.frPyObjects(shifted, y1 - y0, x1 - x0))
                 out[y0:y1, x0:x1][self._mask.decode(rle).astype(bool)] = value
                 continue

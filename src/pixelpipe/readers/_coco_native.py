@@ -63,8 +63,8 @@ def takes(polygons: list[list[float]]) -> bool:
 
 def rasterise(lib: C.CDLL, out: np.ndarray, objects: list[tuple[tuple[int, int, int, int], list[list[float]], int]]) -> None:
     """Write each object's label into `out` (C-contiguous uint8 or int32 [H, W]) where its
-    polygons (already shifted into its window (y0, x0, y1, x1)) cover, in order (a later
-    object over an earlier one)."""
+    polygons (in image coordinates) cover, rasterised inside its window (y0, x0, y1, x1), in
+    order (a later object over an earlier one)."""
     if not objects:
         return
     if out.dtype not in (np.uint8, np.int32) or not out.flags.c_contiguous:

@@ -1,8 +1,10 @@
-"""What every contender of the GPU bench shares: the output sizes, the batches of a pass, the
-decoded batch augment-only contenders start from, and how to wait for the device."""
+"""What every contender of the GPU bench shares: the output sizes, the batches of a pass, a
+video clip's frames, the decoded batch augment-only contenders start from, and how to wait for
+the device."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
 import torch
@@ -16,6 +18,14 @@ CROP, VAL_RESIZE = 224, 256  # output side; val's shorter side before the centre
 def spans(total: int, batch: int) -> list[tuple[int, int]]:
     """(start, size) of the batches of one pass over `total` images."""
     return [(s, min(batch, total - s)) for s in range(0, total, batch)]
+
+
+def clip_indices(frames: int, clip: int, stride: int, rng: random.Random) -> list[int]:
+    """`clip` frame indices `stride` apart from a random start where the whole clip fits; a
+    video shorter than the clip repeats its last frame."""
+    span = stride * (clip - 1) + 1
+    start = rng.randint(0, max(0, frames - span))
+    return [min(start + k * stride, frames - 1) for k in range(clip)]
 
 
 def drainer(device: torch.device) -> Callable[[], None] | None:

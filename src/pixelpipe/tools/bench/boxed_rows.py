@@ -26,12 +26,8 @@ RunPass = Callable[[int], Iterator[int]]
 Row = tuple[str, Callable[[], RunPass], str]  # (row name, factory, note), as gpu_peers.Row
 
 
-def _no_ssd(peer: str) -> NoReturn:
-    raise NotImplementedError(f"{peer} has no ssd pipeline in this bench (dali and torchvision do)")
-
-
-def _no_maskrcnn(peer: str) -> NoReturn:
-    raise NotImplementedError(f"{peer} has no maskrcnn pipeline in this bench (dali does)")
+def _none(peer: str, pipeline: str, who: str) -> NoReturn:
+    raise NotImplementedError(f"{peer} has no {pipeline} pipeline in this bench ({who})")
 
 
 def dali_rows(boxed: BoxedData, from_file: Callable[..., RunPass], from_memory: Callable[..., RunPass],
@@ -78,14 +74,14 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
         table = {
             "torchvision": [("torchvision", lambda: peer_torchvision_ssd.gpu_ssd(blobs, boxed.targets, batch, device),
                              "nvJPEG batch decode, v2 per image with BoundingBoxes (boxes on the CPU)")],
-            "kornia": [("kornia", lambda: _no_ssd("kornia"), "")],
+            "kornia": [("kornia", lambda: _none("kornia", "ssd", "dali and torchvision do"), "")],
             "dali": dali,
         }
     elif pipeline == "maskrcnn":
         dali = dali_rows(boxed, peer_dali_maskrcnn.dali_maskrcnn_coco, peer_dali_maskrcnn.dali_maskrcnn_memory,
                          "fn.readers.coco (pixelwise masks)", "boxes and masks", device, batch, threads)
-        table = {"torchvision": [("torchvision", lambda: _no_maskrcnn("torchvision"), "")],
-                 "kornia": [("kornia", lambda: _no_maskrcnn("kornia"), "")], "dali": dali}
+        table = {"torchvision": [("torchvision", lambda: _none("torchvision", "maskrcnn", "dali does"), "")],
+                 "kornia": [("kornia", lambda: _none("kornia", "maskrcnn", "dali does"), "")], "dali": dali}
     else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
         rows.append(("without boxes", lambda: over(Memory(list(blobs)), total),
                      f"pixelpipe over the same images in memory, no boxes, {threads} threads"))

@@ -24,17 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .batches import spans
+from .batches import clip_indices, spans
 
 RunPass = Callable[[int], Iterator[int]]
-
-
-def clip_indices(frames: int, clip: int, stride: int, rng: random.Random) -> list[int]:
-    """`clip` frame indices `stride` apart from a random start where the whole clip fits; a
-    video shorter than the clip repeats its last frame."""
-    span = stride * (clip - 1) + 1
-    start = rng.randint(0, max(0, frames - span))
-    return [min(start + k * stride, frames - 1) for k in range(clip)]
 
 
 def torchcodec_video(files: Sequence[str] | None, clip: int, stride: int, crop: int, batch: int, threads: int,

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .batches import spans
+from .batches import clip_indices, spans
 from .pillow_loop import _crop_window
 
 
@@ -39,9 +39,8 @@ def decode_clip(path: str, clip: int, stride: int, rng: random.Random) -> list[I
         fps, base = float(stream.average_rate or 30), float(stream.time_base)
         first = stream.start_time or 0
         frames = stream.frames or max(1, int(float(stream.duration or 0) * base * fps))
-        span = stride * (clip - 1) + 1
-        start = rng.randint(0, max(0, frames - span))
-        wanted = [start + k * stride for k in range(clip)]
+        wanted = clip_indices(frames, clip, stride, rng)
+        start = wanted[0]
         container.seek(first + int(start / fps / base), stream=stream, backward=True)
         got: dict[int, Image.Image] = {}
         for frame in container.decode(stream):
