@@ -83,7 +83,7 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
         form = pixel_form(op, x)
         if form is not None:
-            y = form(x, op.sample(draws, sizes), owned)
+            y = form(x, op.sample(draws, sizes), owned, draws)
             owned = owned or y is not x  # x itself, or a new tensor of the form's
         else:
             into = getattr(op, "apply_owned", None) if owned else None

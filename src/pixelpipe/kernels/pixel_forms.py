@@ -10,6 +10,10 @@ the tests hold each form to.
   product and a sum per tap and axis.
 - GaussianBlur on the CPU, float32: one C call (kernels.cpu.blur, native/blur.c) where it was
   built and native code is on (not with PIXELPIPE_NATIVE=0 or inside native.disabled()).
+- A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide: ops.policies'
+  PolicySteps of pixel kind) on CUDA, float32, 1 or 3 channels: at most two Triton launches
+  a step (kernels.triton.policy) instead of a gather, the operation's torch form and a
+  write-back per (step, operation) pair.
 """
 
 from __future__ import annotations
@@ -21,25 +25,53 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.random import Draws
 from ..ops.blur import GaussianBlur, gaussian_kernels
 from ..ops.kinds import Op, Params
+from ..ops.policies import PolicySteps
 from .cpu.blur import blur_library, blur_rows_cpu
 
-__all__ = ["PixelForm", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form"]
+__all__ = ["PixelForm", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form", "policy_form"]
 
-# (x, the op's params, owned) -> the op's result; owned: x may be overwritten
-PixelForm = Callable[[torch.Tensor, Params, bool], torch.Tensor]
+# (x, the op's params, owned, the op's draws) -> the op's result; owned: x may be overwritten
+PixelForm = Callable[[torch.Tensor, Params, bool, Draws], torch.Tensor]
 
 
 def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
     """The fast form of pixel op `op` for x (float [N, C, H, W]), or None: run op.apply."""
-    if x.dtype != torch.float32 or not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
+    if x.dtype != torch.float32:
+        return None
+    if _policy_kernel_takes(op, x):
+        return lambda x, params, owned, draws: policy_form(op, x, params, owned, draws)  # type: ignore[arg-type]
+    if not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
         return None
     if x.device.type == "cuda" and _triton():
-        return lambda x, params, owned: gaussian_blur_form(op, x, params, owned)
+        return lambda x, params, owned, draws: gaussian_blur_form(op, x, params, owned)
     if x.device.type == "cpu" and x.dim() == 4 and blur_library() is not None:
-        return lambda x, params, owned: gaussian_blur_cpu_form(op, x, params, owned)
+        return lambda x, params, owned, draws: gaussian_blur_cpu_form(op, x, params, owned)
     return None
+
+
+def _policy_kernel_takes(op: Op, x: torch.Tensor) -> bool:
+    """Whether the policy kernel runs op on x: a policy's pixel part whose operations it has
+    codes for, on CUDA with Triton, images of 1 or 3 channels."""
+    if not (isinstance(op, PolicySteps) and op.kind == "pixel" and x.device.type == "cuda" and x.dim() == 4
+            and x.shape[1] in (1, 3) and _triton()):
+        return False
+    from .triton.policy import CODES
+
+    return all(name in CODES for name in op.operation_names())
+
+
+def policy_form(op: PolicySteps, x: torch.Tensor, params: Params, owned: bool, draws: Draws) -> torch.Tensor:
+    """op.apply(x, params, draws) by the policy kernel (kernels.triton.policy; any device
+    Triton runs on, its interpreter on CPU tensors): each step's operation and number per
+    sample (PolicySteps.program), then the kernel's launches."""
+    from .triton.policy import CODES, policy_steps
+
+    which, values = op.program(params, draws, x.shape[-2:])
+    table = np.array([CODES[name] for name in op.operation_names()] + [0], dtype=np.int32)
+    return policy_steps(x, table[which], values, owned)  # -1 (no operation) takes the last entry, 0
 
 
 def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:

@@ -65,6 +65,29 @@ class PolicySteps(_Structure):
     def stream(self, k: int) -> int:
         return int(self._entries[k])
 
+    def operation_names(self) -> list[str]:
+        """The name of each of the part's operations (their `name`: "Brightness", "Rotate"...)."""
+        return [op.name for op in self.ops]
+
+    def program(self, params: Params, draws: Draws, size: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The pixel part's per-sample program as numbers, for a kernel that runs every sample's
+        operation in one pass a step: (which, values), int64 and float64 [S, N]: at step s,
+        sample i takes operation which[s, i] (an index into operation_names(); -1 none) with
+        the one number it computes with, values[s, i] (augment_space.operands: a factor, a
+        posterize mask or a solarize threshold in levels; 0 for the operations without one),
+        drawn as apply() draws them. size: the images' (height, width)."""
+        steps = params["steps"]
+        values = np.zeros(steps.T.shape, dtype=np.float64)
+        sizes = np.array([float(size[0]), float(size[1])])
+        for j, k, rows, sub in self.steps_and_pairs(params, draws):
+            op = self.ops[k]
+            numbers = op.operands(op.sample(sub, np.tile(sizes, (len(rows), 1))))
+            if len(numbers) > 1:
+                raise ValueError(f"{self.name}: {op.name} computes with {len(numbers)} numbers, a kernel step takes one")
+            for v in numbers.values():
+                values[j, rows] = v
+        return steps.T.copy(), values
+
     def apply_owned(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         """apply() on an x that the caller owns and does not read again (the CPU engine's pieces,
         engine.pixels): the same operations on the same rows with the same parameters, so the

@@ -178,6 +178,10 @@ class _Structure(Op):
         """(op, rows, draws) for every (step, op) pair the batch uses, in step order: the rows
         that take inner op k at a step, and their draws (inner_draws(draws, stream, rows)) with
         every used op's leading draws hashed in one evaluation (random.op_blocks)."""
+        return [(k, rows, sub) for _, k, rows, sub in self.steps_and_pairs(params, draws)]
+
+    def steps_and_pairs(self, params: Params, draws: Draws) -> list[tuple[int, int, np.ndarray, Draws]]:
+        """step_pairs() with each pair's step first: (step, op, rows, draws)."""
         steps = params["steps"]
         used = [(j, k) for j in range(steps.shape[1]) for k in self._used(steps[:, j])]
         if not used:
@@ -191,7 +195,7 @@ class _Structure(Op):
         out = []
         for j, k in used:
             rows = np.flatnonzero(steps[:, j] == k)
-            out.append((k, rows, Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k],
+            out.append((j, k, rows, Draws(draws.seed, draws.epoch[rows] if per_row else draws.epoch, idx[rows], streams[k],
                                        pre[rows], block=blocks[k][rows])))
         return out
 

@@ -29,7 +29,9 @@ __all__ = ["blur_rows"]
 BLOCK_H, BLOCK_W = 16, 32  # a program's output tile (224 = 7 x 32: no idle lanes across a row)
 
 
-@triton.jit
+# rows and weights come from one upload at offsets that are multiples of 8 bytes: not
+# specialised on 16-byte alignment (a new offset would compile a new variant mid-run)
+@triton.jit(do_not_specialize_on_alignment=["rows", "weights"])
 def _blur_pass(src, dst, rows, weights,
                src_sn, src_sc, src_sh, src_sw,  # src's strides (elements): sample, channel, row, column
                dst_sn, dst_sc, dst_sh, dst_sw,  # dst's strides

@@ -1,0 +1,55 @@
+"""PolicySteps.program: a policy's pixel part as per-step operation indices and numbers, the input
+of the policy kernel (kernels.triton.policy); checked here without the kernel (CPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pixelpipe as pp
+from pixelpipe.data.random import Draws
+from pixelpipe.ops.policies import PolicySteps
+
+
+def pixel_part(policy) -> PolicySteps:
+    parts = [p for p in policy.parts() if p.kind == "pixel"]
+    assert len(parts) == 1
+    return parts[0]
+
+
+def sampled(part: PolicySteps, n: int, seed: int) -> tuple[dict, Draws]:
+    draws = Draws(seed, 2, np.arange(n), 5)
+    return part.sample(draws, np.tile([20.0, 20.0], (n, 1))), draws
+
+
+def test_program_states_each_steps_operation_and_number():
+    """PolicySteps.program: the steps' operations as drawn, and each operation's number as
+    augment_space.operands makes it from the magnitude apply() draws (CPU only; no kernel)."""
+    from pixelpipe.ops.augment_space import operands
+
+    part = pixel_part(pp.RandAugment(2, 9))
+    n = 400
+    params, draws = sampled(part, n, 1)
+    which, values = part.program(params, draws, (20, 20))
+    assert which.shape == values.shape == (2, n)
+    np.testing.assert_array_equal(which, params["steps"].T)
+    names = part.operation_names()
+    seen = set()
+    for j, k, rows, sub in part.steps_and_pairs(params, draws):
+        op = part.ops[k]
+        numbers = operands(op.name, np.asarray(op.sample(sub, np.tile([20.0, 20.0], (len(rows), 1)))["magnitude"]))
+        want = next(iter(numbers.values())) if numbers else np.zeros(len(rows))
+        np.testing.assert_array_equal(values[j, rows], want)
+        assert (which[j, rows] == k).all()
+        seen.add(names[k])
+    assert {"Brightness", "Posterize", "Solarize", "Equalize", "Sharpness"} <= seen
+    assert (values[which < 0] == 0).all()
+
+
+def test_factor_numbers_are_one_plus_the_magnitude():
+    part = pixel_part(pp.TrivialAugmentWide())
+    params, draws = sampled(part, 300, 4)
+    which, values = part.program(params, draws, (20, 20))
+    names = np.array(part.operation_names() + ["none"])
+    factors = np.isin(names[which], ["Brightness", "Color", "Contrast", "Sharpness"])
+    assert factors.any()
+    assert ((values[factors] >= 0.01 - 1e-12) & (values[factors] <= 1.99 + 1e-12)).all()
