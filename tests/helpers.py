@@ -391,3 +391,29 @@ def gradient_images(n: int, seed: int, small: bool = False) -> list[torch.Tensor
         noise = torch.randint(0, 60, (h, w, c), generator=g)
         out.append((base * 0.7 + noise).clamp(0, 255).to(torch.uint8))
     return out
+
+
+def count_pixel_forms(monkeypatch) -> list[tuple[str, int]]:
+    """Make the engine record each pixel-op fast form it runs: the list fills with (the op's
+    type name, the rows of x) per form taken (kernels.pixel_forms.pixel_form, patched in
+    engine.pixels)."""
+    import pixelpipe.engine.pixels as pixels
+    from pixelpipe.kernels.pixel_forms import pixel_form
+
+    calls: list[tuple[str, int]] = []
+
+    def counting(op, x):
+        form = pixel_form(op, x)
+        if form is not None:
+            calls.append((type(op).__name__, x.shape[0]))
+        return form
+
+    monkeypatch.setattr(pixels, "pixel_form", counting)
+    return calls
+
+
+def no_pixel_forms(monkeypatch) -> None:
+    """Make the engine run every pixel op's apply(), the twins of the fast forms."""
+    import pixelpipe.engine.pixels as pixels
+
+    monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)

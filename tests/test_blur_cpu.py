@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import count_pixel_forms, no_pixel_forms
 
 import pixelpipe as pp
 from pixelpipe import native
@@ -109,24 +110,14 @@ def test_simclr_compose_on_the_cpu_is_the_twins(monkeypatch):
     """The SimCLR preset on the CPU, through the Engine's pieces (the blur in place on the
     warped rows): the same bits with the C form as with the tap loop (the engine without forms,
     and with native code off)."""
-    import pixelpipe.engine.pixels as pixels
-
-    calls = []
-
-    def counting(op, x):
-        form = pixel_form(op, x)
-        if form is not None:
-            calls.append((type(op).__name__, x.shape[0]))
-        return form
-
     images = [torch.randint(0, 256, (70 + 3 * k, 60 + 5 * k, 3), dtype=torch.uint8) for k in range(20)]
     batch = pp.ImageBatch.from_list(images)
     t = simclr(48)
-    monkeypatch.setattr(pixels, "pixel_form", counting)
+    calls = count_pixel_forms(monkeypatch)
     fast = t(batch, seed=5)
     assert calls and {name for name, _ in calls} == {"GaussianBlur"}
     assert sum(rows for _, rows in calls) == len(images)  # every piece of the batch
-    monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)
+    no_pixel_forms(monkeypatch)
     assert torch.equal(fast, t(batch, seed=5))
     monkeypatch.undo()
     with native.disabled():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import triton_device
+from helpers import count_pixel_forms, no_pixel_forms, triton_device
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
@@ -95,23 +95,12 @@ def test_form_is_gaussian_blurs_apply(kernel_size, p):
 def test_the_engine_runs_the_form_on_cuda(monkeypatch):
     """A Compose on CUDA blurs through the kernel (once per call), and gives the numbers of the
     twin (the engine without the form)."""
-    import pixelpipe.engine.pixels as pixels
-    from pixelpipe.kernels.pixel_forms import pixel_form
-
-    calls = []
-
-    def counting(op, x):
-        form = pixel_form(op, x)
-        if form is not None:
-            calls.append(type(op).__name__)
-        return form
-
     images = [torch.randint(0, 256, (60 + k, 50 + 2 * k, 3), dtype=torch.uint8) for k in range(16)]
     batch = pp.ImageBatch.from_list(images).to("cuda")
     t = pp.Compose([pp.RandomResizedCrop(48), pp.RandomFlip(), pp.GaussianBlur(23, p=0.5),
                     pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    monkeypatch.setattr(pixels, "pixel_form", counting)
+    calls = count_pixel_forms(monkeypatch)
     fast = t(batch, seed=3)
-    assert calls == ["GaussianBlur"]
-    monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)
+    assert calls == [("GaussianBlur", 16)]
+    no_pixel_forms(monkeypatch)
     torch.testing.assert_close(fast, t(batch, seed=3), atol=ATOL, rtol=0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import triton_device
+from helpers import count_pixel_forms, no_pixel_forms, triton_device
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
@@ -139,25 +139,14 @@ def test_channels_last_input():
 def test_the_engine_runs_the_form_on_cuda(monkeypatch):
     """A Compose with RandAugment on CUDA runs the policy's pixel part through the kernel,
     once per call, and gives the twin's numbers (the engine without forms)."""
-    import pixelpipe.engine.pixels as pixels
-    from pixelpipe.kernels.pixel_forms import pixel_form
-
-    calls = []
-
-    def counting(op, x):
-        form = pixel_form(op, x)
-        if form is not None:
-            calls.append(type(op).__name__)
-        return form
-
     imgs = [torch.randint(0, 256, (60 + k, 50 + 2 * k, 3), dtype=torch.uint8) for k in range(32)]
     batch = pp.ImageBatch.from_list(imgs).to("cuda")
     t = pp.Compose([pp.RandomResizedCrop(48), pp.RandomFlip(), pp.RandAugment(2, 9),
                     pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    monkeypatch.setattr(pixels, "pixel_form", counting)
+    calls = count_pixel_forms(monkeypatch)
     fast = t(batch, seed=3)
-    assert calls == ["PolicySteps"]
-    monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)
+    assert calls == [("PolicySteps", 32)]
+    no_pixel_forms(monkeypatch)
     slow = t(batch, seed=3)
     diff = (fast - slow).abs()
     assert (diff > 1e-5).float().mean().item() < 0.005  # Contrast's mean (module docstring), in normalised units
