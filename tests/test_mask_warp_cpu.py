@@ -11,6 +11,7 @@ import torch
 from helpers import native_built
 
 from pixelpipe.kernels.cpu import masks as cpu_masks
+from pixelpipe.kernels.filters import BORDER_CODE
 from pixelpipe.kernels.reference.masks import warp_masks
 
 pytestmark = pytest.mark.skipif(native_built("mask_warp.c") is None,
@@ -53,7 +54,7 @@ def test_axis_aligned_maps_and_empty_batches():
     masks = [torch.from_numpy(rng.integers(0, 9, size=(20, 30, 1)).astype(np.uint8)) for _ in range(2)]
     inverse = np.array([np.diag([0.5, 0.5, 1.0]), [[-1.0, 0, 30], [0, 2.0, -3], [0, 0, 1]]])
     sizes = np.array([[20, 30], [20, 30]], dtype=np.float64)
-    for border in cpu_masks.BORDERS:
+    for border in BORDER_CODE:
         got = cpu_masks.warp_masks_cpu(masks, inverse, sizes, (17, 23), border, 7)
         assert torch.equal(got, warp_masks(masks, inverse, sizes, (17, 23), border, 7, "cpu"))
     empty = cpu_masks.warp_masks_cpu(masks, inverse, sizes, (0, 5), "constant", 0)

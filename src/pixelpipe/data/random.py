@@ -59,14 +59,9 @@ def hash32(*keys: int | torch.Tensor) -> torch.Tensor:
 def _mix_u32(x: np.ndarray, spare: np.ndarray | None = None) -> np.ndarray:
     """_mix on a uint32 numpy array, in place: numpy's uint32 arithmetic wraps modulo 2**32,
     which is exactly the masked products of the int64 form (both give the same bits). spare:
-    a uint32 array of x's shape the shifts go into (none: a new one per shift)."""
+    a uint32 array of x's shape the shifts go into (made here when not given)."""
     if spare is None:
-        x ^= x >> 16
-        x *= _M1
-        x ^= x >> 15
-        x *= _M2
-        x ^= x >> 16
-        return x
+        spare = np.empty_like(x)
     for shift, multiplier in ((16, _M1), (15, _M2)):
         np.right_shift(x, shift, out=spare)
         x ^= spare

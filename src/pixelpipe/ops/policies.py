@@ -98,8 +98,7 @@ class PolicySteps(_Structure):
         op_blocks evaluation here hashes those of every operation the piece uses. The rows are
         the operations' to overwrite (apply_owned where an operation has it: a policy's
         brightness, colour, contrast and invert write into them, no new image and copy back). On
-        other devices:
-        apply_gathered, writing into x."""
+        other devices: apply_gathered, writing into x."""
         if x.device.type != "cpu":
             return self.apply_gathered(x, params, draws, owned=True)
         n = x.shape[0]

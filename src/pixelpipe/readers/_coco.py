@@ -155,7 +155,13 @@ class Coco(AnnotatedFiles):
         h, w = self._sizes[i]
         out = np.zeros((h, w), dtype=self._dtype)
         lib = _coco_native.library() if self.native_masks else None
-        pending: list[Any] = []  # polygon objects for one C call, flushed before any other object
+        pending: list[Any] = []  # polygon objects for one C call, written before any later object
+
+        def flush() -> None:
+            if pending:
+                _coco_native.rasterise(lib, out, pending)
+                pending.clear()
+
         for k, (segm, category) in enumerate(self._segments[i]):
             if not segm:
                 continue
@@ -167,24 +173,19 @@ class Coco(AnnotatedFiles):
                 if lib is not None and _coco_native.takes(segm):
                     pending.append((window, segm, value))  # shifted into the window in C
                     continue
-                if pending:
-                    _coco_native.rasterise(lib, out, pending)
-                    pending = []
+                flush()
                 y0, x0, y1, x1 = window
                 shifted = [[float(v) - (y0 if j & 1 else x0) for j, v in enumerate(p)] for p in segm]
                 rle = self._mask.merge(self._mask.frPyObjects(shifted, y1 - y0, x1 - x0))
                 out[y0:y1, x0:x1][self._mask.decode(rle).astype(bool)] = value
                 continue
-            if pending:
-                _coco_native.rasterise(lib, out, pending)
-                pending = []
+            flush()
             if isinstance(segm.get("counts"), list):  # uncompressed run lengths
                 rle = self._mask.frPyObjects(segm, h, w)
             else:
                 rle = segm
             out[self._mask.decode(rle).astype(bool)] = value
-        if pending:
-            _coco_native.rasterise(lib, out, pending)
+        flush()
         return out
 
     def __repr__(self) -> str:

@@ -17,12 +17,12 @@ import numpy as np
 import torch
 
 from ... import native
+from ..filters import BORDER_CODE
 
 __all__ = ["mask_library", "warp_masks_cpu"]
 
 _P, _I = C.c_void_p, C.c_int64
 _SIGNATURES = {"pp_mask_warp": (_I, [_P, _I, _P, _P, _I, _P, _I, _I, _I, _I, _P, _P])}
-BORDERS = {"constant": 0, "reflect": 1, "replicate": 2, "wrap": 3}
 
 
 def mask_library() -> C.CDLL | None:
@@ -38,7 +38,7 @@ def warp_masks_cpu(masks: Sequence[torch.Tensor], inverse: np.ndarray, image_siz
     """reference.masks.warp_masks for masks on the CPU (no displacement field): [N, H, W, C]
     in their dtype; None where the C helper is not there."""
     lib = mask_library()
-    if lib is None or border not in BORDERS:
+    if lib is None or border not in BORDER_CODE:
         return None
     n = len(masks)
     H, W = out_size
@@ -52,5 +52,5 @@ def warp_masks_cpu(masks: Sequence[torch.Tensor], inverse: np.ndarray, image_siz
     inv = np.ascontiguousarray(inverse, dtype=np.float64).reshape(n, 9)
     label = torch.tensor([fill], dtype=dtype)  # as the twin converts it
     lib.pp_mask_warp(flat.data_ptr(), flat.element_size(), offsets.ctypes.data, hw.ctypes.data, c, inv.ctypes.data,
-                     n, H, W, BORDERS[border], label.data_ptr(), out.data_ptr())
+                     n, H, W, BORDER_CODE[border], label.data_ptr(), out.data_ptr())
     return out
