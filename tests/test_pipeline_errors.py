@@ -457,6 +457,22 @@ def test_resume_lists_each_error_once_when_the_producer_is_ahead(tmp_path: Path)
     assert restored_errors == errors
 
 
+def settled(decoded: list[int], quiet: float = 0.3) -> int:
+    """len(decoded) once no decode has been added for `quiet` seconds (at most LIMIT): the
+    producer runs on into the next epoch after the last batch is taken, and how far it has got
+    when the epoch's loop ends depends on the threads' timing; once it waits on its full queue
+    both runs of a comparison have made the same batches ahead."""
+    end = time.monotonic() + LIMIT
+    seen, since = len(decoded), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.02)
+        if len(decoded) != seen:
+            seen, since = len(decoded), time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return seen
+
+
 @pytest.mark.parametrize("on_error", ["skip", "replace"])
 def test_only_the_failed_samples_are_made_again(on_error: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch whose decode fails on some samples keeps the rows it made: only stand-ins (or the
@@ -476,12 +492,13 @@ def test_only_the_failed_samples_are_made_again(on_error: str, monkeypatch: pyte
     monkeypatch.setattr(sources.EncodedSource, "loader", counting)
     with make(mixed, on_error, batch_size=8, shuffle=False, prefetch=1, drop_last=True) as pipe:
         kept = run(pipe)
-    reused = len(decoded)
+        reused = settled(decoded)
     decoded.clear()
     with make(mixed, on_error, batch_size=8, shuffle=False, prefetch=1, drop_last=True) as pipe:
         finish = pipe.engine.finish
         pipe.engine.finish = lambda prepared, partial=False: finish(prepared)  # the whole batch again
         whole = run(pipe)
+        settled(decoded)
     assert len(kept) == len(whole) >= 2
     for a, b in zip(kept, whole):
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["valid"], b["valid"])
