@@ -229,3 +229,35 @@ def test_pixel_choice_gathered_is_apply(make):
     assert torch.equal(op.apply_gathered(given, params, draws, owned=False), want)
     assert torch.equal(given, x)
     assert torch.equal(op.apply_gathered(given, params, draws, owned=True), want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: [p for p in pp.RandAugment(3, 15).parts() if p.kind == "geometry"][0],
+    lambda: [p for p in pp.TrivialAugmentWide().parts() if p.kind == "geometry"][0],
+    lambda: pp.SomeOf([pp.RandomAffine(20, (0.1, 0.1)), pp.RandomFlip(), pp.RandomResizedCrop(32)], n=2, p=0.8),
+    lambda: pp.RandomOrder([pp.RandomAffine(20, (0.1, 0.1)), pp.RandomFlip(), pp.RandomResizedCrop(32)]),
+])
+def test_geometry_sampled_per_step_rows_is_every_row_sampled(make):
+    """A geometric structure samples each op only on the rows that took it at a step: the same
+    matrices and sizes, bit for bit, as sampling every row at its current size and keeping the
+    op's rows (a sample's draws are its own)."""
+    from pixelpipe.ops.structure import inner_draws
+
+    op = make()
+    n = 300
+    sizes = np.column_stack([np.linspace(40, 400, n), np.linspace(300, 30, n)])
+    draws = Draws(4, 1, np.arange(n), 2)
+    got = op.sample(draws, sizes)
+    steps = got["steps"]
+    matrix, cur = np.tile(np.eye(3), (n, 1, 1)), sizes.astype(np.float64)
+    for j in range(steps.shape[1]):
+        col = steps[:, j]
+        step, out = np.tile(np.eye(3), (n, 1, 1)), cur.copy()
+        for k in [int(k) for k in np.unique(col) if k >= 0]:
+            inner = op.ops[k]
+            m, s = inner.transform(inner.sample(inner_draws(draws, op.stream(k)), cur), cur)
+            rows = col == k
+            step[rows], out[rows] = m[rows], s[rows]
+        matrix, cur = step @ matrix, out
+    assert np.array_equal(got["matrix"], matrix)
+    assert np.array_equal(got["out"], cur)

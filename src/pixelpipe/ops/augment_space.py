@@ -20,6 +20,7 @@ primitives (a matrix each); every other operation is a pixel primitive on the fl
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,15 @@ class Table:
         raise NotImplementedError
 
 
+@functools.lru_cache(maxsize=256)
+def _linspace(lo: float, hi: float, bins: int) -> np.ndarray:
+    """np.linspace(lo, hi, bins), made once (read-only): a policy samples its tables per
+    operation and call, and np.linspace costs about 20 us each time."""
+    out = np.linspace(lo, hi, bins)
+    out.flags.writeable = False
+    return out
+
+
 @dataclass(frozen=True)
 class _Linspace(Table):
     """linspace(lo, hi, bins), the same for every sample."""
@@ -67,7 +77,7 @@ class _Linspace(Table):
     hi: float
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.linspace(self.lo, self.hi, bins), (len(sizes), bins))  # read-only, no copy
+        return np.broadcast_to(_linspace(self.lo, self.hi, bins), (len(sizes), bins))  # read-only, no copy
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ class _OfSide(Table):
     axis: int
 
     def __call__(self, bins: int, sizes: np.ndarray) -> np.ndarray:
-        return np.linspace(0.0, 1.0, bins)[None, :] * (self.share * sizes[:, self.axis : self.axis + 1])
+        return _linspace(0.0, 1.0, bins)[None, :] * (self.share * sizes[:, self.axis : self.axis + 1])
 
 
 @dataclass(frozen=True)

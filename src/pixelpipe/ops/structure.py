@@ -137,18 +137,24 @@ class _Structure(Op):
         return [int(k) for k in np.unique(steps) if k >= 0]
 
     def _geometry(self, draws: Draws, sizes: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each sample's matrix and output size after its steps: at each step every op samples
+        only the rows that took it, at their current size (steps_and_pairs: every op's leading
+        draws hashed in one evaluation; a row's draws are its own, so the numbers of sampling
+        every row and keeping these)."""
         n = len(sizes)
         matrix = np.tile(np.eye(3), (n, 1, 1))
         cur = np.asarray(sizes, dtype=np.float64)
-        for j in range(steps.shape[1]):
-            col = steps[:, j]
-            step, out = np.tile(np.eye(3), (n, 1, 1)), cur.copy()
-            for k in self._used(col):
-                op = self.ops[k]
-                # sampled at each sample's current size: the same draws, so the same numbers
-                m, s = op.transform(op.sample(inner_draws(draws, self.stream(k)), cur), cur)
-                rows = col == k
-                step[rows], out[rows] = m[rows], s[rows]
+        step: np.ndarray | None = None
+        out, at = cur, -1
+        for j, k, rows, sub in self.steps_and_pairs({"steps": steps}, draws):
+            if j != at:  # a new step: the one before takes effect
+                if step is not None:
+                    matrix, cur = step @ matrix, out
+                step, out, at = np.tile(np.eye(3), (n, 1, 1)), cur.copy(), j
+            op = self.ops[k]
+            m, size = op.transform(op.sample(sub, cur[rows]), cur[rows])
+            step[rows], out[rows] = m, size
+        if step is not None:
             matrix, cur = step @ matrix, out
         return matrix, cur
 
