@@ -93,6 +93,34 @@ def test_kernel_is_the_twin(name, channels):
         params, draws = sampled(part, n, seed)
         compare(part, x, params, draws, owned=bool(seed % 2))
 
+@pytest.mark.parametrize("channels", [3, 1])
+def test_statistics_over_many_tiles(monkeypatch, channels):
+    """Samples of several statistics tiles (the last one partial), each tile of several blocks:
+    the tiles' sums, ranges and histograms combine into the twin's numbers, also over the
+    steps that reuse the histograms (zeroed again after each step's tables)."""
+    from pixelpipe.kernels.triton import policy
+
+    monkeypatch.setattr(policy, "TILE", 256)
+    monkeypatch.setattr(policy, "BLOCK", 128)
+    part = pixel_part(pp.RandAugment(3, 15))
+    n = 16
+    x = images(n, channels, 31, 37, 11, DEVICE)  # 1,147 pixels: 5 tiles
+    params, draws = sampled(part, n, 11)
+    compare(part, x, params, draws, owned=False)
+    for name, code in policy.CODES.items():
+        if code in policy._NEEDS_STATS:
+            from pixelpipe.ops.augment_space import apply_columns
+
+            v = 1.8 if name == "Contrast" else 0.0
+            want = apply_columns(name, x.clone(), {"factor": torch.full((n, 1, 1, 1), v, device=x.device)})
+            got = policy.policy_steps(x.clone(), np.full((2, n), code), np.full((2, n), v), False)
+            want = apply_columns(name, want, {"factor": torch.full((n, 1, 1, 1), v, device=x.device)})
+            if name == "Contrast":
+                torch.testing.assert_close(got, want, atol=4e-6, rtol=0)
+            else:
+                assert torch.equal(got, want), name
+
+
 def test_every_operation_alone():
     """Each operation on every sample at once (one step), against its torch form."""
     from pixelpipe.kernels.triton.policy import CODES, policy_steps

@@ -11,9 +11,14 @@ the tests hold each form to.
 - GaussianBlur on the CPU, float32: one C call (kernels.cpu.blur, native/blur.c) where it was
   built and native code is on (not with PIXELPIPE_NATIVE=0 or inside native.disabled()).
 - A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide: ops.policies'
-  PolicySteps of pixel kind) on CUDA, float32, 1 or 3 channels: at most two Triton launches
-  a step (kernels.triton.policy) instead of a gather, the operation's torch form and a
-  write-back per (step, operation) pair.
+  PolicySteps of pixel kind) on CUDA, float32, 1 or 3 channels: a few Triton launches a step
+  (kernels.triton.policy) instead of a gather, the operation's torch form and a write-back per
+  (step, operation) pair.
+- The same on the CPU, float32, 1 or 3 channels: one C call for all the steps of a batch or
+  piece (kernels.cpu.policy, native/policy.c), each sample through its steps in the cache, where
+  it was built and native code is on. Triton is never imported for it.
+- RandomErasing(value="random") on CUDA: one Triton launch hashes and writes every rectangle's
+  noise (kernels.triton.erasing) instead of about 60 torch launches (erasing.noise_on_device).
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ import torch
 
 from ..data.random import Draws
 from ..ops.blur import GaussianBlur, gaussian_kernels
+from ..ops.erasing import RandomErasing, noise_table
 from ..ops.kinds import Op, Params
 from ..ops.policies import PolicySteps
 from .cpu.blur import blur_library, blur_rows_cpu
+from .cpu.policy import CODES, policy_library, policy_steps_cpu
 
-__all__ = ["PixelForm", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form", "policy_form"]
+__all__ = ["PixelForm", "erasing_noise_form", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form",
+           "policy_cpu_form", "policy_form"]
 
 # (x, the op's params, owned, the op's draws) -> the op's result; owned: x may be overwritten
 PixelForm = Callable[[torch.Tensor, Params, bool, Draws], torch.Tensor]
@@ -41,8 +49,15 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
     """The fast form of pixel op `op` for x (float [N, C, H, W]), or None: run op.apply."""
     if x.dtype != torch.float32:
         return None
-    if _policy_kernel_takes(op, x):
-        return lambda x, params, owned, draws: policy_form(op, x, params, owned, draws)  # type: ignore[arg-type]
+    if isinstance(op, PolicySteps) and _policy_form_takes(op, x):
+        if x.device.type == "cuda" and _triton():
+            return lambda x, params, owned, draws: policy_form(op, x, params, owned, draws)
+        if x.device.type == "cpu" and policy_library() is not None:
+            return lambda x, params, owned, draws: policy_cpu_form(op, x, params, owned, draws)
+        return None
+    if (isinstance(op, RandomErasing) and type(op).apply_owned is RandomErasing.apply_owned and op.value == "random"
+            and x.device.type == "cuda" and x.dim() == 4 and _triton()):
+        return lambda x, params, owned, draws: erasing_noise_form(op, x, params, owned, draws)
     if not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
         return None
     if x.device.type == "cuda" and _triton():
@@ -52,26 +67,49 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
     return None
 
 
-def _policy_kernel_takes(op: Op, x: torch.Tensor) -> bool:
-    """Whether the policy kernel runs op on x: a policy's pixel part whose operations it has
-    codes for, on CUDA with Triton, images of 1 or 3 channels."""
-    if not (isinstance(op, PolicySteps) and op.kind == "pixel" and x.device.type == "cuda" and x.dim() == 4
-            and x.shape[1] in (1, 3) and _triton()):
-        return False
-    from .triton.policy import CODES
+def _policy_form_takes(op: PolicySteps, x: torch.Tensor) -> bool:
+    """Whether a policy form (Triton's or C's) runs op on x: a policy's pixel part on images of
+    1 or 3 channels, every operation one with a code."""
+    return (op.kind == "pixel" and x.dim() == 4 and x.shape[1] in (1, 3)
+            and all(name in CODES for name in op.operation_names()))
 
-    return all(name in CODES for name in op.operation_names())
+
+def _policy_program(op: PolicySteps, x: torch.Tensor, params: Params, draws: Draws) -> tuple[np.ndarray, np.ndarray]:
+    """(codes int32 [S, N], values float64 [S, N]) of the policy forms: each step's operation
+    code (CODES, 0 none) and number per sample (PolicySteps.program)."""
+    which, values = op.program(params, draws, x.shape[-2:])
+    table = np.array([CODES[name] for name in op.operation_names()] + [0], dtype=np.int32)
+    return table[which], values  # -1 (no operation) takes the last entry, 0
 
 
 def policy_form(op: PolicySteps, x: torch.Tensor, params: Params, owned: bool, draws: Draws) -> torch.Tensor:
     """op.apply(x, params, draws) by the policy kernel (kernels.triton.policy; any device
     Triton runs on, its interpreter on CPU tensors): each step's operation and number per
     sample (PolicySteps.program), then the kernel's launches."""
-    from .triton.policy import CODES, policy_steps
+    from .triton.policy import policy_steps
 
-    which, values = op.program(params, draws, x.shape[-2:])
-    table = np.array([CODES[name] for name in op.operation_names()] + [0], dtype=np.int32)
-    return policy_steps(x, table[which], values, owned)  # -1 (no operation) takes the last entry, 0
+    return policy_steps(x, *_policy_program(op, x, params, draws), owned)
+
+
+def policy_cpu_form(op: PolicySteps, x: torch.Tensor, params: Params, owned: bool, draws: Draws) -> torch.Tensor:
+    """op.apply(x, params, draws) by policy.c (CPU float32 tensors; needs policy_library()), in
+    one call for all the steps."""
+    return policy_steps_cpu(x, *_policy_program(op, x, params, draws), owned)
+
+
+def erasing_noise_form(op: RandomErasing, x: torch.Tensor, params: Params, owned: bool, draws: Draws) -> torch.Tensor:
+    """RandomErasing(value="random").apply(x, params, draws) by the noise kernel
+    (kernels.triton.erasing; any device Triton runs on): one launch for every rectangle's
+    values, written into x when owned (and contiguous), else into a copy."""
+    from .triton.erasing import noise_rectangles
+
+    rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+    if len(rows) == 0:
+        return x
+    out = x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
+    table = noise_table(tuple(x.shape[1:]), rows, params["top"], params["left"], params["height"], params["width"],
+                        draws, op.draws)
+    return noise_rectangles(out, table)
 
 
 def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:

@@ -106,17 +106,12 @@ def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left
 _END, _START, _WIDTH, _HEIGHT, _AREA, _CORNER, _SAMPLE, _ROW_GAP, _CHANNEL_GAP, _STATE, _STATE_OTHER = range(11)
 
 
-def noise_on_device(out: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
-                    width: np.ndarray, draws: Draws, draw: int) -> torch.Tensor:
-    """noise_in_rectangles' values written into `out` (contiguous [N, C, H, W], any device): the
-    host uploads a column of numbers per rectangle, and the device finds each value's rectangle
-    (a search among the rectangles' ends) and field position (divisions by the rectangle's
-    width and area) from its place in the list of values, then hashes it (random.normal_keyed:
-    normal_field_at's operations, so the bits Draws.normal_field_at_np gives). Why: with the positions
-    made in numpy and hashed on the device from uploaded arrays, RandomErasing(0.25,
-    value="random") cost 12.9 ms of host time per 256-image batch on a GPU host, for about 1.7
-    million values; this is one upload and about 60 small launches."""
-    c, h, w = out.shape[1:]
+def noise_table(shape: tuple[int, int, int], rows: np.ndarray, top: np.ndarray, left: np.ndarray,
+                height: np.ndarray, width: np.ndarray, draws: Draws, draw: int) -> np.ndarray:
+    """int64 [11, R]: a column of numbers per rectangle of `rows` (the rows named above
+    noise_on_device) for images of `shape` (C, H, W), from which a device finds each noise
+    value's rectangle, position and field states."""
+    c, h, w = shape
     t, lf = top[rows].astype(np.int64), left[rows].astype(np.int64)
     rh, rw = height[rows].astype(np.int64), width[rows].astype(np.int64)
     area = rh * rw
@@ -128,6 +123,21 @@ def noise_on_device(out: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: 
     table[_ROW_GAP], table[_CHANNEL_GAP] = w - rw, h * w - area
     for at, d in ((_STATE, draw), (_STATE_OTHER, draw + 1000003)):
         table[at] = draws.hashes_np(d)[rows].view(np.int32)
+    return table
+
+
+def noise_on_device(out: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
+                    width: np.ndarray, draws: Draws, draw: int) -> torch.Tensor:
+    """noise_in_rectangles' values written into `out` (contiguous [N, C, H, W], any device): the
+    host uploads a column of numbers per rectangle (noise_table), and the device finds each
+    value's rectangle (a search among the rectangles' ends) and field position (divisions by
+    the rectangle's width and area) from its place in the list of values, then hashes it
+    (random.normal_keyed: normal_field_at's operations, so the bits Draws.normal_field_at_np
+    gives). Why: with the positions made in numpy and hashed on the device from uploaded
+    arrays, RandomErasing(0.25, value="random") cost 12.9 ms of host time per 256-image batch
+    on a GPU host, for about 1.7 million values; this is one upload and about 60 small
+    launches (one Triton launch on CUDA: kernels.triton.erasing, through kernels.pixel_forms)."""
+    table = noise_table(tuple(out.shape[1:]), rows, top, left, height, width, draws, draw)
     tab = to_device(table, out.device)
     k = torch.arange(int(table[_END, -1]), dtype=torch.int64, device=out.device)
     own = tab.index_select(1, torch.searchsorted(tab[_END], k, right=True))  # [11, K]: each value's rectangle

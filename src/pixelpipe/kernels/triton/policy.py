@@ -1,16 +1,20 @@
-"""A policy's pixel operations on CUDA in two Triton launches per step, each sample its own operation.
+"""A policy's pixel operations on CUDA in one to three Triton launches per step, each sample its own operation.
 
 Twin: `PolicySteps.apply_gathered` (ops.structure), which gathers the rows of every (step,
 operation) pair, runs the operation's torch form (augment_space.apply_columns) and writes the
 rows back. Measured on an H200 (benchmarks/gpu_augment_host.py --ops): RandAugment(2, 9) on
 150 decoded images took 275 kernel launches and 11.8 ms of host time per call that way, for
-1.7 ms of kernels: the host bounded it. Here a step is at most two launches over the whole
+1.7 ms of kernels: the host bounded it. Here a step is at most three launches over the whole
 batch, whichever operation each sample took:
 
-- statistics (only where a sample's operation needs them; one program per such sample, its
-  pixels in a fixed order, so the same numbers on every run): the grey mean (Contrast), each
-  channel's lowest and highest value (AutoContrast), each channel's histogram of grey levels
-  and from it the equalising table (Equalize);
+- statistics, only where a step has samples whose operation needs them, in two launches: one
+  program per tile of TILE pixels of such a sample writes the tile's grey sum (Contrast) and
+  each channel's lowest and highest value (AutoContrast), and adds each channel's histogram of
+  grey levels (Equalize) into the sample's with integer atomics; then one program per sample
+  combines its tiles in a fixed order (so the same numbers on every run) into the grey mean,
+  the channels' range and the equalising tables. One program per sample over all its pixels
+  took 0.63 ms of the 1.02 ms of kernels of a RandAugment(2, 9) call on 64 images (H200): a
+  handful of programs each reading a whole image alone;
 - the operations: one program per tile of a sample's pixels branches on the sample's
   operation code (none, Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
   AutoContrast, Equalize, Invert) and writes every channel of its pixels into the step's output.
@@ -21,7 +25,7 @@ Every value is the twin's float32 arithmetic in the twin's order (compiled witho
 multiply-adds; divisions rounded to nearest, Sharpness's by 13 as torch does it on the device:
 a product with the reciprocal on CUDA; grey levels rounded half to even through the 1.5 x 2^23
 trick, as torch.round), so the same numbers, except Contrast, whose mean sums the
-pixels in another order than torch's reduction (a few units in the last place of the mean).
+pixels in another order than torch's reduction (by tiles, then the tiles' sums) (a few units in the last place of the mean).
 tests/test_policy_kernel.py holds the two to that.
 """
 
@@ -33,15 +37,14 @@ import triton
 import triton.language as tl
 
 from ...data.transfer import Upload
+from ..cpu.policy import CODES  # the operation codes (0: none), shared with the CPU form
 
 __all__ = ["CODES", "policy_steps"]
 
-# the operation codes (0: the sample does nothing at that step)
-CODES = {"Brightness": 1, "Color": 2, "Contrast": 3, "Sharpness": 4, "Posterize": 5, "Solarize": 6,
-         "AutoContrast": 7, "Equalize": 8, "Invert": 9}
 _NEEDS_STATS = (3, 7, 8)
 STAT_COLS = 8  # grey mean, then the channels' lowest (3) and highest (3) values, one spare
 BLOCK = 1024
+TILE = 4096  # pixels of one sample per statistics program (a multiple of BLOCK)
 
 
 @triton.jit
@@ -63,16 +66,23 @@ def _grey(v0, v1, v2):
 # that are multiples of 8 bytes: not specialised on 16-byte alignment, or a new offset would
 # compile a new variant of the kernel in the middle of training
 @triton.jit(do_not_specialize_on_alignment=["rows", "codes"])
-def _stats_kernel(src, rows, codes, stats, lut, HW, C: tl.constexpr, BLOCK: tl.constexpr):
-    """Program r: the statistics sample rows[r]'s operation (codes) needs, over its pixels."""
-    n = tl.load(rows + tl.program_id(0))
+def _tile_stats_kernel(src, rows, codes, part, hist, HW, T, C: tl.constexpr, TILE: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    """Program (t, r): the statistics sample rows[r]'s operation (codes) needs, over its pixels
+    t * TILE .. (t + 1) * TILE: the grey sum (Contrast) and each channel's lowest and highest
+    value (AutoContrast) into part[n, t], each channel's histogram of grey levels (Equalize)
+    added into hist[n] (integer atomics: the same counts in any order)."""
+    n = tl.load(rows + tl.program_id(1))
+    t = tl.program_id(0)
     code = tl.load(codes + n)
     base = src + n.to(tl.int64) * (C * HW)
+    pp = part + (n.to(tl.int64) * T + t) * 8
     offs = tl.arange(0, BLOCK)
-    if code == 3:  # Contrast: the mean grey value
+    first = t * TILE
+    if code == 3:  # Contrast: the tile's grey sum
         acc = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, HW, BLOCK):
-            o = start + offs
+        for k in tl.static_range(TILE // BLOCK):
+            o = first + k * BLOCK + offs
             m = o < HW
             v0 = tl.load(base + o, mask=m, other=0.0)
             if C == 3:
@@ -80,36 +90,59 @@ def _stats_kernel(src, rows, codes, stats, lut, HW, C: tl.constexpr, BLOCK: tl.c
             else:
                 g = v0
             acc += tl.where(m, g, 0.0)
-        tl.store(stats + n * 8, tl.sum(acc, axis=0) / HW)
-    elif code == 7:  # AutoContrast: each channel's lowest and highest value
+        tl.store(pp, tl.sum(acc, axis=0))
+    elif code == 7:  # AutoContrast: each channel's lowest and highest value in the tile
         for c in tl.static_range(C):
             lo = tl.full([BLOCK], float("inf"), tl.float32)
             hi = tl.full([BLOCK], float("-inf"), tl.float32)
-            for start in range(0, HW, BLOCK):
-                o = start + offs
+            for k in tl.static_range(TILE // BLOCK):
+                o = first + k * BLOCK + offs
                 m = o < HW
                 v = tl.load(base + c * HW + o, mask=m, other=0.0)
                 lo = tl.minimum(lo, tl.where(m, v, float("inf")))
                 hi = tl.maximum(hi, tl.where(m, v, float("-inf")))
-            tl.store(stats + n * 8 + 1 + c, tl.min(lo, axis=0))
-            tl.store(stats + n * 8 + 4 + c, tl.max(hi, axis=0))
-    elif code == 8:  # Equalize: each channel's table (levels.equalize_reference's rule)
+            tl.store(pp + 1 + c, tl.min(lo, axis=0))
+            tl.store(pp + 4 + c, tl.max(hi, axis=0))
+    elif code == 8:  # Equalize: each channel's histogram of the tile, added to the sample's
         level = tl.arange(0, 512)
         for c in tl.static_range(C):
-            hist = tl.zeros([512], tl.int32)
-            for start in range(0, HW, BLOCK):
-                o = start + offs
+            h = tl.zeros([512], tl.int32)
+            for k in tl.static_range(TILE // BLOCK):
+                o = first + k * BLOCK + offs
                 m = o < HW
                 lv = _levels(tl.load(base + c * HW + o, mask=m, other=0.0))
-                hist += tl.histogram(tl.where(m, lv, 256), 512)  # bin 256 takes the lanes past the end
-            hist = tl.where(level < 256, hist, 0).to(tl.int64)
-            top = tl.max(tl.where(hist > 0, level, -1), axis=0)  # the highest level present
-            at_top = tl.sum(tl.where(level == top, hist, 0), axis=0)
+                h += tl.histogram(tl.where(m, lv, 256), 512)  # bin 256 takes the lanes past the end
+            tl.atomic_add(hist + (n * C + c) * 256 + level, h, mask=(level < 256) & (h > 0))
+
+
+@triton.jit(do_not_specialize_on_alignment=["rows", "codes"])
+def _finish_stats_kernel(rows, codes, part, hist, stats, lut, HW, T, C: tl.constexpr, TP: tl.constexpr):
+    """Program r: sample rows[r]'s statistics from its tiles' (T of them, TP a power of two at
+    least T, both in a fixed order): the grey mean, the channels' range, the equalising tables
+    (levels.equalize_reference's rule; the histograms zeroed again for the next step)."""
+    n = tl.load(rows + tl.program_id(0))
+    code = tl.load(codes + n)
+    t = tl.arange(0, TP)
+    pp = part + (n.to(tl.int64) * T + t) * 8
+    if code == 3:
+        tl.store(stats + n * 8, tl.sum(tl.load(pp, mask=t < T, other=0.0), axis=0) / HW)
+    elif code == 7:
+        for c in tl.static_range(C):
+            tl.store(stats + n * 8 + 1 + c, tl.min(tl.load(pp + 1 + c, mask=t < T, other=float("inf")), axis=0))
+            tl.store(stats + n * 8 + 4 + c, tl.max(tl.load(pp + 4 + c, mask=t < T, other=float("-inf")), axis=0))
+    elif code == 8:
+        level = tl.arange(0, 256)
+        for c in tl.static_range(C):
+            hp = hist + (n * C + c) * 256 + level
+            h = tl.load(hp).to(tl.int64)
+            tl.store(hp, tl.zeros([256], tl.int32))
+            top = tl.max(tl.where(h > 0, level, -1), axis=0)  # the highest level present
+            at_top = tl.sum(tl.where(level == top, h, 0), axis=0)
             step = (HW - at_top) // 255
-            below = tl.cumsum(hist, axis=0) - hist
+            below = tl.cumsum(h, axis=0) - h
             table = tl.minimum((step // 2 + below) // tl.maximum(step, 1), 255)
             table = tl.where(step == 0, level.to(tl.int64), table)
-            tl.store(lut + (n * C + c) * 256 + level, table.to(tl.float32) * (1.0 / 255.0), mask=level < 256)
+            tl.store(lut + (n * C + c) * 256 + level, table.to(tl.float32) * (1.0 / 255.0))
 
 
 @triton.jit
@@ -214,8 +247,12 @@ def policy_steps(x: torch.Tensor, codes: np.ndarray, values: np.ndarray, owned: 
     sent = upload.send(x.device)
     codes_d, values_d = sent[at_codes].view(-1, n), sent[at_values].view(-1, n)
     needs = any(len(r) for r in stat_rows.values())
+    tiles = triton.cdiv(h * w, TILE)
     stats = torch.empty(n, STAT_COLS, dtype=torch.float32, device=x.device) if needs else values_d
     lut = torch.empty(n, c, 256, dtype=torch.float32, device=x.device) if needs else values_d
+    part = torch.empty(n, tiles, STAT_COLS, dtype=torch.float32, device=x.device) if needs else values_d
+    equalizes = bool(np.any(codes == CODES["Equalize"]))  # the histograms start at 0; each step leaves them so
+    hist = torch.zeros(n, c, 256, dtype=torch.int32, device=x.device) if equalizes else codes_d
     src = x.contiguous()
     ours = owned or src is not x  # a contiguous copy is ours to overwrite
     spare: torch.Tensor | None = None  # a tensor of ours that no later step reads
@@ -223,8 +260,10 @@ def policy_steps(x: torch.Tensor, codes: np.ndarray, values: np.ndarray, owned: 
         dst = spare if spare is not None else torch.empty_like(src)
         if s in at_rows:
             rows = sent[at_rows[s]]
-            _stats_kernel[(len(rows),)](src, rows, codes_d[s], stats, lut, h * w, C=c, BLOCK=BLOCK, num_warps=4,
-                                        enable_fp_fusion=False)
+            _tile_stats_kernel[(tiles, len(rows))](src, rows, codes_d[s], part, hist, h * w, tiles, C=c, TILE=TILE,
+                                                   BLOCK=BLOCK, num_warps=4, enable_fp_fusion=False)
+            _finish_stats_kernel[(len(rows),)](rows, codes_d[s], part, hist, stats, lut, h * w, tiles, C=c,
+                                               TP=triton.next_power_of_2(tiles), num_warps=4, enable_fp_fusion=False)
         _apply_kernel[(triton.cdiv(h * w, BLOCK), n)](src, dst, codes_d[s], values_d[s], stats, lut, h, w, C=c,
                                                       RECIPROCAL=x.device.type == "cuda", BLOCK=BLOCK, num_warps=4,
                                                       enable_fp_fusion=False)
