@@ -37,6 +37,8 @@ POLICIES = {
     "autoaugment-imagenet": lambda: pp.AutoAugment("imagenet"),
     "autoaugment-cifar10": lambda: pp.AutoAugment("cifar10"),
     "autoaugment-svhn": lambda: pp.AutoAugment("svhn"),
+    "timm-deit": lambda: pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"),
+    "timm-plain-3": lambda: pp.TimmRandAugment(3, 7, 1.0, increasing=False),
 }
 FACTORS = ("Brightness", "Color", "Contrast", "Sharpness")
 
@@ -124,7 +126,7 @@ def _magnitudes(name: str, n: int) -> list[np.ndarray]:
     return [np.zeros(n)]
 
 
-@pytest.mark.parametrize("name", list(CODES))
+@pytest.mark.parametrize("name", [name for name in CODES if name != "SolarizeAdd"])
 @pytest.mark.parametrize("channels", [3, 1])
 def test_every_operation_alone(name, channels):
     """Each operation on every sample at once (one step), at several numbers per sample, against
@@ -148,6 +150,26 @@ def test_every_operation_alone(name, channels):
             else:
                 assert torch.equal(got, want), (name, m)
                 assert torch.equal(got, reference), (name, m)
+
+
+@pytest.mark.parametrize("channels", [3, 1])
+def test_solarize_add_alone(channels):
+    """timm's SolarizeAdd at addends 0..128 against its twins (TimmPixels.apply: the CPU's
+    levels_cpu form, and the device-independent solarize_add_reference): levels under 128
+    raised, at most to 255; whole levels, halves and values between them."""
+    from pixelpipe.ops.timm_augment import TimmPixels, solarize_add_reference
+
+    n = 9
+    add = np.array([0.0, 1.0, 17.0, 64.0, 100.0, 110.0, 127.0, 128.0, 55.0])
+    op = TimmPixels("SolarizeAdd", 9.0, 0.0)
+    np.testing.assert_array_equal(op.operands({"arg": add})["add"], add)
+    for k, (h, w) in enumerate([(40, 45), (3, 3)]):
+        x = images(n, channels, h, w, 11 + k)
+        want = op.apply(x.clone(), {"arg": add}, None)
+        got = policy_steps_cpu(x.clone(), np.full((1, n), CODES["SolarizeAdd"]), add[None, :], False)
+        assert torch.equal(got, want)
+        assert torch.equal(got, solarize_add_reference(x.clone(), add))
+        assert not torch.equal(got, x)
 
 
 def test_solarize_at_its_threshold():
@@ -249,8 +271,10 @@ def test_wrong_inputs_are_refused():
         policy_steps_cpu(torch.rand(2, 3, 4, 4).half(), np.ones((1, 2)), np.ones((1, 2)), False)
     with pytest.raises(ValueError, match=r"\[N, C, H, W\]"):
         policy_steps_cpu(torch.rand(3, 4, 4), np.ones((1, 3)), np.ones((1, 3)), False)
-    with pytest.raises(ValueError, match="codes must lie in 0..9"):
-        policy_steps_cpu(torch.rand(2, 3, 4, 4), np.full((1, 2), 10), np.ones((1, 2)), False)
+    with pytest.raises(ValueError, match="codes must lie in 0..10"):
+        policy_steps_cpu(torch.rand(2, 3, 4, 4), np.full((1, 2), 11), np.ones((1, 2)), False)
+    with pytest.raises(ValueError, match="codes must lie in 0..10"):
+        policy_steps_cpu(torch.rand(2, 3, 4, 4), np.full((1, 2), -1), np.ones((1, 2)), False)
 
 
 def test_pixel_form_on_the_cpu():
@@ -266,7 +290,7 @@ def test_pixel_form_on_the_cpu():
         assert pixel_form(part, x) is None  # the twin runs
 
 
-@pytest.mark.parametrize("policy", ["randaugment", "autoaugment-imagenet"])
+@pytest.mark.parametrize("policy", ["randaugment", "autoaugment-imagenet", "timm-deit"])
 def test_the_engine_runs_the_form_on_the_cpu(monkeypatch, policy):
     """A Compose with a policy on the CPU runs the policy's pixel part through policy.c on each
     of the Engine's pieces, and gives the twin's numbers (the engine without forms, and with

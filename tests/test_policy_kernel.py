@@ -30,6 +30,8 @@ POLICIES = {
     "autoaugment-imagenet": lambda: pp.AutoAugment("imagenet"),
     "autoaugment-cifar10": lambda: pp.AutoAugment("cifar10"),
     "autoaugment-svhn": lambda: pp.AutoAugment("svhn"),
+    "timm-deit": lambda: pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"),
+    "timm-plain-3": lambda: pp.TimmRandAugment(3, 7, 1.0, increasing=False),
 }
 
 
@@ -131,6 +133,8 @@ def test_every_operation_alone():
     numbers = {"Brightness": 1.6, "Color": 0.3, "Contrast": 1.8, "Sharpness": 1.9, "Posterize": 0xF0,
                "Solarize": 128.0 - 1e-3}
     for name, code in CODES.items():
+        if name == "SolarizeAdd":  # timm's, not an augment_space operation: test_solarize_add_alone
+            continue
         v = numbers.get(name, 0.0)
         col = {"Posterize": "mask", "Solarize": "at"}.get(name, "factor")
         dtype = torch.int32 if name == "Posterize" else torch.float32
@@ -140,6 +144,18 @@ def test_every_operation_alone():
             torch.testing.assert_close(got, want, atol=2e-6, rtol=0)
         else:
             assert torch.equal(got, want), name
+
+def test_solarize_add_alone():
+    """timm's SolarizeAdd at addends 0..128 against its device-independent twin."""
+    from pixelpipe.kernels.triton.policy import CODES, policy_steps
+    from pixelpipe.ops.timm_augment import solarize_add_reference
+
+    n = 9
+    add = np.array([0.0, 1.0, 17.0, 64.0, 100.0, 110.0, 127.0, 128.0, 55.0])
+    x = images(n, 3, 20, 23, 13, DEVICE)
+    got = policy_steps(x.clone(), np.full((1, n), CODES["SolarizeAdd"]), add[None, :], False)
+    assert torch.equal(got, solarize_add_reference(x.clone(), add))
+    assert not torch.equal(got, x)
 
 def test_small_images_keep_sharpness_and_nothing_to_do_is_x():
     from pixelpipe.kernels.triton.policy import CODES, policy_steps

@@ -53,3 +53,25 @@ def test_factor_numbers_are_one_plus_the_magnitude():
     factors = np.isin(names[which], ["Brightness", "Color", "Contrast", "Sharpness"])
     assert factors.any()
     assert ((values[factors] >= 0.01 - 1e-12) & (values[factors] <= 1.99 + 1e-12)).all()
+
+
+def test_timm_program_names_its_operations_by_what_they_compute():
+    """TimmRandAugment's pixel part: operation names without "Increasing" (what the kernels'
+    codes name), numbers as TimmPixels.operands makes them from the args apply() draws, and
+    every operation of the increasing set met over 600 samples."""
+    part = pixel_part(pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"))
+    names = part.operation_names()
+    assert set(names) == {"AutoContrast", "Equalize", "Invert", "Posterize", "Solarize", "SolarizeAdd", "Color",
+                          "Contrast", "Brightness", "Sharpness"}
+    params, draws = sampled(part, 600, 3)
+    which, values = part.program(params, draws, (20, 20))
+    seen = set()
+    for j, k, rows, sub in part.steps_and_pairs(params, draws):
+        op = part.ops[k]
+        numbers = op.operands(op.sample(sub, np.tile([20.0, 20.0], (len(rows), 1))))
+        want = next(iter(numbers.values())) if numbers else np.zeros(len(rows))
+        np.testing.assert_array_equal(values[j, rows], want)
+        seen.add(names[k])
+    assert seen == set(names)
+    adds = values[np.array(names + ["none"])[which] == "SolarizeAdd"]
+    assert len(adds) and (adds == np.floor(adds)).all() and adds.min() >= 0 and adds.max() <= 128

@@ -28,6 +28,7 @@
  *   8 Equalize     per channel, its histogram of levels -> table (levels.equalize_reference's
  *                  rule), x -> table[level] * float(1 / 255)
  *   9 Invert       1 - x
+ *  10 SolarizeAdd  (level < 128 ? min(level + v, 255) : level) * float(1 / 255)   (timm's; v whole)
  * clamp is to [0, 1]; level = round(255 x) half to even, clamped to 0..255 (1.5 x 2^23 added and
  * taken away: torch.round's result below 2^22, and any larger value clamps alike).
  * One difference: Contrast's mean. torch's .mean() sums the greys in its own float32 order,
@@ -48,7 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { NONE, BRIGHTNESS, COLOR, CONTRAST, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT };
+enum { NONE, BRIGHTNESS, COLOR, CONTRAST, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT, SOLARIZE_ADD };
 
 #define INLINE static inline __attribute__((always_inline))
 #define LANES 8
@@ -104,6 +105,16 @@ INLINE void solarize(float *restrict p, int64_t n, float at) {
     for (int64_t i = 0; i < n; i++) {
         const float v = p[i];
         p[i] = pick(v * 255.0f >= at, 1.0f - v, v);
+    }
+}
+
+/* timm's SolarizeAdd: the levels under 128 raised by `add` (a whole number), at most to 255 */
+INLINE void solarize_add(float *restrict p, int64_t n, float add, uint8_t *restrict lv) {
+    levels(p, n, lv);
+    for (int64_t i = 0; i < n; i++) {
+        const float l = (float)lv[i];
+        const float up = l + add;
+        p[i] = pick(l < 128.0f, up > 255.0f ? 255.0f : up, l) * INV255;
     }
 }
 
@@ -274,6 +285,9 @@ INLINE void one_step(float *x, int64_t C, int64_t H, int64_t W, int code, float 
         break;
     case INVERT:
         for (int64_t c = 0; c < C; c++) invert(x + c * HW, HW);
+        break;
+    case SOLARIZE_ADD:
+        for (int64_t c = 0; c < C; c++) solarize_add(x + c * HW, HW, v, lv);
         break;
     default:
         break;

@@ -66,8 +66,9 @@ class PolicySteps(_Structure):
         return int(self._entries[k])
 
     def operation_names(self) -> list[str]:
-        """The name of each of the part's operations (their `name`: "Brightness", "Rotate"...)."""
-        return [op.name for op in self.ops]
+        """What each of the part's operations computes: its `operation` where it has one (timm's
+        "ColorIncreasing" computes "Color"), else its `name` ("Brightness", "Rotate"...)."""
+        return [getattr(op, "operation", op.name) for op in self.ops]
 
     def program(self, params: Params, draws: Draws, size: Any) -> tuple[np.ndarray, np.ndarray]:
         """The pixel part's per-sample program as numbers, for a kernel that runs every sample's

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..data.random import Draws
-from .augment_space import _apply
+from .augment_space import _apply, operands
 from .geometry import _about_centre, _rotation
 from .kinds import GeometryOp, Op, Params, PixelOp
 from .levels_cpu import fast, solarize_add_cpu
@@ -123,12 +123,29 @@ class TimmPixels(_TimmOp, PixelOp):
 
     def __init__(self, name: str, magnitude: float, std: float) -> None:
         self._init(name, magnitude, std, 0.0)
+        self.operation = name.removesuffix("Increasing")  # what it computes (PolicySteps.operation_names)
+
+    def operands(self, params: Params) -> dict[str, np.ndarray]:
+        """The one per-sample number apply() computes with (augment_space.operands' form: a
+        factor, a posterize mask, a solarize threshold in levels; SolarizeAdd's addend), for
+        the policy kernels (PolicySteps.program): the same numbers apply() makes of params."""
+        a = np.asarray(params["arg"], dtype=np.float64)
+        base = self.operation
+        if base in ("Color", "Contrast", "Brightness", "Sharpness"):
+            return operands(base, a - 1.0)
+        if base == "Posterize":
+            return operands("Posterize", np.minimum(a, 8.0))
+        if base == "Solarize":
+            return operands("Solarize", a / 255.0)
+        if base == "SolarizeAdd":
+            return {"add": a}
+        return {}  # AutoContrast, Equalize, Invert
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         if x.shape[0] == 0:
             return x
         a = np.asarray(params["arg"], dtype=np.float64)
-        base = self.name.removesuffix("Increasing")
+        base = self.operation
         if base in ("Color", "Contrast", "Brightness", "Sharpness"):
             return _apply(base, x, a - 1.0)
         if base == "Posterize":

@@ -1,5 +1,5 @@
 """A policy's pixel operations on float32 CPU images in C (native/policy.c), one call per batch or
-piece: the CPU form of AutoAugment's, RandAugment's and TrivialAugmentWide's pixel part
+piece: the CPU form of AutoAugment's, RandAugment's, TrivialAugmentWide's and TimmRandAugment's pixel part
 (ops.policies' PolicySteps of pixel kind; reached through kernels.pixel_forms).
 
 Why: the twin (PolicySteps.apply / apply_owned) runs a gather, the operation's torch form and a
@@ -29,7 +29,7 @@ __all__ = ["CODES", "policy_library", "policy_steps_cpu"]
 
 # the operation codes (0: the sample does nothing at that step)
 CODES = {"Brightness": 1, "Color": 2, "Contrast": 3, "Sharpness": 4, "Posterize": 5, "Solarize": 6,
-         "AutoContrast": 7, "Equalize": 8, "Invert": 9}
+         "AutoContrast": 7, "Equalize": 8, "Invert": 9, "SolarizeAdd": 10}
 
 # pp_policy_steps(src, dst, codes int32 [S, N], values float32 [S, N], geo int64 [10])
 _SIGNATURES = {"pp_policy_steps": (C.c_int64, [C.c_void_p] * 5)}
@@ -49,8 +49,8 @@ def policy_steps_cpu(x: torch.Tensor, codes: np.ndarray, values: np.ndarray, own
     """x (float32 [N, C, H, W] on the CPU, C 1 or 3, values in [0, 1], any strides) through S
     steps: at step s sample i takes operation codes[s, i] (CODES; 0 none) with its number
     values[s, i] (the factor of Brightness, Color, Contrast and Sharpness; the mask of
-    Posterize's levels; Solarize's threshold in levels; unused otherwise), made float32 as the
-    twin makes them. owned: x may be overwritten (the result is x where its samples' planes are
+    Posterize's levels; Solarize's threshold in levels; SolarizeAdd's addend; unused
+    otherwise), made float32 as the twin makes them. owned: x may be overwritten (the result is x where its samples' planes are
     contiguous); else, and for other layouts, the result is a new contiguous tensor. x itself
     when no sample does anything. Needs policy_library() (not None)."""
     if x.dim() != 4 or x.device.type != "cpu" or x.dtype != torch.float32 or x.shape[1] not in (1, 3):

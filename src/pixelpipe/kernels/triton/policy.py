@@ -17,7 +17,8 @@ batch, whichever operation each sample took:
   handful of programs each reading a whole image alone;
 - the operations: one program per tile of a sample's pixels branches on the sample's
   operation code (none, Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
-  AutoContrast, Equalize, Invert) and writes every channel of its pixels into the step's output.
+  AutoContrast, Equalize, Invert, timm's SolarizeAdd) and writes every channel of its pixels
+  into the step's output.
   Sharpness reads each pixel's 3x3 neighbourhood, so a step never writes the tensor it reads:
   two buffers take turns.
 
@@ -169,6 +170,9 @@ def _one(code, val, v, c, n, stats, lut, grey, C: tl.constexpr):
         out = tl.load(lut + (n * C + c) * 256 + _levels(v))
     elif code == 9:  # Invert
         out = 1.0 - v
+    elif code == 10:  # SolarizeAdd (timm's): the levels under 128 raised by val, at most to 255
+        lv = _levels(v).to(tl.float32)
+        out = tl.where(lv < 128.0, tl.minimum(lv + val, 255.0), lv) * (1.0 / 255.0)
     return out
 
 
@@ -228,8 +232,8 @@ def policy_steps(x: torch.Tensor, codes: np.ndarray, values: np.ndarray, owned: 
     """x (float32 [N, C, H, W], C 1 or 3, values in [0, 1]) through S steps: at step s sample i
     takes operation codes[s, i] (CODES; 0 none) with its number values[s, i] (the factor of
     Brightness, Color, Contrast and Sharpness; the mask of Posterize's levels; Solarize's
-    threshold in levels; unused otherwise). owned: x may be overwritten. A new or reused
-    contiguous tensor."""
+    threshold in levels; SolarizeAdd's addend; unused otherwise). owned: x may be overwritten.
+    A new or reused contiguous tensor."""
     n, c, h, w = x.shape
     if c not in (1, 3) or x.dtype != torch.float32:
         raise ValueError(f"policy_steps takes float32 images of 1 or 3 channels, got {x.dtype} with {c}")
