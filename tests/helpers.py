@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+import pixelpipe as pp
 from pixelpipe import Compose, ImageBatch, native
 from pixelpipe.ops import Op
 
@@ -417,3 +418,23 @@ def no_pixel_forms(monkeypatch) -> None:
     import pixelpipe.engine.pixels as pixels
 
     monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)
+
+
+# the policies the policy forms' tests run (tests/test_policy_kernel.py, test_policy_cpu.py)
+POLICIES = {
+    "randaugment": lambda: pp.RandAugment(2, 9),
+    "randaugment-3-15": lambda: pp.RandAugment(3, 15),
+    "trivialaugment": lambda: pp.TrivialAugmentWide(),
+    "autoaugment-imagenet": lambda: pp.AutoAugment("imagenet"),
+    "autoaugment-cifar10": lambda: pp.AutoAugment("cifar10"),
+    "autoaugment-svhn": lambda: pp.AutoAugment("svhn"),
+    "timm-deit": lambda: pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"),
+    "timm-plain-3": lambda: pp.TimmRandAugment(3, 7, 1.0, increasing=False),
+}
+
+
+def pixel_part(policy):
+    """A policy's one pixel part (ops.policies.PolicySteps of pixel kind)."""
+    parts = [p for p in policy.parts() if p.kind == "pixel"]
+    assert len(parts) == 1
+    return parts[0]

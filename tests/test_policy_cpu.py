@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import count_pixel_forms, no_pixel_forms
+from helpers import POLICIES, count_pixel_forms, no_pixel_forms, pixel_part
 
 import pixelpipe as pp
 from pixelpipe import native
@@ -30,23 +30,9 @@ from pixelpipe.ops.policies import PolicySteps
 pytestmark = pytest.mark.skipif(policy_library() is None,
                                 reason="native/policy.c was not built (or PIXELPIPE_NATIVE=0)")
 
-POLICIES = {
-    "randaugment": lambda: pp.RandAugment(2, 9),
-    "randaugment-3-15": lambda: pp.RandAugment(3, 15),
-    "trivialaugment": lambda: pp.TrivialAugmentWide(),
-    "autoaugment-imagenet": lambda: pp.AutoAugment("imagenet"),
-    "autoaugment-cifar10": lambda: pp.AutoAugment("cifar10"),
-    "autoaugment-svhn": lambda: pp.AutoAugment("svhn"),
-    "timm-deit": lambda: pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"),
-    "timm-plain-3": lambda: pp.TimmRandAugment(3, 7, 1.0, increasing=False),
-}
 FACTORS = ("Brightness", "Color", "Contrast", "Sharpness")
 
 
-def pixel_part(policy) -> PolicySteps:
-    parts = [p for p in policy.parts() if p.kind == "pixel"]
-    assert len(parts) == 1
-    return parts[0]
 
 
 def images(n: int, c: int, h: int, w: int, seed: int) -> torch.Tensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import count_pixel_forms, no_pixel_forms, triton_device
+from helpers import POLICIES, count_pixel_forms, no_pixel_forms, pixel_part, triton_device
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
@@ -23,22 +23,8 @@ from pixelpipe.ops.policies import PolicySteps
 
 DEVICE, INTERPRET = triton_device()
 
-POLICIES = {
-    "randaugment": lambda: pp.RandAugment(2, 9),
-    "randaugment-3-15": lambda: pp.RandAugment(3, 15),
-    "trivialaugment": lambda: pp.TrivialAugmentWide(),
-    "autoaugment-imagenet": lambda: pp.AutoAugment("imagenet"),
-    "autoaugment-cifar10": lambda: pp.AutoAugment("cifar10"),
-    "autoaugment-svhn": lambda: pp.AutoAugment("svhn"),
-    "timm-deit": lambda: pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"),
-    "timm-plain-3": lambda: pp.TimmRandAugment(3, 7, 1.0, increasing=False),
-}
 
 
-def pixel_part(policy) -> PolicySteps:
-    parts = [p for p in policy.parts() if p.kind == "pixel"]
-    assert len(parts) == 1
-    return parts[0]
 
 
 def images(n: int, c: int, h: int, w: int, seed: int, device: str) -> torch.Tensor:

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx2.h" /* has_avx2() */
+
 static int64_t mirror(int64_t i, int64_t n) {
     if (n == 1) return 0;
     const int64_t period = 2 * (n - 1);
@@ -71,21 +73,12 @@ static int64_t mirror(int64_t i, int64_t n) {
 static void along_row_plain(ROW_ARGS) ALONG_ROW_BODY
 static void along_columns_plain(COLUMN_ARGS) ALONG_COLUMNS_BODY
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PP_HAS_AVX2_TARGET
 /* the same bodies compiled for AVX2 (8 lanes), run where the CPU has it */
 __attribute__((target("avx2"))) static void along_row_avx2(ROW_ARGS) ALONG_ROW_BODY
 __attribute__((target("avx2"))) static void along_columns_avx2(COLUMN_ARGS) ALONG_COLUMNS_BODY
 
-static int has_avx2(void) {
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
-}
 #else
-static int has_avx2(void) { return 0; }
 #define along_row_avx2 along_row_plain
 #define along_columns_avx2 along_columns_plain
 #endif

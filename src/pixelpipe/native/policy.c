@@ -49,6 +49,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "avx2.h" /* has_avx2() */
+
 enum { NONE, BRIGHTNESS, COLOR, CONTRAST, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT, SOLARIZE_ADD };
 
 #define INLINE static inline __attribute__((always_inline))
@@ -318,20 +320,11 @@ INLINE void steps_body(STEPS_ARGS) {
 
 static void steps_plain(STEPS_ARGS) { steps_body(src, dst, codes, values, geo, lv, rows); }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef PP_HAS_AVX2_TARGET
 /* the same body compiled for AVX2 (8 float lanes; no FMA: that is another target), run where the CPU has it */
 __attribute__((target("avx2"))) static void steps_avx2(STEPS_ARGS) { steps_body(src, dst, codes, values, geo, lv, rows); }
 
-static int has_avx2(void) {
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
-}
 #else
-static int has_avx2(void) { return 0; }
 #define steps_avx2 steps_plain
 #endif
 
