@@ -35,11 +35,15 @@ def pipelines() -> dict[str, list[pp.ops.Op]]:
         "crop + rotate 10": crop + [pp.RandomRotate(10), NORM],
         "crop + rotate 10, reflect": crop + [pp.RandomRotate(10, border="reflect"), NORM],
         "crop + perspective 0.2": crop + [pp.RandomPerspective(0.2), NORM],
+        "crop + translate 0.3": crop + [pp.RandomAffine(0, translate=(0.3, 0.3)), NORM],
+        "bicubic crop + translate 0.3": [pp.RandomResizedCrop(224, interpolation="bicubic"), pp.RandomFlip(0.5),
+                                         pp.RandomAffine(0, translate=(0.3, 0.3)), NORM],
         "crop + elastic 50, 5": crop + [pp.ElasticTransform(50.0, 5.0), NORM],
         "crop + elastic, p=0.5": crop + [pp.ElasticTransform(50.0, 5.0, p=0.5), NORM],
         "preset fastai_like": presets.fastai_like(224).ops,
         "preset heavy": presets.heavy(224).ops,
         "preset light": presets.light(224).ops,
+        "preset deit": presets.deit(224).ops,
     }
 
 
