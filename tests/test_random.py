@@ -304,3 +304,35 @@ def test_normal_keyed_is_normal_field_at(dtype):
         other = torch.from_numpy(d.hashes_np(draw + 1000003).view(np.int32)[samples])
         got = normal_keyed(state, other, torch.from_numpy(elements).to(dtype))
         assert got.dtype == torch.float32 and torch.equal(got, d.normal_field_at(draw, samples, elements))
+
+
+def test_field_units_in_c_are_numpys():
+    """data.field_units (native/noise.c) against the numpy form of Draws.normal_field_at_np's
+    uniforms: the same bits for runs of one sample and for rows in any order, elements past
+    2**32 (the counter wraps), and the noise made with native code on and off is the same."""
+    from pixelpipe import native
+    from pixelpipe.data.field_units import field_units
+    from pixelpipe.data.random import _mix_u32
+
+    draws = Draws(5, 3, np.arange(9) * 11, 7)
+    s1, s2 = draws.hashes_np(40), draws.hashes_np(40 + 1000003)
+    rng = np.random.default_rng(2)
+    elements = rng.integers(0, 2**34, 5000)
+    for rows in (np.sort(rng.integers(0, 9, 5000)), rng.integers(0, 9, 5000)):
+        made = field_units(s1, s2, rows, elements)
+        if made is None:
+            pytest.skip("native/noise.c was not built")
+        key = elements.astype(np.uint32) + np.uint32(0x9E3779B9)
+        _mix_u32(key)
+        for s, got in zip((s1, s2), made):
+            h = s[rows] ^ key
+            _mix_u32(h)
+            want = (h >> 8).astype(np.float32) * np.float32(1.0 / (1 << 24))
+            np.testing.assert_array_equal(got, want)
+        fast = draws.normal_field_at_np(40, rows, elements)
+        with native.disabled():
+            slow = Draws(5, 3, np.arange(9) * 11, 7).normal_field_at_np(40, rows, elements)
+        assert torch.equal(fast, slow)
+    with pytest.raises(ValueError, match="rows within"):
+        field_units(s1, s2, np.array([9]), np.array([0]))
+    assert field_units(s1, s2, np.zeros(0, np.int64), np.zeros(0, np.int64))[0].shape == (0,)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .field_units import field_units
 from .transfer import to_device
 
 __all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "prefix", "uniform"]
@@ -360,8 +361,13 @@ class Draws:
         tensor), the element's key mixed once for the two uniform fields rather than once for
         each, then Box-Muller with torch's logarithm and cosine in place, in the twin's order.
         Why: normal_field_at cost about 50 ns a value on one CPU thread, a third of the DeiT
-        preset's pixel-op time (RandomErasing's noise); about 15 here."""
+        preset's pixel-op time (RandomErasing's noise); about 15 here, and about 3 where the
+        uniforms come from native/noise.c (data.field_units, the same bits)."""
         rows = np.asarray(samples, dtype=np.int64)
+        made = field_units(self._hash_np(draw), self._hash_np(draw + 1000003), rows, elements)  # in C
+        if made is not None:
+            u1, u2 = (torch.from_numpy(u) for u in made)
+            return u1.clamp_min_(1.0 / (1 << 24)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
         key = np.asarray(elements, dtype=np.int64).astype(np.uint32)  # the element counter wraps at 32 bits
         spare = np.empty_like(key)
         key += np.uint32(_GOLDEN)
