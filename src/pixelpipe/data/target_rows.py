@@ -5,6 +5,7 @@ for non-finite values once per batch; a bad sample is named (SampleError) in sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,10 +33,17 @@ def ragged_rows(values: Any, n: int, width: tuple[int, ...], what: str,
     values = list(values)
     if len(values) != n:
         raise ValueError(f"{what}: {len(values)} entries for {n} images (one per image, empty for none)")
+    full = max(width)
+    if not grouped and all(type(v) is np.ndarray and v.ndim == 2 and v.shape[1] == full for v in values):
+        # what readers give (every sample an array [K_i, w], empty for none): one concatenation,
+        # no per-sample checks (about half the time for 256 samples of 20 boxes)
+        data = _joined(values, full)
+        _check_finite(data, values, range(n), what)
+        return data, np.fromiter((len(v) for v in values), dtype=np.int64, count=n), None
     parts: list[np.ndarray] = []
     owners: list[int] = []  # the sample of each part
     counts = np.zeros(n, dtype=np.int64)
-    full, joints, flat = max(width), None, False
+    joints, flat = None, False
     shapes = " or ".join(map(str, width))
     for i, v in enumerate(values):
         if v is None:
@@ -77,7 +85,7 @@ def _joined(parts: list[np.ndarray], width: int) -> np.ndarray:
     return np.concatenate(parts, dtype=np.float64, casting="unsafe") if parts else np.zeros((0, width))
 
 
-def _check_finite(data: np.ndarray, parts: list[np.ndarray], owners: list[int], what: str) -> None:
+def _check_finite(data: np.ndarray, parts: list[np.ndarray], owners: Sequence[int], what: str) -> None:
     """A SampleError naming the first sample with a non-finite value in `data` (the rows of
     `parts` back to back, part j from sample owners[j]) and its row, if there is one."""
     finite = np.isfinite(data).all(1)
@@ -99,6 +107,10 @@ def labels_rows(values: Any, counts: np.ndarray) -> np.ndarray:
     values = list(values)
     if len(values) != len(counts):
         raise ValueError(f"labels: {len(values)} entries for {len(counts)} images (one per image, a class id per box)")
+    if (all(type(v) is np.ndarray and v.ndim == 1 and v.dtype.kind in "iu" for v in values)
+            and np.array_equal(np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values)), counts)):
+        # what readers give: one integer array per sample, a class id per box
+        return np.concatenate(values, dtype=np.int64, casting="unsafe") if values else np.zeros(0, np.int64)
     parts = []
     for i, (v, k) in enumerate(zip(values, counts.tolist())):
         a = _NO_LABELS if v is None else array_of(v)
