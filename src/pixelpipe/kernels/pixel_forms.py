@@ -55,7 +55,8 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
         if x.device.type == "cpu" and policy_library() is not None:
             return lambda x, params, owned, draws: policy_cpu_form(op, x, params, owned, draws)
         return None
-    if (isinstance(op, RandomErasing) and type(op).apply_owned is RandomErasing.apply_owned and op.value == "random"
+    if (isinstance(op, RandomErasing) and type(op).apply is RandomErasing.apply
+            and type(op).apply_owned is RandomErasing.apply_owned and op.value == "random"
             and x.device.type == "cuda" and x.dim() == 4 and _triton()):
         return lambda x, params, owned, draws: erasing_noise_form(op, x, params, owned, draws)
     if not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
