@@ -10,10 +10,10 @@ the tests hold each form to.
   product and a sum per tap and axis.
 - GaussianBlur on the CPU, float32: one C call (kernels.cpu.blur, native/blur.c) where it was
   built and native code is on (not with PIXELPIPE_NATIVE=0 or inside native.disabled()).
-- A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide: ops.policies'
-  PolicySteps of pixel kind) on CUDA, float32, 1 or 3 channels: a few Triton launches a step
-  (kernels.triton.policy) instead of a gather, the operation's torch form and a write-back per
-  (step, operation) pair.
+- A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide, TimmRandAugment:
+  ops.policies' PolicySteps of pixel kind) on CUDA, float32, 1 or 3 channels: a few Triton
+  launches a step (kernels.triton.policy) instead of a gather, the operation's torch form and
+  a write-back per (step, operation) pair.
 - The same on the CPU, float32, 1 or 3 channels: one C call for all the steps of a batch or
   piece (kernels.cpu.policy, native/policy.c), each sample through its steps in the cache, where
   it was built and native code is on. Triton is never imported for it.

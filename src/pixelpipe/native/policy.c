@@ -1,6 +1,6 @@
-/* A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide: ops/policies.py's
- * PolicySteps of pixel kind) on float32 CPU images, every step of every sample of a piece in one
- * call, the GIL released (ctypes' CDLL): their CPU form (kernels/cpu/policy.py).
+/* A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide, TimmRandAugment:
+ * ops/policies.py's PolicySteps of pixel kind) on float32 CPU images, every step of every sample
+ * of a piece in one call, the GIL released (ctypes' CDLL): their CPU form (kernels/cpu/policy.py).
  *
  * Why in C: the twin (PolicySteps.apply / apply_owned) runs, per piece of 8 samples, a gather,
  * the operation's torch form and a write-back for every (step, operation) pair the piece uses:
