@@ -75,3 +75,28 @@ def test_timm_program_names_its_operations_by_what_they_compute():
     assert seen == set(names)
     adds = values[np.array(names + ["none"])[which] == "SolarizeAdd"]
     assert len(adds) and (adds == np.floor(adds)).all() and adds.min() >= 0 and adds.max() <= 128
+
+
+def test_every_sample_at_once_is_the_pair_form(monkeypatch):
+    """The program of torchvision's policies computed for every (sample, step) at once
+    (ops.policy_program) against the pair form (a sampling per (step, operation) pair), bit for
+    bit: fixed bins (AutoAugment), drawn bins (RandAugment, TrivialAugmentWide; another bin
+    count), four steps, per-sample epochs, and a batch where no sample does anything."""
+    cases = [pp.RandAugment(2, 9), pp.RandAugment(4, 7, num_magnitude_bins=11), pp.TrivialAugmentWide(),
+             pp.AutoAugment("imagenet"), pp.AutoAugment("cifar10"), pp.AutoAugment("svhn")]
+    for policy in cases:
+        part = pixel_part(policy)
+        for seed, epoch in ((1, 3), (2, np.array([0, 1, 2, 3] * 50))):
+            draws = Draws(seed, epoch, np.arange(200) * 3, 5)
+            params = part.sample(draws, np.tile([31.0, 47.0], (200, 1)))
+            fast = part.program(params, draws, (31, 47))
+            with monkeypatch.context() as m:
+                m.setattr(part, "_program", False)  # the pair form
+                slow = part.program(params, draws, (31, 47))
+            np.testing.assert_array_equal(fast[0], slow[0])
+            np.testing.assert_array_equal(fast[1], slow[1])
+            assert (fast[1] != 0).any()
+    part = pixel_part(pp.RandAugment(2, 9))
+    none = {"steps": np.full((5, 2), -1)}
+    which, values = part.program(none, Draws(0, 0, np.arange(5), 5), (8, 8))
+    assert (which == -1).all() and (values == 0).all()

@@ -159,6 +159,13 @@ class _Primitive(Op):
     def eval_form(self, style: str) -> list[Op]:
         return []
 
+    def bin_magnitudes(self, size: np.ndarray) -> np.ndarray | None:
+        """float64 [bins]: the magnitude of each bin for images of `size` (height, width), as
+        sample() reads them; None for an operation that takes no magnitude."""
+        if self.space.table is None:
+            return None
+        return np.asarray(self.space.table(self.bins, np.asarray(size, dtype=np.float64).reshape(1, 2))[0])
+
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
         n = len(sizes)
         if self.space.table is None:

@@ -37,7 +37,8 @@ from ..data.transfer import to_device
 from .augment_space import AUTOAUGMENT_SPACE, RANDAUGMENT_SPACE, TRIVIALAUGMENT_SPACE, primitive
 from .checks import INTERPOLATIONS, check_choice, check_fill
 from .kinds import CompoundOp, GeometryOp, Op, Params
-from .structure import _Structure
+from .policy_program import PrimitiveProgram
+from .structure import _Structure, inner_op
 
 __all__ = ["AutoAugment", "RandAugment", "TrivialAugmentWide", "POLICIES"]
 
@@ -55,6 +56,7 @@ class PolicySteps(_Structure):
         self._local = local
         self.draws = policy.draws
         self.name = type(policy).__name__
+        self._program: PrimitiveProgram | bool | None = None  # program()'s one-pass form, made on first use
 
     def _fields(self) -> dict[str, Any]:
         return {"policy": self.name}
@@ -78,6 +80,10 @@ class PolicySteps(_Structure):
         posterize mask or a solarize threshold in levels; 0 for the operations without one),
         drawn as apply() draws them. size: the images' (height, width)."""
         steps = params["steps"]
+        if self._program is None:
+            self._program = PrimitiveProgram.of(self.ops) or False
+        if self._program:  # torchvision's policies: every (sample, step) at once
+            return self._program([inner_op(draws.op, self.stream(k)) for k in range(len(self.ops))], steps, draws, size)
         values = np.zeros(steps.T.shape, dtype=np.float64)
         sizes = np.array([float(size[0]), float(size[1])])
         for j, k, rows, sub in self.steps_and_pairs(params, draws):

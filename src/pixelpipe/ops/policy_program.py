@@ -1,0 +1,91 @@
+"""PolicySteps.program for torchvision's policies (AutoAugment, RandAugment, TrivialAugmentWide)
+in one pass over every (sample, step) at once, rather than a sampling per (step, operation)
+pair: the same numbers (tests/test_policy_program.py holds the two forms together).
+
+Why: the pair form builds a Draws, tiles the sizes, samples and computes the operands for each
+of the 20-30 pairs of a batch, numpy calls of a few microseconds each: 0.68-0.99 ms per
+RandAugment(2, 9) batch of 256 and 1.29 ms for AutoAugment on a 2-core CPU, a fifth of a GPU
+call's host time once the policy kernels run its operations (benchmarks/gpu_augment_host.py
+--cprofile). Here every used operation's two leading draws are hashed in one evaluation
+(random.op_blocks, as the pair form does), gathered for the entries that took it, and the bins,
+magnitudes, signs and operands computed for all entries together, grouped only by what the
+operations differ in (their span of bins, their operation); the per-operation constants and
+each image size's magnitude tables are made once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..data.random import Draws, op_blocks
+from .augment_space import PixelPrimitive, operands
+
+__all__ = ["PrimitiveProgram"]
+
+
+class PrimitiveProgram:
+    """The program of a policy part whose operations are all PixelPrimitive (`of` gives None
+    for any other part)."""
+
+    def __init__(self, ops: Sequence[PixelPrimitive]) -> None:
+        self.ops = list(ops)
+        self.fixed = np.array([-1 if op.bin is None else op.bin for op in ops], dtype=np.int64)
+        self.spans = np.array([op.span for op in ops], dtype=np.int64)
+        self.signed = np.array([op.space.signed for op in ops], dtype=bool)
+        self.names = sorted({op.name for op in ops})
+        self.name_of = np.array([self.names.index(op.name) for op in ops], dtype=np.int64)
+        self._tables: dict[tuple[float, float], np.ndarray] = {}
+
+    @classmethod
+    def of(cls, ops: Sequence[Any]) -> PrimitiveProgram | None:
+        return cls(ops) if ops and all(type(op) is PixelPrimitive for op in ops) else None
+
+    def table(self, size: tuple[float, float]) -> np.ndarray:
+        """float64 [K, bins]: each operation's magnitude per bin for images of `size` (zeros
+        for operations without a magnitude), made once per size."""
+        t = self._tables.get(size)
+        if t is None:
+            rows = [op.bin_magnitudes(np.array(size)) for op in self.ops]
+            t = np.zeros((len(rows), max([len(r) for r in rows if r is not None] + [1])))
+            for k, r in enumerate(rows):
+                if r is not None:
+                    t[k, : len(r)] = r
+            if len(self._tables) > 64:  # sizes of a run: a few; keep the cache bounded regardless
+                self._tables.clear()
+            self._tables[size] = t
+        return t
+
+    def __call__(self, streams: Sequence[int], steps: np.ndarray, draws: Draws,
+                 size: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(which, values) as PolicySteps.program gives them. streams: each operation's draw
+        stream (the op number its Draws use); steps: [N, S] operation indices, -1 none; size:
+        the images' (h, w)."""
+        values = np.zeros(steps.T.shape, dtype=np.float64)
+        rows, cols = np.nonzero(steps >= 0)
+        if len(rows) == 0:
+            return steps.T.copy(), values
+        k = steps[rows, cols]
+        used = np.flatnonzero(np.bincount(k, minlength=len(self.ops)))
+        at_used = np.full(len(self.ops), -1, dtype=np.int64)
+        at_used[used] = np.arange(len(used))
+        blocks = np.stack(op_blocks(draws.prefix_np(), [streams[u] for u in used], [self.ops[u].draws for u in used]))
+        # each entry's operation's draws 0 and 1 for its sample, read by a Draws as its leading block
+        entry = Draws(draws.seed, 0, np.zeros(len(rows), dtype=np.int64), 0,
+                      block=np.ascontiguousarray(blocks[at_used[k], rows]))
+        bins = self.fixed[k]
+        spans = self.spans[k]
+        drawn = bins < 0
+        for span in np.unique(spans[drawn]).tolist():  # a Python int, as sample() calls choice_np
+            pick = drawn & (spans == span)
+            bins[pick] = entry.choice_np(0, span)[pick]
+        magnitude = self.table((float(size[0]), float(size[1])))[k, bins]
+        magnitude = np.where(self.signed[k] & (entry.uniform_np(1) <= 0.5), -magnitude, magnitude)
+        name = self.name_of[k]
+        for n in np.flatnonzero(np.bincount(name, minlength=len(self.names))).tolist():
+            pick = name == n
+            for v in operands(self.names[n], magnitude[pick]).values():
+                values[cols[pick], rows[pick]] = v
+        return steps.T.copy(), values
