@@ -81,15 +81,19 @@ def test_every_sample_at_once_is_the_pair_form(monkeypatch):
     """The program of torchvision's policies computed for every (sample, step) at once
     (ops.policy_program) against the pair form (a sampling per (step, operation) pair), bit for
     bit: fixed bins (AutoAugment), drawn bins (RandAugment, TrivialAugmentWide; another bin
-    count), four steps, per-sample epochs, and a batch where no sample does anything."""
+    count), four steps, timm's levels (a normal's spread, none, both operation sets),
+    per-sample epochs, and a batch where no sample does anything."""
     cases = [pp.RandAugment(2, 9), pp.RandAugment(4, 7, num_magnitude_bins=11), pp.TrivialAugmentWide(),
-             pp.AutoAugment("imagenet"), pp.AutoAugment("cifar10"), pp.AutoAugment("svhn")]
+             pp.AutoAugment("imagenet"), pp.AutoAugment("cifar10"), pp.AutoAugment("svhn"),
+             pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"), pp.TimmRandAugment(3, 7, 1.0, increasing=False),
+             pp.TimmRandAugment(2, 10, 0.0, prob=1.0)]
     for policy in cases:
         part = pixel_part(policy)
         for seed, epoch in ((1, 3), (2, np.array([0, 1, 2, 3] * 50))):
             draws = Draws(seed, epoch, np.arange(200) * 3, 5)
             params = part.sample(draws, np.tile([31.0, 47.0], (200, 1)))
             fast = part.program(params, draws, (31, 47))
+            assert part._program  # the one-pass form ran
             with monkeypatch.context() as m:
                 m.setattr(part, "_program", False)  # the pair form
                 slow = part.program(params, draws, (31, 47))

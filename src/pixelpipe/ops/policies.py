@@ -81,8 +81,8 @@ class PolicySteps(_Structure):
         drawn as apply() draws them. size: the images' (height, width)."""
         steps = params["steps"]
         if self._program is None:
-            self._program = PrimitiveProgram.of(self.ops) or False
-        if self._program:  # torchvision's policies: every (sample, step) at once
+            self._program = self._policy.program_form(self.ops) or False
+        if self._program:  # every (sample, step) at once (the policy's program_form)
             return self._program([inner_op(draws.op, self.stream(k)) for k in range(len(self.ops))], steps, draws, size)
         values = np.zeros(steps.T.shape, dtype=np.float64)
         sizes = np.array([float(size[0]), float(size[1])])
@@ -153,6 +153,11 @@ class _Policy(CompoundOp):
 
     def parts(self) -> list[Op]:
         return list(self._parts)
+
+    def program_form(self, ops: list[Op]) -> Any:
+        """PolicySteps.program's one-pass form for this policy's pixel operations `ops`, or
+        None (the pair form): torchvision's operations' (ops.policy_program.PrimitiveProgram)."""
+        return PrimitiveProgram.of(ops)
 
     def eval_form(self, style: str) -> list[Op]:
         return []

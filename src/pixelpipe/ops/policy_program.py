@@ -23,7 +23,24 @@ import numpy as np
 from ..data.random import Draws, op_blocks
 from .augment_space import PixelPrimitive, operands
 
-__all__ = ["PrimitiveProgram"]
+__all__ = ["PrimitiveProgram", "entry_draws"]
+
+
+def entry_draws(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
+                draws: Draws) -> tuple[np.ndarray, np.ndarray, np.ndarray, Draws]:
+    """Every (sample, step) of `steps` ([N, S] operation indices, -1 none) that took an
+    operation: (rows, steps, operations, draws), the draws a Draws whose leading block holds
+    each entry's operation's leading draws for its sample (the used operations' hashed in one
+    evaluation), so its draw d is what the operation's own Draws gives that sample."""
+    rows, cols = np.nonzero(steps >= 0)
+    k = steps[rows, cols]
+    used = np.flatnonzero(np.bincount(k, minlength=len(ops)))
+    at_used = np.full(len(ops), -1, dtype=np.int64)
+    at_used[used] = np.arange(len(used))
+    blocks = np.stack(op_blocks(draws.prefix_np(), [streams[u] for u in used], [ops[u].draws for u in used]))
+    entry = Draws(draws.seed, 0, np.zeros(len(rows), dtype=np.int64), 0,
+                  block=np.ascontiguousarray(blocks[at_used[k], rows]))
+    return rows, cols, k, entry
 
 
 class PrimitiveProgram:
@@ -64,17 +81,9 @@ class PrimitiveProgram:
         stream (the op number its Draws use); steps: [N, S] operation indices, -1 none; size:
         the images' (h, w)."""
         values = np.zeros(steps.T.shape, dtype=np.float64)
-        rows, cols = np.nonzero(steps >= 0)
-        if len(rows) == 0:
+        if not (steps >= 0).any():
             return steps.T.copy(), values
-        k = steps[rows, cols]
-        used = np.flatnonzero(np.bincount(k, minlength=len(self.ops)))
-        at_used = np.full(len(self.ops), -1, dtype=np.int64)
-        at_used[used] = np.arange(len(used))
-        blocks = np.stack(op_blocks(draws.prefix_np(), [streams[u] for u in used], [self.ops[u].draws for u in used]))
-        # each entry's operation's draws 0 and 1 for its sample, read by a Draws as its leading block
-        entry = Draws(draws.seed, 0, np.zeros(len(rows), dtype=np.int64), 0,
-                      block=np.ascontiguousarray(blocks[at_used[k], rows]))
+        rows, cols, k, entry = entry_draws(self.ops, streams, steps, draws)
         bins = self.fixed[k]
         spans = self.spans[k]
         drawn = bins < 0
