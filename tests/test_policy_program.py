@@ -4,16 +4,11 @@ of the policy kernel (kernels.triton.policy); checked here without the kernel (C
 from __future__ import annotations
 
 import numpy as np
+from helpers import pixel_part
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
 from pixelpipe.ops.policies import PolicySteps
-
-
-def pixel_part(policy) -> PolicySteps:
-    parts = [p for p in policy.parts() if p.kind == "pixel"]
-    assert len(parts) == 1
-    return parts[0]
 
 
 def sampled(part: PolicySteps, n: int, seed: int) -> tuple[dict, Draws]:

@@ -32,7 +32,7 @@ import torch
 
 from ..data.random import Draws
 from ..ops.blur import GaussianBlur, gaussian_kernels
-from ..ops.erasing import RandomErasing, noise_table
+from ..ops.erasing import RandomErasing, erased_rows, noise_output, noise_table
 from ..ops.kinds import Op, Params
 from ..ops.policies import PolicySteps
 from .cpu.blur import blur_library, blur_rows_cpu
@@ -104,10 +104,10 @@ def erasing_noise_form(op: RandomErasing, x: torch.Tensor, params: Params, owned
     values, written into x when owned (and contiguous), else into a copy."""
     from .triton.erasing import noise_rectangles
 
-    rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+    rows = erased_rows(params)
     if len(rows) == 0:
         return x
-    out = x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
+    out = noise_output(x, owned)
     table = noise_table(tuple(x.shape[1:]), rows, params["top"], params["left"], params["height"], params["width"],
                         draws, op.draws)
     return noise_rectangles(out, table)

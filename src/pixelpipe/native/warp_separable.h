@@ -50,7 +50,8 @@ static int separable_ok(const Job *J, int64_t H, int64_t W) {
 /* One axis's taps of every output position along it, in one of warp_pixel's two variants
  * (`inside`: the pixel's source point inside the image, outside taps dropped; or not, outside
  * taps reading the fill colour): per position its tap count, weight sum, and per tap the source
- * index (fill_at for a fill tap) and float32 weight. Widens [*lo, *hi] to the indices a kept tap reads. */
+ * index (fill_at for a fill tap) and float32 weight. Widens [*lo, *hi] (when lo is given) to the
+ * indices a kept tap reads. */
 typedef struct {
     int32_t *idx;
     float *w;
@@ -73,7 +74,7 @@ static void line_taps(const Job *J, const Axis *ax, double a, double b, int64_t 
             const int64_t x = ax->stride > 0 ? off[t] / ax->stride : 0;
             T->idx[j * tmax + t] = fill[t] ? fill_at : (int32_t)x;
             T->w[j * tmax + t] = (float)w[t];
-            if (w[t] != 0.0 && !fill[t]) {
+            if (lo && w[t] != 0.0 && !fill[t]) {
                 *lo = x < *lo ? x : *lo;
                 *hi = x > *hi ? x : *hi;
             }
@@ -219,11 +220,11 @@ static int64_t warp_separable(const Job *J, int64_t H, int64_t W) {
     /* the fill variant's taps only where some pixel takes them (each tap's weight costs a filter
      * evaluation: for a 224 x 224 output of 8 taps an axis, about as much as the pass along x) */
     const int used = fills && (any_out_u || any_out_v) ? 2 : 1;
-    int64_t lo = sw, hi = -1, dummy_lo = J->ay.len, dummy_hi = -1; /* the source columns some kept tap reads */
+    int64_t lo = sw, hi = -1; /* the source columns some kept tap reads */
     const int32_t fill_x = (int32_t)sw, fill_y = -1; /* the fill column's index; fill rows are -1 */
     for (int k = 0; k < used; k++) {
         line_taps(J, &J->ax, m[0], m[2], W, J->sx_const, k == 0, tx, fill_x, &X[k], &lo, &hi);
-        line_taps(J, &J->ay, m[4], m[5], H, J->sy_const, k == 0, ty, fill_y, &Y[k], &dummy_lo, &dummy_hi);
+        line_taps(J, &J->ay, m[4], m[5], H, J->sy_const, k == 0, ty, fill_y, &Y[k], NULL, NULL);
     }
     if (used == 2) separable_rows(J, H, W, X, Y, tmp, in_u, lo, hi, fill_x, any_out_u, 1);
     else separable_rows(J, H, W, X, Y, tmp, in_u, lo, hi, fill_x, any_out_u, 0);

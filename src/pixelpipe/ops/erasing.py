@@ -69,6 +69,17 @@ def fill(x: torch.Tensor, where: torch.Tensor, value: float | tuple[float, ...] 
     return torch.where(where, v, x)
 
 
+def erased_rows(params: Params) -> np.ndarray:
+    """The rows of RandomErasing's params whose rectangle is not empty."""
+    return np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+
+
+def noise_output(x: torch.Tensor, owned: bool) -> torch.Tensor:
+    """The tensor rectangles of noise are written into: x itself where the caller owns it and it
+    is contiguous, else a contiguous copy."""
+    return x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
+
+
 def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left: np.ndarray, height: np.ndarray,
                         width: np.ndarray, draws: Draws, draw: int, owned: bool = False) -> torch.Tensor:
     """x with one rectangle per sample of `rows` (host arrays of the batch's rectangles, inside
@@ -81,7 +92,7 @@ def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left
     overwrite (PixelOp.apply_owned's x), so the rectangles go into x itself, not a copy."""
     if len(rows) == 0:
         return x
-    out = x if owned and x.is_contiguous() else x.clone(memory_format=torch.contiguous_format)
+    out = noise_output(x, owned)
     if x.device.type != "cpu":
         return noise_on_device(out, rows, top, left, height, width, draws, draw)
     c, h, w = x.shape[1:]
@@ -209,7 +220,7 @@ class RandomErasing(PixelOp):
 
     def apply(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         top, left = params["top"], params["left"]
-        rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+        rows = erased_rows(params)
         if self.value == "random":  # noise for the rectangles' pixels alone
             return noise_in_rectangles(x, rows, top, left, params["height"], params["width"], draws, self.draws)
         where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
@@ -220,7 +231,7 @@ class RandomErasing(PixelOp):
         itself, without the copy of the batch apply() makes first."""
         if self.value != "random":
             return self.apply(x, params, draws)
-        rows = np.flatnonzero((params["height"] > 0) & (params["width"] > 0))
+        rows = erased_rows(params)
         return noise_in_rectangles(x, rows, params["top"], params["left"], params["height"], params["width"], draws,
                                    self.draws, owned=True)
 

@@ -59,15 +59,19 @@ class _TimmOp(Op):
         return []
 
     def sample(self, draws: Draws, sizes: np.ndarray) -> Params:
-        n = len(sizes)
+        t, sign = self.levels(draws, len(sizes))
+        return {"arg": self.arg(t, sign, np.asarray(sizes, dtype=np.float64))}
+
+    def levels(self, draws: Draws, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(level / 10, sign), float64 [n], from draws 0..2 of n rows: the level ~ N(magnitude,
+        std) clipped to [0, 10], the sign -1 where draw 2 > 0.5."""
         level = np.full(n, self.magnitude)
         if self.std > 0:
             u1 = np.maximum(draws.uniform_np(0).astype(np.float64), 1.0 / (1 << 24))
             u2 = draws.uniform_np(1).astype(np.float64)
             level = level + self.std * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
         level = np.clip(level, 0.0, LEVEL_MAX)
-        sign = np.where(draws.uniform_np(2) > 0.5, -1.0, 1.0)
-        return {"arg": self.arg(level / LEVEL_MAX, sign, np.asarray(sizes, dtype=np.float64))}
+        return level / LEVEL_MAX, np.where(draws.uniform_np(2) > 0.5, -1.0, 1.0)
 
     def arg(self, t: np.ndarray, sign: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """timm's level_to_arg at t = level / 10, per sample."""
@@ -167,7 +171,6 @@ class TimmProgram:
 
     def __init__(self, ops: list[TimmPixels]) -> None:
         self.ops = ops
-        self.magnitude, self.std = ops[0].magnitude, ops[0].std
         self.first = {}  # an operation of each name: arg() and operands() depend on the name alone
         for op in ops:
             self.first.setdefault(op.name, op)
@@ -188,14 +191,7 @@ class TimmProgram:
             return steps.T.copy(), values
         rows, cols, k, entry = entry_draws(self.ops, streams, steps, draws)
         n = len(k)
-        level = np.full(n, self.magnitude)  # _TimmOp.sample's operations, on every entry at once
-        if self.std > 0:
-            u1 = np.maximum(entry.uniform_np(0).astype(np.float64), 1.0 / (1 << 24))
-            u2 = entry.uniform_np(1).astype(np.float64)
-            level = level + self.std * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
-        level = np.clip(level, 0.0, LEVEL_MAX)
-        sign = np.where(entry.uniform_np(2) > 0.5, -1.0, 1.0)
-        t = level / LEVEL_MAX
+        t, sign = self.ops[0].levels(entry, n)  # every operation's rule (one magnitude and spread: `of`)
         sizes = np.tile(np.array([float(size[0]), float(size[1])]), (n, 1))
         name = self.name_of[k]
         for j, op in enumerate(self.first.values()):
