@@ -110,16 +110,19 @@ class NvdecVideoDecoder:
         self._local.decoder = dec
         return dec
 
-    def decode(self, source: Source, pick: Any, threads: int = 1) -> tuple[VideoInfo, list[torch.Tensor]]:
-        """Probe on the CPU, choose the clips (`pick(info)`), decode them on NVDEC; on any
-        failure of the GPU path decode the file on the CPU instead and count why."""
+    def decode(self, source: Source, pick: Any, threads: int = 1,
+               info: VideoInfo | None = None) -> tuple[VideoInfo, list[torch.Tensor]]:
+        """Probe on the CPU (unless `info`, the source's probe, is given), choose the clips
+        (`pick(info)`), decode them on NVDEC; on any failure of the GPU path decode the file
+        on the CPU instead and count why."""
         from .video import probe
 
         if self.missing is not None:
-            return self._cpu(source, pick, threads, self.missing)
+            return self._cpu(source, pick, threads, self.missing, info)
         if not isinstance(source, (str, os.PathLike)):
-            return self._cpu(source, pick, threads, "the video is bytes in memory (NVDEC reads files)")
-        info = probe(source)  # errors here are the file's, not the GPU's: they propagate
+            return self._cpu(source, pick, threads, "the video is bytes in memory (NVDEC reads files)", info)
+        if info is None:
+            info = probe(source)  # errors here are the file's, not the GPU's: they propagate
         clips = [np.asarray(c, dtype=np.int64).reshape(-1) for c in pick(info)]
         try:
             with torch.cuda.device(self.device):

@@ -8,10 +8,13 @@ clips decoded whole by a video decoder. What is shared is shared by import: the 
 argument checks, and the Compose that augments the frames (data.clips.augment_clips).
 
 The order of the work is simple on purpose: videos are decoded on a thread pool up to
-`prefetch` batches ahead, in the epoch's order; the consumer takes them in that order, applies
-the on_error policy, and augments each batch as it hands it out. A batch depends only on
-(seed, epoch, rank, cursor), so `state_dict` is the epoch, the cursor and the errors, and a
-resumed run gives exactly the batches the first run would have given.
+`prefetch` batches ahead, in the epoch's order and on into the next epoch's first videos (an
+epoch of a few batches would otherwise drain and refill the decoders at every start: 32
+videos in batches of 8 on an H200, 72 against 85 clips/s with the epoch 8 times as long); the
+consumer takes them in that order, applies the on_error policy, and augments each batch as it
+hands it out. A batch depends only on (seed, epoch, rank, cursor), so `state_dict` is the
+epoch, the cursor and the errors, and a resumed run gives exactly the batches the first run
+would have given. Each file is probed once (decode.video_index) while it stays unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..compose import Compose
 from ..data.clips import LAYOUTS, Clip, ClipSampler, clip_ids
 from ..data.transfer import to_device
 from ..decode.video_gpu import NvdecVideoDecoder, VideoDecodeStats
+from ..decode.video_index import VideoIndex
 from ..engine import Engine
 from ..engine.clips import augment_clips
 from ..ops.kinds import Op
@@ -136,6 +140,7 @@ class VideoPipeline(Reported):
         if use_gpu and self.device.type != "cuda":
             raise ValueError("gpu_decode=True needs device='cuda'")
         self._nvdec = NvdecVideoDecoder(self.device, self.decode_stats) if use_gpu else None
+        self._index = VideoIndex()  # each file probed once while it is unchanged (decode.video_index)
         n = len(reader)
         if n == 0:
             raise ValueError("the dataset is empty")
@@ -150,6 +155,7 @@ class VideoPipeline(Reported):
         self._made = 0
         self._done = False
         self._resume = False
+        self._ahead: tuple[int, deque[tuple[int, bool, Future]]] | None = None  # (epoch, its first videos)
 
     # ----------------------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -175,12 +181,13 @@ class VideoPipeline(Reported):
                 chosen[:] = self.clips.sample(info, self.seed, epoch, i)
                 return [c.frames for c in chosen]
 
+            info = self._index.probe(data) if isinstance(data, (str, os.PathLike)) else None
             if self._nvdec is not None:
-                _, frames = self._nvdec.decode(data, pick, threads=1)
+                _, frames = self._nvdec.decode(data, pick, threads=1, info=info)
             else:
                 from ..decode.video import decode_sampled
 
-                _, arrays = decode_sampled(data, pick, threads=1)
+                _, arrays = decode_sampled(data, pick, info, threads=1)
                 frames = [torch.from_numpy(a) for a in arrays]
                 self.decode_stats.add("cpu")
             return _Video(i, list(chosen), frames)
@@ -208,18 +215,33 @@ class VideoPipeline(Reported):
         return self._batches(self.epoch, self._cursor, self._made)
 
     def _batches(self, epoch: int, cursor: int, made: int) -> Iterator[dict[str, Any]]:
+        """The batches of `epoch` from slot `cursor` on. Videos are submitted to the decoding
+        threads in order up to `prefetch + 1` batches ahead, across the epoch's end too: the
+        next epoch's first videos are decoding while this epoch's last batches are handed out,
+        and its iterator takes them (kept in `_ahead` only when this epoch ran to its end)."""
         order, total = self._order(epoch), len(self)
         pool, ahead = self._executor(), (self.prefetch + 1) * self.batch_size
-        queue: deque[tuple[int, bool, Future]] = deque()
-        nxt = cursor  # the next slot to submit
+        queue, nxt = self._take_ahead(epoch, cursor)  # (slot, valid, future) of this epoch, the next slot
+        later: deque[tuple[int, bool, Future]] = deque()  # the next epoch's first videos
+        following: list[EpochOrder] = []  # the next epoch's order, made when first needed
 
         def fill() -> None:
             nonlocal nxt
-            while nxt < len(order) and len(queue) < ahead:
-                i, valid = order[nxt]
-                queue.append((nxt, valid, pool.submit(self._load, i, epoch)))
-                nxt += 1
+            while len(queue) + len(later) < ahead:
+                if nxt < len(order):
+                    i, valid = order[nxt]
+                    queue.append((nxt, valid, pool.submit(self._load, i, epoch)))
+                    nxt += 1
+                    continue
+                if not following:
+                    following.append(self._order(epoch + 1))
+                k = len(later)
+                if k >= len(following[0]):
+                    return
+                i, valid = following[0][k]
+                later.append((k, valid, pool.submit(self._load, i, epoch + 1)))
 
+        finished = False
         try:
             while made < total:
                 rows: list[tuple[_Video, bool]] = []
@@ -242,9 +264,29 @@ class VideoPipeline(Reported):
                 made += 1
                 self._cursor, self._made = cursor, made
                 yield batch
-            self._done = True
+            self._done = finished = True
         finally:
             for _, _, fut in queue:
+                fut.cancel()
+            if finished:
+                self._ahead = (epoch + 1, later)
+            else:
+                for _, _, fut in later:
+                    fut.cancel()
+
+    def _take_ahead(self, epoch: int, cursor: int) -> tuple[deque[tuple[int, bool, Future]], int]:
+        """The videos submitted ahead for `epoch` when its run starts at its beginning, and the
+        slot after them; otherwise nothing (what was submitted ahead is cancelled)."""
+        kept, self._ahead = self._ahead, None
+        if kept is not None and kept[0] == epoch and cursor == 0:
+            return kept[1], len(kept[1])
+        self._drop(kept)
+        return deque(), cursor
+
+    @staticmethod
+    def _drop(kept: tuple[int, deque[tuple[int, bool, Future]]] | None) -> None:
+        if kept is not None:
+            for _, _, fut in kept[1]:
                 fut.cancel()
 
     def _failed(self, error: tuple[int, str, str]) -> None:
@@ -316,6 +358,8 @@ class VideoPipeline(Reported):
         if epoch >= 0 and not (0 <= made <= len(self) and 0 <= cursor <= len(self._order(epoch))):
             raise ValueError(f"state position (cursor {cursor}, batches {made}) is outside epoch {epoch}")
         self._log.load(state)
+        self._drop(self._ahead)
+        self._ahead = None
         self.epoch, self._cursor, self._made = epoch, cursor, made
         finished = bool(state.get("finished")) or made >= len(self)
         self._resume = epoch >= 0 and not finished
@@ -323,6 +367,8 @@ class VideoPipeline(Reported):
     # ----------------------------------------------------------------------------- lifetime
     def close(self) -> None:
         """Stop the decoding threads and the engine's."""
+        self._drop(self._ahead)
+        self._ahead = None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

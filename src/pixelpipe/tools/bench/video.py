@@ -135,7 +135,7 @@ def pixelpipe_video(reader: Any, clip: int, stride: int, crop: int, batch: int, 
 
     def notes() -> list[str]:
         state = pipe.decode_stats.state()
-        out = ["files decoded, warm-up included: " + ", ".join(f"{v} on {k}" for k, v in sorted(state["decoded"].items()))]
+        out = ["files decoded, warm-up and the videos decoded ahead for the next pass included: " + ", ".join(f"{v} on {k}" for k, v in sorted(state["decoded"].items()))]
         out += [f"fell back to the CPU {v}x: {k}" for k, v in state["fallbacks"].items()]
         if pipe.errors:
             _, source, reason = pipe.errors[0]
