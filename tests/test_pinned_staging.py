@@ -18,6 +18,7 @@ def test_the_switch_overrides_the_default(monkeypatch: pytest.MonkeyPatch, value
 def test_an_unset_switch_keeps_the_default(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(ENV, raising=False)
     assert staging_wanted(True) is True and staging_wanted(False) is False
+    assert staging_wanted() is False  # off unless asked for (decode/pinned_staging.py says why)
 
 
 def test_a_bad_value_says_what_it_takes(monkeypatch: pytest.MonkeyPatch):
