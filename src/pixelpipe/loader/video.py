@@ -266,28 +266,26 @@ class VideoPipeline(Reported):
                 yield batch
             self._done = finished = True
         finally:
-            for _, _, fut in queue:
-                fut.cancel()
+            _cancel(queue)
             if finished:
                 self._ahead = (epoch + 1, later)
             else:
-                for _, _, fut in later:
-                    fut.cancel()
+                _cancel(later)
 
     def _take_ahead(self, epoch: int, cursor: int) -> tuple[deque[tuple[int, bool, Future]], int]:
         """The videos submitted ahead for `epoch` when its run starts at its beginning, and the
         slot after them; otherwise nothing (what was submitted ahead is cancelled)."""
-        kept, self._ahead = self._ahead, None
+        kept = self._ahead
         if kept is not None and kept[0] == epoch and cursor == 0:
+            self._ahead = None
             return kept[1], len(kept[1])
-        self._drop(kept)
+        self._discard_ahead()
         return deque(), cursor
 
-    @staticmethod
-    def _drop(kept: tuple[int, deque[tuple[int, bool, Future]]] | None) -> None:
+    def _discard_ahead(self) -> None:
+        kept, self._ahead = self._ahead, None
         if kept is not None:
-            for _, _, fut in kept[1]:
-                fut.cancel()
+            _cancel(kept[1])
 
     def _failed(self, error: tuple[int, str, str]) -> None:
         self._log.add([error])
@@ -358,8 +356,7 @@ class VideoPipeline(Reported):
         if epoch >= 0 and not (0 <= made <= len(self) and 0 <= cursor <= len(self._order(epoch))):
             raise ValueError(f"state position (cursor {cursor}, batches {made}) is outside epoch {epoch}")
         self._log.load(state)
-        self._drop(self._ahead)
-        self._ahead = None
+        self._discard_ahead()
         self.epoch, self._cursor, self._made = epoch, cursor, made
         finished = bool(state.get("finished")) or made >= len(self)
         self._resume = epoch >= 0 and not finished
@@ -367,8 +364,7 @@ class VideoPipeline(Reported):
     # ----------------------------------------------------------------------------- lifetime
     def close(self) -> None:
         """Stop the decoding threads and the engine's."""
-        self._drop(self._ahead)
-        self._ahead = None
+        self._discard_ahead()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -377,3 +373,9 @@ class VideoPipeline(Reported):
     def __repr__(self) -> str:
         return (f"VideoPipeline({self.reader!r}, batch_size={self.batch_size}, {self.clips!r}, "
                 f"layout={self.layout!r}, device={str(self.device)!r})")
+
+
+def _cancel(submitted: deque[tuple[int, bool, Future]]) -> None:
+    """Cancel the videos submitted and not started (those running finish and are dropped)."""
+    for _, _, fut in submitted:
+        fut.cancel()
