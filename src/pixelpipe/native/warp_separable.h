@@ -118,9 +118,28 @@ static inline __attribute__((always_inline)) void column_sums(const Job *J, cons
     for (int c = 0; c < 3; c++) tmp[3 * fill_col + c] = T->sum[i] * J->fill[c];
 }
 
+#ifdef PP_AVX2
+/* normalised() and finish_pixel() on 8 consecutive output pixels of a row (the same operations
+ * per lane: the sums divided by the weights' total, or the fill where it is not positive; then
+ * finish8, as the vector blocks finish), from element offset at */
+AVX2 static void finish_run8(const Job *J, int64_t at, const float *a0, const float *a1, const float *a2,
+                             const float *norm) {
+    const __m256 n = _mm256_loadu_ps(norm);
+    const __m256 pos = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ);
+    const __m256 d = _mm256_max_ps(n, _mm256_set1_ps(1e-12f));
+    const __m256 c0 = _mm256_blendv_ps(_mm256_set1_ps(J->fill[0]), _mm256_div_ps(_mm256_loadu_ps(a0), d), pos);
+    const __m256 c1 = _mm256_blendv_ps(_mm256_set1_ps(J->fill[1]), _mm256_div_ps(_mm256_loadu_ps(a1), d), pos);
+    const __m256 c2 = _mm256_blendv_ps(_mm256_set1_ps(J->fill[2]), _mm256_div_ps(_mm256_loadu_ps(a2), d), pos);
+    finish8(J, at, c0, c1, c2);
+}
+#endif
+
 /* The two passes, row by row; fills: some pixel's source point is outside the image with a
  * constant border (two variants), else every pixel takes variant 0 (a copy of this loop with the
- * choice compiled away: the choice per pixel cost about 15% of a 224 x 224 crop). */
+ * choice compiled away: the choice per pixel cost about 15% of a 224 x 224 crop). With AVX2 the
+ * pixels' sums are kept 8 at a time and finished together (finish_run8): per pixel, the scalar
+ * normalisation, colour, clamp and float16 conversion were half the time of a 224 x 224 bicubic
+ * crop (py-spy, one thread). */
 static inline __attribute__((always_inline)) void separable_rows(const Job *J, int64_t H, int64_t W, const Taps *X,
                                                                  const Taps *Y, float *const *tmp,
                                                                  const unsigned char *in_u, int64_t lo, int64_t hi,
@@ -128,6 +147,12 @@ static inline __attribute__((always_inline)) void separable_rows(const Job *J, i
     const double *m = J->m;
     const int tx = J->ax.taps, ty = J->ay.taps;
     float c[3];
+#ifdef PP_AVX2
+    const int vec = has_avx2();
+    float run[4][8]; /* a run of 8 pixels' three sums and weight totals */
+#else
+    const int vec = 0;
+#endif
     for (int64_t i = 0; i < H; i++) {
         const double v = m[4] * ((double)i + 0.5) + m[5];
         const int in_v = !fills || (v >= 0.0 && v < J->img_h);
@@ -160,6 +185,14 @@ static inline __attribute__((always_inline)) void separable_rows(const Job *J, i
                 acc0 += wx[t] * q[0];
                 acc1 += wx[t] * q[1];
                 acc2 += wx[t] * q[2];
+            }
+#endif
+#ifdef PP_AVX2
+            if (vec && j < (W & ~(int64_t)7)) {
+                const int l = (int)(j & 7);
+                run[0][l] = acc0, run[1][l] = acc1, run[2][l] = acc2, run[3][l] = sum_y * X[k].sum[j];
+                if (l == 7) finish_run8(J, i * J->dsy + (j - 7) * J->dsx, run[0], run[1], run[2], run[3]);
+                continue;
             }
 #endif
             normalised(J, acc0, acc1, acc2, sum_y * X[k].sum[j], c); /* warp_pixel's normalisation */
