@@ -69,9 +69,10 @@ def test_the_next_epoch_is_submitted_before_it_starts(folder, monkeypatch):
     p = pipe_of(VideoFolder(folder))
     first = list(p)  # epoch 0 to its end: the generator finished
     assert len(first) == 3
-    ahead = Counter(e for _, e in loads)[1]
-    assert ahead > 0  # epoch 1's first videos, submitted before iter() asked for it
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # submitted during epoch 0; a decoding thread starts them
+    while not Counter(e for _, e in loads)[1] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert Counter(e for _, e in loads)[1] > 0  # epoch 1's first videos, before iter() asked for them
     list(p)  # epoch 1 takes them: no video of it is loaded twice
     assert sum(1 for _, e in loads if e == 1) == len(p._order(1))  # each slot of epoch 1 loaded once
     p.close()
