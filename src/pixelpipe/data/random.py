@@ -365,21 +365,20 @@ class Draws:
         uniforms come from native/noise.c (data.field_units, the same bits)."""
         rows = np.asarray(samples, dtype=np.int64)
         made = field_units(self._hash_np(draw), self._hash_np(draw + 1000003), rows, elements)  # in C
-        if made is not None:
-            u1, u2 = (torch.from_numpy(u) for u in made)
-            return u1.clamp_min_(1.0 / (1 << 24)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
-        key = np.asarray(elements, dtype=np.int64).astype(np.uint32)  # the element counter wraps at 32 bits
-        spare = np.empty_like(key)
-        key += np.uint32(_GOLDEN)
-        _mix_u32(key, spare)
-        units = []
-        for d in (draw, draw + 1000003):
-            h = self._hash_np(d)[rows]  # the sample's state, a new array
-            h ^= key
-            _mix_u32(h, spare)
-            h >>= 8
-            units.append(torch.from_numpy(h.astype(np.float32) * np.float32(1.0 / (1 << 24))))
-        u1, u2 = units
+        if made is None:
+            key = np.asarray(elements, dtype=np.int64).astype(np.uint32)  # the element counter wraps at 32 bits
+            spare = np.empty_like(key)
+            key += np.uint32(_GOLDEN)
+            _mix_u32(key, spare)
+            units = []
+            for d in (draw, draw + 1000003):
+                h = self._hash_np(d)[rows]  # the sample's state, a new array
+                h ^= key
+                _mix_u32(h, spare)
+                h >>= 8
+                units.append(h.astype(np.float32) * np.float32(1.0 / (1 << 24)))
+            made = (units[0], units[1])
+        u1, u2 = (torch.from_numpy(u) for u in made)
         return u1.clamp_min_(1.0 / (1 << 24)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
 
     def normal_field(self, draw: int, shape: Sequence[int], device: Any = None) -> torch.Tensor:

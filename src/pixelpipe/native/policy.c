@@ -253,46 +253,31 @@ INLINE void sharpen(float *restrict p, int64_t H, int64_t W, float f, float *res
     }
 }
 
-/* one step of one sample: x its C planes of HW values, in place */
+/* one step of one sample: x its C planes of HW values, in place (Color mixes the channels; the
+ * other operations take each plane alone, Contrast with the image's grey mean) */
 INLINE void one_step(float *x, int64_t C, int64_t H, int64_t W, int code, float v, uint8_t *lv, float *rows) {
     const int64_t HW = H * W;
-    switch (code) {
-    case BRIGHTNESS:
-        for (int64_t c = 0; c < C; c++) brightness(x + c * HW, HW, v);
-        break;
-    case COLOR:
+    if (code == COLOR) {
         if (C == 3) blend_grey(x, x + HW, x + 2 * HW, HW, v, 1.0f - v);
         else blend_self(x, HW, v, 1.0f - v);
-        break;
-    case CONTRAST: {
-        const float rest = (1.0f - v) * grey_mean(x, x + HW, x + 2 * HW, HW, C == 1);
-        for (int64_t c = 0; c < C; c++) blend_constant(x + c * HW, HW, v, rest);
-        break;
+        return;
     }
-    case SHARPNESS:
-        if (H > 2 && W > 2)
-            for (int64_t c = 0; c < C; c++) sharpen(x + c * HW, H, W, v, rows, rows + W);
-        break;
-    case POSTERIZE:
-        for (int64_t c = 0; c < C; c++) posterize(x + c * HW, HW, (int32_t)v, lv);
-        break;
-    case SOLARIZE:
-        for (int64_t c = 0; c < C; c++) solarize(x + c * HW, HW, v);
-        break;
-    case AUTOCONTRAST:
-        for (int64_t c = 0; c < C; c++) autocontrast(x + c * HW, HW);
-        break;
-    case EQUALIZE:
-        for (int64_t c = 0; c < C; c++) equalize(x + c * HW, HW, lv);
-        break;
-    case INVERT:
-        for (int64_t c = 0; c < C; c++) invert(x + c * HW, HW);
-        break;
-    case SOLARIZE_ADD:
-        for (int64_t c = 0; c < C; c++) solarize_add(x + c * HW, HW, v, lv);
-        break;
-    default:
-        break;
+    if (code == SHARPNESS && (H <= 2 || W <= 2)) return;
+    const float rest = code == CONTRAST ? (1.0f - v) * grey_mean(x, x + HW, x + 2 * HW, HW, C == 1) : 0.0f;
+    for (int64_t c = 0; c < C; c++) {
+        float *p = x + c * HW;
+        switch (code) {
+        case BRIGHTNESS: brightness(p, HW, v); break;
+        case CONTRAST: blend_constant(p, HW, v, rest); break;
+        case SHARPNESS: sharpen(p, H, W, v, rows, rows + W); break;
+        case POSTERIZE: posterize(p, HW, (int32_t)v, lv); break;
+        case SOLARIZE: solarize(p, HW, v); break;
+        case AUTOCONTRAST: autocontrast(p, HW); break;
+        case EQUALIZE: equalize(p, HW, lv); break;
+        case INVERT: invert(p, HW); break;
+        case SOLARIZE_ADD: solarize_add(p, HW, v, lv); break;
+        default: return;
+        }
     }
 }
 

@@ -15,7 +15,7 @@ each image size's magnitude tables are made once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ import numpy as np
 from ..data.random import Draws, op_blocks
 from .augment_space import PixelPrimitive, operands
 
-__all__ = ["PrimitiveProgram", "entry_draws"]
+__all__ = ["PrimitiveProgram", "by_operation", "entry_draws", "program_of"]
 
 
 def entry_draws(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
@@ -41,6 +41,31 @@ def entry_draws(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
     entry = Draws(draws.seed, 0, np.zeros(len(rows), dtype=np.int64), 0,
                   block=np.ascontiguousarray(blocks[at_used[k], rows]))
     return rows, cols, k, entry
+
+
+def program_of(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray, draws: Draws,
+               entry_values: Callable[[np.ndarray, Draws], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(which, values) as PolicySteps.program gives them, from entry_values(k, entry): the
+    number of every (sample, step) that took an operation (entry_draws' order: k its
+    operation, entry its draws), float64."""
+    values = np.zeros(steps.T.shape, dtype=np.float64)
+    if (steps >= 0).any():
+        rows, cols, k, entry = entry_draws(ops, streams, steps, draws)
+        values[cols, rows] = entry_values(k, entry)
+    return steps.T.copy(), values
+
+
+def by_operation(which: np.ndarray, count: int, operands_of: Callable[[int, np.ndarray], dict[str, np.ndarray]]
+                 ) -> np.ndarray:
+    """float64 [len(which)]: each entry's operand, computed per operation (which: each entry's
+    operation in 0..count-1; operands_of(j, pick) the operands of operation j's entries `pick`,
+    augment_space.operands' form: one number, or none for 0)."""
+    out = np.zeros(len(which), dtype=np.float64)
+    for j in np.flatnonzero(np.bincount(which, minlength=count)).tolist():
+        pick = which == j
+        for v in operands_of(j, pick).values():
+            out[pick] = v
+    return out
 
 
 class PrimitiveProgram:
@@ -80,21 +105,16 @@ class PrimitiveProgram:
         """(which, values) as PolicySteps.program gives them. streams: each operation's draw
         stream (the op number its Draws use); steps: [N, S] operation indices, -1 none; size:
         the images' (h, w)."""
-        values = np.zeros(steps.T.shape, dtype=np.float64)
-        if not (steps >= 0).any():
-            return steps.T.copy(), values
-        rows, cols, k, entry = entry_draws(self.ops, streams, steps, draws)
-        bins = self.fixed[k]
-        spans = self.spans[k]
-        drawn = bins < 0
-        for span in np.unique(spans[drawn]).tolist():  # a Python int, as sample() calls choice_np
-            pick = drawn & (spans == span)
-            bins[pick] = entry.choice_np(0, span)[pick]
-        magnitude = self.table((float(size[0]), float(size[1])))[k, bins]
-        magnitude = np.where(self.signed[k] & (entry.uniform_np(1) <= 0.5), -magnitude, magnitude)
-        name = self.name_of[k]
-        for n in np.flatnonzero(np.bincount(name, minlength=len(self.names))).tolist():
-            pick = name == n
-            for v in operands(self.names[n], magnitude[pick]).values():
-                values[cols[pick], rows[pick]] = v
-        return steps.T.copy(), values
+        def entry_values(k: np.ndarray, entry: Draws) -> np.ndarray:
+            bins = self.fixed[k]
+            spans = self.spans[k]
+            drawn = bins < 0
+            for span in np.unique(spans[drawn]).tolist():  # a Python int, as sample() calls choice_np
+                pick = drawn & (spans == span)
+                bins[pick] = entry.choice_np(0, span)[pick]
+            magnitude = self.table((float(size[0]), float(size[1])))[k, bins]
+            magnitude = np.where(self.signed[k] & (entry.uniform_np(1) <= 0.5), -magnitude, magnitude)
+            return by_operation(self.name_of[k], len(self.names),
+                                lambda j, pick: operands(self.names[j], magnitude[pick]))
+
+        return program_of(self.ops, streams, steps, draws, entry_values)

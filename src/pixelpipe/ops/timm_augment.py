@@ -28,7 +28,7 @@ from .levels_cpu import fast, solarize_add_cpu
 from .matrices import affine
 from .pixelwise import column, grey_levels
 from .policies import _Policy
-from .policy_program import entry_draws
+from .policy_program import by_operation, program_of
 
 __all__ = ["TimmRandAugment"]
 
@@ -171,10 +171,11 @@ class TimmProgram:
 
     def __init__(self, ops: list[TimmPixels]) -> None:
         self.ops = ops
-        self.first = {}  # an operation of each name: arg() and operands() depend on the name alone
+        first: dict[str, TimmPixels] = {}  # an operation of each name: arg() and operands() depend on the name alone
         for op in ops:
-            self.first.setdefault(op.name, op)
-        self.name_of = np.array([list(self.first).index(op.name) for op in ops], dtype=np.int64)
+            first.setdefault(op.name, op)
+        self.kinds = list(first.values())
+        self.name_of = np.array([list(first).index(op.name) for op in ops], dtype=np.int64)
 
     @classmethod
     def of(cls, ops: list[Op]) -> TimmProgram | None:
@@ -186,20 +187,16 @@ class TimmProgram:
 
     def __call__(self, streams: list[int], steps: np.ndarray, draws: Draws,
                  size: Any) -> tuple[np.ndarray, np.ndarray]:
-        values = np.zeros(steps.T.shape, dtype=np.float64)
-        if not (steps >= 0).any():
-            return steps.T.copy(), values
-        rows, cols, k, entry = entry_draws(self.ops, streams, steps, draws)
-        n = len(k)
-        t, sign = self.ops[0].levels(entry, n)  # every operation's rule (one magnitude and spread: `of`)
-        sizes = np.tile(np.array([float(size[0]), float(size[1])]), (n, 1))
-        name = self.name_of[k]
-        for j, op in enumerate(self.first.values()):
-            pick = name == j
-            if pick.any():
-                for v in op.operands({"arg": op.arg(t[pick], sign[pick], sizes[pick])}).values():
-                    values[cols[pick], rows[pick]] = v
-        return steps.T.copy(), values
+        kinds = self.kinds
+
+        def entry_values(k: np.ndarray, entry: Draws) -> np.ndarray:
+            n = len(k)
+            t, sign = self.ops[0].levels(entry, n)  # every operation's rule (one magnitude and spread: `of`)
+            sizes = np.tile(np.array([float(size[0]), float(size[1])]), (n, 1))
+            return by_operation(self.name_of[k], len(kinds), lambda j, pick: kinds[j].operands(
+                {"arg": kinds[j].arg(t[pick], sign[pick], sizes[pick])}))
+
+        return program_of(self.ops, streams, steps, draws, entry_values)
 
 
 def solarize_add_reference(x: torch.Tensor, add: np.ndarray) -> torch.Tensor:

@@ -42,7 +42,7 @@ from ..cpu.policy import CODES  # the operation codes (0: none), shared with the
 
 __all__ = ["CODES", "policy_steps"]
 
-_NEEDS_STATS = (3, 7, 8)
+_NEEDS_STATS = tuple(CODES[name] for name in ("Contrast", "AutoContrast", "Equalize"))  # the kernels branch on these
 STAT_COLS = 8  # grey mean, then the channels' lowest (3) and highest (3) values, one spare
 BLOCK = 1024
 TILE = 4096  # pixels of one sample per statistics program (a multiple of BLOCK)
