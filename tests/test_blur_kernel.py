@@ -45,6 +45,8 @@ SHAPES = [  # (n, c, h, w), (kh, kw), rows
     ((4, 3, 1, 6), (3, 5), [3, 1]),  # one row: nothing to mirror along the columns
     ((3, 3, 33, 40), (23, 1), [1]),  # along the columns alone
     ((3, 3, 12, 12), (1, 9), [0, 2]),  # along the rows alone
+    ((2, 3, 50, 100), (5, 5), [1]),  # tiles whose taps stay inside (the unmirrored loop) and tiles that reach out
+    ((3, 1, 40, 70), (3, 7), [0, 2]),
 ]
 if not INTERPRET:
     SHAPES.append(((64, 3, 224, 224), (23, 23), list(range(0, 64, 2))))
@@ -59,7 +61,7 @@ def test_blur_rows_is_the_tap_loop(shape, size, rows, owned):
     sigma = np.linspace(0.1, 2.0, len(rows))
     (kh, kw) = size
     along_w = gaussian_kernels(kw, sigma) if kw > 1 else None
-    along_h = gaussian_kernels(kh, sigma) if kh > 1 else None
+    along_h = along_w if kh == kw else gaussian_kernels(kh, sigma) if kh > 1 else None  # square: one table, as the form gives
     want = twin(x, rows, along_w, along_h)
     given = x.clone()
     got = blur_rows(given, rows, along_w, along_h, owned)

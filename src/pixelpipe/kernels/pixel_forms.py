@@ -133,8 +133,9 @@ def _blur_arguments(op: GaussianBlur, x: torch.Tensor, params: Params) -> tuple[
     rows = np.flatnonzero(params["on"])
     sigma = params["sigma"][rows]
     kh, kw = op.kernel_size
-    return (x, rows, gaussian_kernels(kw, sigma) if kw > 1 else None,
-            gaussian_kernels(kh, sigma) if kh > 1 else None)
+    along_w = gaussian_kernels(kw, sigma) if kw > 1 else None
+    along_h = along_w if kh == kw else gaussian_kernels(kh, sigma) if kh > 1 else None  # square: one table
+    return x, rows, along_w, along_h
 
 
 @functools.cache

@@ -70,24 +70,41 @@ def _blur_pass(src, dst, rows, weights,
     period = tl.maximum(2 * (size - 1), 1)
     wrow = weights + r * TAPS
     acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)  # replaced by the first tap's products
-    for t in tl.static_range(TAPS):
-        k = along + (t - TAPS // 2)
-        if WIDE:
-            m = k % period
-            m = tl.where(m < 0, m + period, m)
-            m = tl.where(m >= size, period - m, m)
-            m = tl.where(size > 1, m, 0)
-        else:
-            m = tl.where(k < 0, -k, k)
-            m = tl.where(m >= size, period - m, m)
-        if AXIS == 3:
-            v = tl.load(base + hh * src_sh + m * src_sw, mask=inside, other=0.0)
-        else:
-            v = tl.load(base + m * src_sh + ww * src_sw, mask=inside, other=0.0)
-        if t == 0:
-            acc = v * tl.load(wrow + t)
-        else:
-            acc = acc + v * tl.load(wrow + t)
+    if AXIS == 3:
+        first = tl.program_id(2) * BLOCK_W
+        step = src_sw
+    else:
+        first = tl.program_id(1) * BLOCK_H
+        step = src_sh
+    if (first >= TAPS // 2) & (first + (BLOCK_H if AXIS == 2 else BLOCK_W) + TAPS // 2 <= size):
+        # every tap of the tile inside the axis: no mirroring, each tap a fixed step from the
+        # value's own address (the index arithmetic per tap was most of the pass's instructions)
+        at = base + hh * src_sh + ww * src_sw
+        for t in tl.static_range(TAPS):
+            v = tl.load(at + (t - TAPS // 2) * step, mask=inside, other=0.0)
+            if t == 0:
+                acc = v * tl.load(wrow + t)
+            else:
+                acc = acc + v * tl.load(wrow + t)
+    else:
+        for t in tl.static_range(TAPS):
+            k = along + (t - TAPS // 2)
+            if WIDE:
+                m = k % period
+                m = tl.where(m < 0, m + period, m)
+                m = tl.where(m >= size, period - m, m)
+                m = tl.where(size > 1, m, 0)
+            else:
+                m = tl.where(k < 0, -k, k)
+                m = tl.where(m >= size, period - m, m)
+            if AXIS == 3:
+                v = tl.load(base + hh * src_sh + m * src_sw, mask=inside, other=0.0)
+            else:
+                v = tl.load(base + m * src_sh + ww * src_sw, mask=inside, other=0.0)
+            if t == 0:
+                acc = v * tl.load(wrow + t)
+            else:
+                acc = acc + v * tl.load(wrow + t)
     tl.store(dst + dst_n * dst_sn + c * dst_sc + hh * dst_sh + ww * dst_sw, acc, mask=inside)
 
 
@@ -114,12 +131,12 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
         return x
     c, h, w = x.shape[1:]
     r = len(rows)
-    upload = Upload()  # the row numbers and each pass's float32 weights in one copy
-    upload.add(rows, torch.int32)
-    for _, k in passes:
-        upload.add(k, torch.float32)
-    rows_t, *flat = upload.send(x.device)
-    weights = [f.view(r, k.shape[1]) for f, (_, k) in zip(flat, passes)]
+    upload = Upload()  # the row numbers and each pass's float32 weights in one copy (one table
+    upload.add(rows, torch.int32)  # for both passes when they are the same array: a square kernel)
+    slots = [upload.add(k, torch.float32) if i == 0 or k is not passes[0][1] else 1 for i, (_, k) in enumerate(passes)]
+    sent = upload.send(x.device)
+    rows_t = sent[0]
+    weights = [sent[slot].view(r, k.shape[1]) for slot, (_, k) in zip(slots, passes)]
     out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
     _launch(x, first, rows_t, weights[0], passes[0][0], gather=True, scatter=False)
