@@ -336,3 +336,32 @@ def test_field_units_in_c_are_numpys():
     with pytest.raises(ValueError, match="rows within"):
         field_units(s1, s2, np.array([9]), np.array([0]))
     assert field_units(s1, s2, np.zeros(0, np.int64), np.zeros(0, np.int64))[0].shape == (0,)
+
+
+def test_rectangle_noise_is_the_per_value_form():
+    """Draws.normal_rectangles_np (native/noise.c's pp_rect_units from five numbers a rectangle)
+    against normal_field_at_np given each value's sample and element: the same bits, for
+    rectangles of several samples and sizes (a 1x1, a whole image, one touching the far
+    corner), one and three channels; rectangles outside the fields are refused."""
+    from pixelpipe.data.field_units import rectangle_units
+
+    draws = Draws(3, 2, np.arange(6) * 7, 5)
+    for c, h, w in ((3, 40, 57), (1, 23, 9)):
+        rects = np.array([[0, 3, 4, min(10, h - 3), min(20, w - 4)], [2, 0, 0, 1, 1], [5, 0, 0, h, w], [1, h - 5, w - 7, 5, 7],
+                          [2, 11, 2, 3, 4]])
+        got = draws.normal_rectangles_np(17, rects, (c, h, w))
+        if got is None:
+            pytest.skip("native/noise.c was not built")
+        rows, elements = [], []
+        for s, t, lf, rh, rw in rects:
+            e = (np.arange(c).reshape(c, 1, 1) * h * w + ((t + np.arange(rh)) * w).reshape(1, -1, 1)
+                 + (lf + np.arange(rw)).reshape(1, 1, -1)).reshape(-1)
+            elements.append(e)
+            rows.append(np.full(len(e), s))
+        want = draws.normal_field_at_np(17, np.concatenate(rows), np.concatenate(elements))
+        assert got.shape == want.shape and torch.equal(got, want)
+    s1, s2 = draws.hashes_np(17), draws.hashes_np(17 + 1000003)
+    for bad in ([6, 0, 0, 1, 1], [0, 20, 0, 4, 1], [0, 0, 8, 1, 2], [0, -1, 0, 1, 1]):
+        with pytest.raises(ValueError, match="outside"):
+            rectangle_units(s1, s2, np.array([bad]), (1, 23, 9))
+    assert rectangle_units(s1, s2, np.zeros((0, 5), np.int64), (3, 4, 4))[0].shape == (0,)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .field_units import field_units
+from .field_units import field_units, rectangle_units
 from .transfer import to_device
 
 __all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "prefix", "uniform"]
@@ -378,8 +378,16 @@ class Draws:
                 h >>= 8
                 units.append(h.astype(np.float32) * np.float32(1.0 / (1 << 24)))
             made = (units[0], units[1])
-        u1, u2 = (torch.from_numpy(u) for u in made)
-        return u1.clamp_min_(1.0 / (1 << 24)).log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2 * math.pi).cos_())
+        return _box_muller(*made)
+
+    def normal_rectangles_np(self, draw: int, rects: np.ndarray, shape: tuple[int, int, int]) -> torch.Tensor | None:
+        """normal_field_at_np at every value of each rectangle of rects (int64 [R, 5]: sample,
+        top, left, height, width, inside fields of `shape` (C, H, W)), rectangle after rectangle,
+        channel by channel, row by row: the same bits, from five numbers a rectangle
+        (data.field_units.rectangle_units) instead of an element and a sample per value. None
+        without the C library."""
+        made = rectangle_units(self._hash_np(draw), self._hash_np(draw + 1000003), rects, shape)
+        return None if made is None else _box_muller(*made)
 
     def normal_field(self, draw: int, shape: Sequence[int], device: Any = None) -> torch.Tensor:
         """float32 [N, *shape] standard normal per element (Box-Muller on the fields of draws
@@ -388,6 +396,13 @@ class Draws:
         u1 = self.field(draw, shape, device).clamp_min_(1.0 / (1 << 24))
         u2 = self.field(draw + 1000003, shape, device)
         return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2 * math.pi) * u2)
+
+
+def _box_muller(u1: np.ndarray, u2: np.ndarray) -> torch.Tensor:
+    """The standard normals of uniform fields u1, u2 (float32, overwritten) as normal_field_at
+    makes them: torch's logarithm and cosine, in place, in its order."""
+    a, b = torch.from_numpy(u1), torch.from_numpy(u2)
+    return a.clamp_min_(1.0 / (1 << 24)).log_().mul_(-2.0).sqrt_().mul_(b.mul_(2 * math.pi).cos_())
 
 
 def normal_keyed(state: torch.Tensor, state_other: torch.Tensor, elements: torch.Tensor) -> torch.Tensor:

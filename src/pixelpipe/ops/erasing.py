@@ -99,11 +99,15 @@ def noise_in_rectangles(x: torch.Tensor, rows: np.ndarray, top: np.ndarray, left
     t, lf = top[rows].astype(np.int64), left[rows].astype(np.int64)
     rh, rw = height[rows].astype(np.int64), width[rows].astype(np.int64)
     counts = c * rh * rw
-    chan = np.arange(c, dtype=np.int64).reshape(c, 1, 1) * (h * w)
     # row-major in the sample's [C, H, W] field, channel by channel, each rectangle's row by row
-    element = np.concatenate([(chan + ((t[k] + np.arange(rh[k])) * w).reshape(1, -1, 1)
-                               + (lf[k] + np.arange(rw[k])).reshape(1, 1, -1)).reshape(-1) for k in range(len(rows))])
-    values = draws.normal_field_at_np(draw, np.repeat(rows, counts), element).to(x.dtype)
+    values = draws.normal_rectangles_np(draw, np.stack([np.asarray(rows, dtype=np.int64), t, lf, rh, rw], 1), (c, h, w))
+    if values is None:  # no C library: each value's element and sample in numpy
+        chan = np.arange(c, dtype=np.int64).reshape(c, 1, 1) * (h * w)
+        element = np.concatenate([(chan + ((t[k] + np.arange(rh[k])) * w).reshape(1, -1, 1)
+                                   + (lf[k] + np.arange(rw[k])).reshape(1, 1, -1)).reshape(-1)
+                                  for k in range(len(rows))])
+        values = draws.normal_field_at_np(draw, np.repeat(rows, counts), element)
+    values = values.to(x.dtype)
     for k, v in enumerate(torch.split(values, counts.tolist())):
         out[int(rows[k]), :, t[k]:t[k] + rh[k], lf[k]:lf[k] + rw[k]] = v.view(c, int(rh[k]), int(rw[k]))
     return out
