@@ -58,3 +58,22 @@ def test_placed_arrays_arrive_equal_and_aligned(device):
             assert g.device.type == device.type and g.shape == a.shape and g.is_contiguous()
             assert np.array_equal(g.cpu().numpy(), a) and g.cpu().numpy().dtype == a.dtype
             assert g.data_ptr() % 64 == 0
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_joined_parts_arrive_as_their_concatenation(device):
+    """joined_to_device: host tensors of any shape and layout, flattened and joined as
+    torch.cat would, for bool and integer labels, empty parts, mixed dtypes (promoted as
+    torch.cat promotes) and a part given as a transposed view."""
+    from pixelpipe.data.transfer import joined_to_device
+
+    g = torch.Generator().manual_seed(1)
+    for dtype in (torch.uint8, torch.bool, torch.int16, torch.int64):
+        parts = [torch.randint(0, 2 if dtype == torch.bool else 100, (h, w, 1), generator=g).to(dtype)
+                 for h, w in ((5, 7), (0, 3), (11, 2), (1, 1))]
+        parts.append(torch.randint(0, 2, (4, 6), generator=g).to(dtype).t())  # not contiguous
+        got = joined_to_device(parts, device)
+        want = torch.cat([p.reshape(-1) for p in parts])
+        assert got.device.type == device.type and got.dtype == dtype and torch.equal(got.cpu(), want)
+    mixed = [torch.ones(3, dtype=torch.uint8), torch.full((2,), 300, dtype=torch.int32)]
+    assert torch.equal(joined_to_device(mixed, device).cpu(), torch.cat(mixed))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...data.transfer import to_device
+from ...data.transfer import joined_to_device, to_device
 from ..deform import Deformation, displaced
 from ..filters import border_index
 
@@ -44,7 +44,7 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
     c, dtype = masks[0].shape[2], masks[0].dtype
     sizes = [m.shape[0] * m.shape[1] * c for m in masks]
     if all(m.device.type == "cpu" for m in masks):  # joined on the host, one asynchronous copy
-        flat = to_device(torch.cat([m.reshape(-1) for m in masks]), device)
+        flat = joined_to_device(list(masks), device)
     else:
         flat = torch.cat([m.reshape(-1).to(device) for m in masks])
     offsets = to_device(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), device)

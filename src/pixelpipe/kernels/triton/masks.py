@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...data.transfer import Upload, to_device
+from ...data.transfer import Upload, joined_to_device
 from ..filters import BORDER_CODE
 
 __all__ = ["warp_masks_gpu"]
@@ -132,7 +132,7 @@ def warp_masks_gpu(masks: Sequence[torch.Tensor] | torch.Tensor, inverse: np.nda
     if out.numel() == 0:
         return out
     if all(m.device.type == "cpu" for m in masks):  # joined on the host, one asynchronous copy
-        flat = to_device(torch.cat([m.reshape(-1) for m in masks]), device)
+        flat = joined_to_device(list(masks), device)
     else:
         flat = torch.cat([m.reshape(-1).to(device) for m in masks])
     if flat.numel() == 0:
