@@ -37,6 +37,7 @@ from ..data.transfer import to_device
 from .augment_space import AUTOAUGMENT_SPACE, RANDAUGMENT_SPACE, TRIVIALAUGMENT_SPACE, primitive
 from .checks import INTERPOLATIONS, check_choice, check_fill
 from .kinds import CompoundOp, GeometryOp, Op, Params
+from .policy_geometry import GeometryProgram
 from .policy_program import PrimitiveProgram
 from .structure import _Structure, inner_op
 
@@ -57,6 +58,7 @@ class PolicySteps(_Structure):
         self.draws = policy.draws
         self.name = type(policy).__name__
         self._program: PrimitiveProgram | bool | None = None  # program()'s one-pass form, made on first use
+        self._matrices: GeometryProgram | bool | None = None  # _geometry()'s, likewise
 
     def _fields(self) -> dict[str, Any]:
         return {"policy": self.name}
@@ -71,6 +73,16 @@ class PolicySteps(_Structure):
         """What each of the part's operations computes: its `operation` where it has one (timm's
         "ColorIncreasing" computes "Color"), else its `name` ("Brightness", "Rotate"...)."""
         return [getattr(op, "operation", op.name) for op in self.ops]
+
+    def _geometry(self, draws: Draws, sizes: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """_Structure._geometry, in one pass over every (sample, step) where the part's operations
+        are torchvision's geometric primitives (ops.policy_geometry: the same matrices)."""
+        if self._matrices is None:
+            self._matrices = GeometryProgram.of(self.ops) or False
+        if self._matrices:
+            streams = [inner_op(draws.op, self.stream(k)) for k in range(len(self.ops))]
+            return self._matrices(streams, steps, draws, np.asarray(sizes, dtype=np.float64))
+        return super()._geometry(draws, sizes, steps)
 
     def program(self, params: Params, draws: Draws, size: Any) -> tuple[np.ndarray, np.ndarray]:
         """The pixel part's per-sample program as numbers, for a kernel that runs every sample's
