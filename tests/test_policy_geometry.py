@@ -1,4 +1,4 @@
-"""ops.policy_geometry: a policy's geometric part sampled in one pass over every (sample, step)
+"""ops.policy_geometry: a policy's geometric part (torchvision's three, timm's) sampled in one pass over every (sample, step)
 against the pair form (structure._Structure._geometry, a sampling per (step, operation)): the
 same matrices and sizes, to the bit, for torchvision's three policies, several bin counts and
 step counts, images of different sizes and per-sample epochs; a part it does not cover keeps
@@ -31,7 +31,9 @@ def both_forms(part: PolicySteps, draws: Draws, sizes: np.ndarray):
 
 POLICIES = [pp.RandAugment(2, 9), pp.RandAugment(4, 5, num_magnitude_bins=11), pp.RandAugment(1, 30),
             pp.TrivialAugmentWide(), pp.TrivialAugmentWide(num_magnitude_bins=7),
-            pp.AutoAugment("imagenet"), pp.AutoAugment("cifar10"), pp.AutoAugment("svhn")]
+            pp.AutoAugment("imagenet"), pp.AutoAugment("cifar10"), pp.AutoAugment("svhn"),
+            pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1"), pp.TimmRandAugment.from_config("rand-m7-n3"),
+            pp.TimmRandAugment.from_config("rand-m9-mstd0-inc0")]
 
 
 @pytest.mark.parametrize("policy", POLICIES, ids=repr)
@@ -65,6 +67,9 @@ def test_no_step_taken_and_empty_batches():
 
 
 def test_other_parts_keep_the_pair_form():
-    timm = [p for p in pp.TimmRandAugment.from_config("rand-m9-mstd0.5-inc1").parts() if p.kind == "geometry"]
-    assert timm and GeometryProgram.of(timm[0].ops) is None
+    """Operations that do not say rowwise_geometry (any other GeometryOp: one may draw beyond
+    its leading draws or change the size) are sampled per pair."""
     assert GeometryProgram.of([]) is None
+    assert GeometryProgram.of([pp.RandomRotate(10), pp.RandomFlip(0.5)]) is None
+    part = geometry_part(pp.RandAugment(2, 9))
+    assert GeometryProgram.of(part.ops + [pp.RandomRotate(10)]) is None

@@ -1,17 +1,24 @@
-"""The geometric part of torchvision's policies (AutoAugment, RandAugment, TrivialAugmentWide:
-shears, translations, rotations) sampled in one pass over every (sample, step) at once, rather
-than a sampling per (step, operation) pair: the same matrices (tests/test_policy_geometry.py
-holds the two forms together).
+"""The geometric part of a policy (torchvision's AutoAugment, RandAugment, TrivialAugmentWide,
+timm's RandAugment: shears, translations, rotations) sampled in one pass over every (sample,
+step) at once, rather than a sampling per (step, operation) pair: the same matrices
+(tests/test_policy_geometry.py holds the two forms together).
 
 Why: the pair form (structure._Structure._geometry) builds a Draws, samples, and makes the
 matrices of each (step, operation) pair the batch uses, ten of them for RandAugment(2, 9) over
 256 samples: 0.8-1.2 ms of host time a batch on a 2-core CPU, where the whole rest of the
 RandomResizedCrop + flip stage samples in 0.17 ms; on a GPU an augment-only call is bound by
-this host time. Here every used operation's two leading draws are hashed in one evaluation
-and gathered per entry (policy_program.entry_draws), bins, magnitudes and signs are computed
-for all entries together, the matrices once per operation over its entries, and each step's
-matrices are put together as the pair form puts them (a step no sample takes is skipped, as
-there). The primitives keep the image's size, so every entry's size is its sample's input size.
+this host time. Here every used operation's leading draws are hashed in one evaluation and
+gathered per entry (policy_program.entry_blocks); the operations that compute alike (a policy
+has a copy of each for every step, and AutoAugment the same operation at several entries)
+sample and make their matrices once over all their entries, whatever their step; and each
+step's matrices are put together as the pair form puts them (a step no sample takes is
+skipped, as there).
+
+It serves operations that say `rowwise_geometry`: their sample() reads only their leading
+draws, row by row (so a row's numbers are the same among any other rows, and are the same
+whichever of two operations with equal `rowwise_key()` samples them: the key holds all that
+sample() and transform() read besides the draws), and their transform() keeps the image's
+size (so every entry's size is its sample's input size, at every step).
 """
 
 from __future__ import annotations
@@ -22,40 +29,25 @@ from typing import Any
 import numpy as np
 
 from ..data.random import Draws
-from .augment_space import GeometricPrimitive, _Linspace, _linspace, _OfSide
-from .policy_program import entry_draws
+from .policy_program import block_draws, entry_blocks
 
 __all__ = ["GeometryProgram"]
 
 
 class GeometryProgram:
-    """The matrices of a policy part whose operations are all GeometricPrimitive with the
-    tables torchvision's spaces give them (`of` gives None for any other part)."""
+    """The matrices of a policy part whose operations all say `rowwise_geometry` (`of` gives
+    None for any other part)."""
 
-    def __init__(self, ops: Sequence[GeometricPrimitive]) -> None:
+    def __init__(self, ops: Sequence[Any]) -> None:
         self.ops = list(ops)
-        self.fixed = np.array([-1 if op.bin is None else op.bin for op in ops], dtype=np.int64)
-        self.spans = np.array([op.span for op in ops], dtype=np.int64)
-        self.signed = np.array([op.space.signed for op in ops], dtype=bool)
+        keys = [op.rowwise_key() for op in self.ops]
+        distinct = list(dict.fromkeys(keys))
+        self.group = np.array([distinct.index(key) for key in keys], dtype=np.int64)  # each op's group
+        self.first = [keys.index(key) for key in distinct]  # an op of each group
 
     @classmethod
     def of(cls, ops: Sequence[Any]) -> GeometryProgram | None:
-        ok = bool(ops) and all(type(op) is GeometricPrimitive and type(op.space.table) in (_Linspace, _OfSide)
-                               for op in ops)
-        return cls(ops) if ok else None
-
-    def _magnitudes(self, k: np.ndarray, bins: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """Each entry's magnitude before its sign: its operation's table at its bin for its
-        sample's size (entries of operation u: k == u), as GeometricPrimitive.sample reads it."""
-        out = np.zeros(len(k), dtype=np.float64)
-        for u in np.flatnonzero(np.bincount(k, minlength=len(self.ops))).tolist():
-            pick = k == u
-            op, table = self.ops[u], self.ops[u].space.table
-            if type(table) is _Linspace:
-                out[pick] = _linspace(table.lo, table.hi, op.bins)[bins[pick]]
-            else:  # _OfSide: linspace(0, 1) times share * side, per sample
-                out[pick] = _linspace(0.0, 1.0, op.bins)[bins[pick]] * (table.share * sizes[pick, table.axis])
-        return out
+        return cls(ops) if ops and all(getattr(type(op), "rowwise_geometry", False) for op in ops) else None
 
     def __call__(self, streams: Sequence[int], steps: np.ndarray, draws: Draws,
                  sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,20 +59,14 @@ class GeometryProgram:
         matrix = np.tile(np.eye(3), (n, 1, 1))
         if not (steps >= 0).any():
             return matrix, cur
-        rows, cols, k, entry = entry_draws(self.ops, streams, steps, draws)
-        bins = self.fixed[k]
-        drawn = bins < 0
-        for span in np.unique(self.spans[k][drawn]).tolist():  # a Python int, as sample() calls choice_np
-            pick = drawn & (self.spans[k] == span)
-            bins[pick] = entry.choice_np(0, span)[pick]
+        rows, cols, k, block = entry_blocks(self.ops, streams, steps, draws)
         at = cur[rows]
-        magnitude = self._magnitudes(k, bins, at)
-        magnitude = np.where(self.signed[k] & (entry.uniform_np(1) <= 0.5), -magnitude, magnitude)
         made = np.empty((len(rows), 3, 3))
-        for u in np.flatnonzero(np.bincount(k, minlength=len(self.ops))).tolist():
-            pick = k == u
-            op = self.ops[u]
-            made[pick] = op.transform({"magnitude": magnitude[pick]}, at[pick])[0]
+        group = self.group[k]
+        for g in np.flatnonzero(np.bincount(group, minlength=len(self.first))).tolist():
+            pick = np.flatnonzero(group == g)
+            op = self.ops[self.first[g]]  # any of the group: they compute alike
+            made[pick] = op.transform(op.sample(block_draws(draws, block[pick]), at[pick]), at[pick])[0]
         for j in range(steps.shape[1]):
             sel = cols == j
             if not sel.any():  # a step no sample takes: skipped, as the pair form skips it

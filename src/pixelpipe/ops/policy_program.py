@@ -23,7 +23,7 @@ import numpy as np
 from ..data.random import Draws, op_blocks
 from .augment_space import PixelPrimitive, operands
 
-__all__ = ["PrimitiveProgram", "by_operation", "entry_draws", "program_of"]
+__all__ = ["PrimitiveProgram", "block_draws", "by_operation", "entry_blocks", "entry_draws", "program_of"]
 
 
 def entry_draws(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
@@ -32,15 +32,26 @@ def entry_draws(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
     operation: (rows, steps, operations, draws), the draws a Draws whose leading block holds
     each entry's operation's leading draws for its sample (the used operations' hashed in one
     evaluation), so its draw d is what the operation's own Draws gives that sample."""
+    rows, cols, k, block = entry_blocks(ops, streams, steps, draws)
+    return rows, cols, k, block_draws(draws, block)
+
+
+def entry_blocks(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray,
+                 draws: Draws) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """entry_draws with the entries' leading draws as the uint32 array [E, D] itself."""
     rows, cols = np.nonzero(steps >= 0)
     k = steps[rows, cols]
     used = np.flatnonzero(np.bincount(k, minlength=len(ops)))
     at_used = np.full(len(ops), -1, dtype=np.int64)
     at_used[used] = np.arange(len(used))
     blocks = np.stack(op_blocks(draws.prefix_np(), [streams[u] for u in used], [ops[u].draws for u in used]))
-    entry = Draws(draws.seed, 0, np.zeros(len(rows), dtype=np.int64), 0,
-                  block=np.ascontiguousarray(blocks[at_used[k], rows]))
-    return rows, cols, k, entry
+    return rows, cols, k, np.ascontiguousarray(blocks[at_used[k], rows])
+
+
+def block_draws(draws: Draws, block: np.ndarray) -> Draws:
+    """A Draws of len(block) rows whose leading draws are `block` (uint32 [K, D], hashed
+    already): draw d < D of row i is block[i, d]; only those draws may be taken from it."""
+    return Draws(draws.seed, 0, np.zeros(len(block), dtype=np.int64), 0, block=block)
 
 
 def program_of(ops: Sequence[Any], streams: Sequence[int], steps: np.ndarray, draws: Draws,
