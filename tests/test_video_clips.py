@@ -167,3 +167,35 @@ def test_batch_ops_mix_whole_clips(mix):
         for f in range(1, 3):
             assert torch.equal(video[i, f], video[i, 0])
     assert (soft.max(1).values < 1).any()  # something was mixed
+
+
+def test_clips_go_in_as_one_buffer_with_the_frame_by_frame_numbers():
+    """engine.clips.clip_batch: a contiguous uint8 tensor [N, T, H, W, 3] is the frames' buffer
+    itself and contiguous clips of several sizes are joined once; augment_clips gives the same
+    numbers as frame by frame (numpy clips take that path), leaves its input as it was, and
+    strided or numpy clips still go frame by frame."""
+    from pixelpipe.data.batch import ImageBatch
+    from pixelpipe.engine.clips import clip_batch
+
+    g = torch.Generator().manual_seed(5)
+    t = pp.Compose([pp.RandomResizedCrop(12), pp.RandomFlip(), pp.RandomRotate(15), pp.ColorJitter(0.3, 0.3)])
+    whole = torch.randint(0, 256, (3, 4, 20, 26, 3), dtype=torch.uint8, generator=g)
+    ragged = [torch.randint(0, 256, (4, h, w, 3), dtype=torch.uint8, generator=g) for h, w in ((20, 26), (31, 17))]
+    for clips in (whole, ragged):
+        kept = [c.clone() for c in clips]
+        batch = clip_batch(clips, 4)
+        assert isinstance(batch, ImageBatch) and len(batch) == 4 * len(clips)
+        for k, c in enumerate(clips):
+            for f in range(4):
+                assert torch.equal(batch[4 * k + f], c[f])
+        ids = np.arange(len(clips)) + 7
+        got = augment_clips(t, clips, ids, seed=3, epoch=1)
+        want = augment_clips(t, [c.numpy() for c in clips], ids, seed=3, epoch=1)
+        assert torch.equal(got, want)
+        assert all(torch.equal(c, k) for c, k in zip(clips, kept))
+    assert clip_batch(whole, 4).data.data_ptr() == whole.data_ptr()  # a view: no copy
+    strided = whole.transpose(2, 3)  # [N, T, W, H, 3]: not contiguous
+    assert clip_batch(strided, 4) is None and clip_batch([c.numpy() for c in whole], 4) is None
+    assert clip_batch(whole.to(torch.int16), 4) is None
+    out = augment_clips(t, strided, [0, 1, 2])
+    assert torch.equal(out, augment_clips(t, strided.contiguous(), [0, 1, 2]))

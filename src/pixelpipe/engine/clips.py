@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.batch import ImageBatch
 from ..data.clips import LAYOUTS, to_layout
 from .defaults import default_engine
 
-__all__ = ["augment_clips"]
+__all__ = ["augment_clips", "clip_batch"]
 
 
 def augment_clips(compose: Any, clips: torch.Tensor | Sequence[Any], ids: Any, seed: int = 0, epoch: int = 0,
@@ -66,9 +67,12 @@ def augment_clips(compose: Any, clips: torch.Tensor | Sequence[Any], ids: Any, s
             raise ValueError(f"clip {k} has shape {s}; every clip must be uint8 [T, H, W, 3] with the same T "
                              f"(clip 0 has {shapes[0]})")
     t = shapes[0][0] if n else 0
-    frames = [torch.as_tensor(c[f]) for c in clips for f in range(t)]
+    frames: Any = clip_batch(clips, t)
+    if frames is None:  # numpy, other dtypes, strided clips: frame by frame (to_storable's checks)
+        frames = [torch.as_tensor(c[f]) for c in clips for f in range(t)]
+    first = frames.data if isinstance(frames, ImageBatch) else frames[0] if len(frames) else None
     eng = engine if engine is not None else default_engine(device if device is not None else
-                                                           (frames[0].device if frames else None))
+                                                           (first.device if first is not None else None))
     program = compose.program
     if n == 0:
         c = compose.channels
@@ -84,3 +88,34 @@ def augment_clips(compose: Any, clips: torch.Tensor | Sequence[Any], ids: Any, s
     batch = program.mix({"image": video.reshape(n, t * c, h, w), **values}, seed, epoch, ids)
     batch["video"] = to_layout(batch.pop("image").view(n, t, c, h, w), layout)
     return batch
+
+
+def clip_batch(clips: torch.Tensor | Sequence[Any], t: int) -> ImageBatch | None:
+    """The clips' N * T frames as one ImageBatch, frame f of clip k at row k * T + f, without a
+    copy per frame: a contiguous uint8 tensor [N, T, H, W, 3] is the buffer itself (a view),
+    contiguous uint8 clips [T, H_k, W_k, 3] on one device are joined in one copy. None for
+    anything else (numpy arrays, other dtypes, strided or mixed-device clips), which go frame by
+    frame through ImageBatch.from_list. Why: frame by frame, 8 clips of 16 frames took 128 copies
+    and as many per-frame checks per batch of a video pipeline."""
+    if not len(clips) or t == 0:
+        return None
+    if isinstance(clips, torch.Tensor):
+        parts = [clips] if clips.dim() == 5 else None
+    else:
+        parts = list(clips)
+    if parts is None or not all(isinstance(c, torch.Tensor) and c.dtype == torch.uint8 and c.is_contiguous()
+                                and c.device == parts[0].device for c in parts):
+        return None
+    shapes = np.array([c.shape[-3:-1] for c in clips] if isinstance(clips, torch.Tensor) else
+                      [c.shape[1:3] for c in parts], dtype=np.int64).reshape(-1, 2)
+    if (shapes == 0).any():
+        return None  # from_list names the empty frame
+    size = shapes[:, 0] * shapes[:, 1] * 3  # bytes a frame, per clip
+    first = np.concatenate([[0], np.cumsum(size * t)[:-1]])
+    table = np.empty((len(shapes) * t, 4), dtype=np.int64)
+    table[:, 0] = (first[:, None] + np.arange(t)[None, :] * size[:, None]).reshape(-1)
+    table[:, 1] = np.repeat(shapes[:, 0], t)
+    table[:, 2] = np.repeat(shapes[:, 1], t)
+    table[:, 3] = 3
+    data = parts[0].reshape(-1) if len(parts) == 1 else torch.cat([c.reshape(-1) for c in parts])
+    return ImageBatch(data, torch.from_numpy(table))
