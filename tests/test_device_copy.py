@@ -77,3 +77,22 @@ def test_joined_parts_arrive_as_their_concatenation(device):
         assert got.device.type == device.type and got.dtype == dtype and torch.equal(got.cpu(), want)
     mixed = [torch.ones(3, dtype=torch.uint8), torch.full((2,), 300, dtype=torch.int32)]
     assert torch.equal(joined_to_device(mixed, device).cpu(), torch.cat(mixed))
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_an_upload_of_empty_arrays_gives_empty_tensors(device):
+    """Upload.send when every array is empty (a batch without boxes): empty tensors of the
+    asked dtypes, with or without a non-empty array beside them."""
+    from pixelpipe.data.transfer import Upload
+
+    for extra in (False, True):
+        up = Upload()
+        up.add(np.zeros(0, np.int64), torch.int64)
+        up.add(np.zeros((0, 4), np.float32), torch.float32)
+        if extra:
+            up.add(np.arange(3), torch.int32)
+        got = up.send(device)
+        assert [t.dtype for t in got[:2]] == [torch.int64, torch.float32] and all(t.numel() == 0 for t in got[:2])
+        assert all(t.device.type == device.type for t in got)
+        if extra:
+            assert got[2].tolist() == [0, 1, 2]

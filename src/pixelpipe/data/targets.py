@@ -28,7 +28,7 @@ from .errors import SampleError
 from .keypoint_pairs import check_flip_pairs
 from .points import box_outline, transform_points
 from .target_rows import labels_rows, ragged_rows
-from .transfer import to_device
+from .transfer import Upload, to_device
 
 __all__ = ["BOX_FORMATS", "BoxRules", "Boxes", "Keypoints", "Masks", "TARGET_FORMS", "TARGET_KEYS", "TargetForm",
            "Targets", "convert_boxes", "targets_of", "to_detection"]
@@ -313,17 +313,42 @@ class BoxRules:
         return Targets(b._take(np.flatnonzero(keep), counts), k, targets.masks), kept
 
 
-def _per_sample(values: np.ndarray, counts: np.ndarray, form: str, fill: float, device: Any) -> Any:
-    """Rows [K, ...] of ragged samples as a list of tensors ("list") or one tensor [N, max K,
-    ...] padded with `fill` ("padded"), on `device`."""
+def _host_rows(values: np.ndarray, counts: np.ndarray, form: str, fill: float) -> np.ndarray:
+    """What goes to the device of rows [K, ...] of ragged samples: the rows as they are ("list")
+    or one array [N, max K, ...] padded with `fill` ("padded"), made on the host."""
     if form == "list":
-        return list(torch.split(to_device(np.ascontiguousarray(values), device), counts.tolist()))
+        return np.ascontiguousarray(values)
     n, most = len(counts), int(counts.max()) if len(counts) else 0
-    out = np.full((n, most, *values.shape[1:]), fill, dtype=values.dtype)  # padded on the host, one copy
+    out = np.full((n, most, *values.shape[1:]), fill, dtype=values.dtype)
     sample = np.repeat(np.arange(n), counts)
     row = np.arange(len(sample)) - np.concatenate([[0], np.cumsum(counts)[:-1]])[sample]
     out[sample, row] = values
-    return to_device(out, device)
+    return out
+
+
+class _Outputs:
+    """The target entries of a batch sent to the device in one copy (data.transfer.Upload):
+    `add` each (a ragged one with its counts and form), then `send` gives them there, a ragged
+    "list" entry split into a tensor per sample. Why: a copy per entry took a pinned block and
+    a copy each (boxes, labels, kept, keypoints, counts), in the thread that finishes batches."""
+
+    def __init__(self, form: str) -> None:
+        self.form = form
+        self.upload = Upload()
+        self.entries: list[tuple[str, tuple[int, ...], np.ndarray | None]] = []
+
+    def add(self, name: str, values: np.ndarray, dtype: torch.dtype, counts: np.ndarray | None = None,
+            fill: float = 0.0) -> None:
+        host = values if counts is None else _host_rows(values, counts, self.form, fill)
+        self.upload.add(host, dtype)
+        self.entries.append((name, host.shape, counts))
+
+    def send(self, device: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for (name, shape, counts), t in zip(self.entries, self.upload.send(torch.device(device))):
+            t = t.view(shape)
+            out[name] = list(torch.split(t, counts.tolist())) if counts is not None and self.form == "list" else t
+        return out
 
 
 @dataclass(frozen=True)
@@ -348,28 +373,29 @@ class TargetForm:
 
     def outputs(self, targets: Targets, size: tuple[int, int], device: Any) -> dict[str, Any]:
         """The batch entries of boxes, labels and keypoints (and "kept" with rules) of targets
-        moved into images of `size` (h, w): see Compose for their forms."""
-        out: dict[str, Any] = {}
+        moved into images of `size` (h, w): see Compose for their forms. They go to `device`
+        in one copy."""
         b, k, form = targets.boxes, targets.keypoints, self.form
+        out = _Outputs(form)
         if b is not None and self.rules is not None:
             targets, kept = self.rules.apply(targets)
             b, k = targets.boxes, targets.keypoints
-            out["kept"] = _per_sample(kept.data, kept.counts, form, -1, device)
+            out.add("kept", kept.data, torch.int64, kept.counts, -1)
         if b is not None:
             data = convert_boxes(b.data, "xyxy", self.box_format, np.array(size[::-1], dtype=np.float64))
-            out["boxes"] = _per_sample(data.astype(np.float32), b.counts, form, 0.0, device)
+            out.add("boxes", data.astype(np.float32), torch.float32, b.counts, 0.0)
             if b.labels is not None:
-                out["labels"] = _per_sample(b.labels, b.counts, form, -1, device)
+                out.add("labels", b.labels, torch.int64, b.counts, -1)
             if form == "padded":
-                out["box_counts"] = to_device(b.counts.copy(), device)
+                out.add("box_counts", b.counts, torch.int64)
         if k is not None:
             data = k.data.astype(np.float32)
             if k.joints is not None:
                 data = data.reshape(-1, k.joints, 3)
-            out["keypoints"] = _per_sample(data, k.instances(), form, 0.0, device)
+            out.add("keypoints", data, torch.float32, k.instances(), 0.0)
             if form == "padded":
-                out["keypoint_counts"] = to_device(k.instances(), device)
-        return out
+                out.add("keypoint_counts", k.instances(), torch.int64)
+        return out.send(device)
 
 
 def to_detection(batch: dict[str, Any], box_format: str = "xyxy") -> list[dict[str, torch.Tensor]]:

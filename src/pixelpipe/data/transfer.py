@@ -84,6 +84,8 @@ class Upload:
         if not self._parts:
             return []
         starts = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a, _ in self._parts])
+        if starts[-1] == 0:  # nothing to copy (an empty buffer's view cannot change its dtype)
+            return [torch.empty(0, dtype=dtype, device=device) for _, dtype in self._parts]
         buf = np.zeros(int(starts[-1]), dtype=np.uint8)
         for (a, _), at in zip(self._parts, starts):
             buf[at:at + a.nbytes] = a.view(np.uint8)
