@@ -133,9 +133,11 @@ def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
 
 # see warp.c: pp_warp_general(src, geo int64 [18], row float64 [21], pw float32 [21], dst);
 # pp_warp_deformed(the same, drow float64 [22], field float32 [2, gh, gw], dims int64 [2]);
-# pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3])
+# pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3]);
+# pp_finish_window(src, geo int64 [10], kb float32 [6], dst)
 _SIGNATURES = {"pp_warp_general": (C.c_int64, [C.c_void_p] * 5), "pp_warp_deformed": (C.c_int64, [C.c_void_p] * 8),
-               "pp_pointwise": (C.c_int64, [C.c_void_p] * 4), "pp_channel_sums": (None, [C.c_void_p] * 3)}
+               "pp_pointwise": (C.c_int64, [C.c_void_p] * 4), "pp_channel_sums": (None, [C.c_void_p] * 3),
+               "pp_finish_window": (C.c_int64, [C.c_void_p] * 4)}
 _DTYPE_CODE = {torch.uint8: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
 
 
