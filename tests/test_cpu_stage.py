@@ -80,12 +80,12 @@ def _all_values(seed: int) -> np.ndarray:
                      for _ in range(3)], axis=2)
 
 
-@pytest.mark.parametrize("c_form", [True, False], ids=["finish_window.h", "numpy-torch"])
+@pytest.mark.parametrize("c_form", [True, False], ids=["warp.c", "numpy-torch"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("norm", [NORM, ((0.5,), (0.25,)), None])
 def test_finish_uint8_equals_the_general_branch(dtype, layout, norm, c_form, monkeypatch):
-    """finish_uint8 in both its forms (warp.c's pp_finish_window, one call; and the numpy and
+    """finish_uint8 in both its forms (warp.c's pointwise pass, one call; and the numpy and
     torch form where warp.c was not built), mirrored and grey views, widths with and without a
     remainder after the 8-pixel blocks."""
     if c_form and cpu_warp.general_library() is None:
@@ -109,24 +109,6 @@ def test_finish_uint8_reuses_its_buffers_across_sizes(monkeypatch):
         out = output_tensor(1, (h, w), spec)
         finish_uint8(x, spec, out[0], _post(spec))
         assert torch.equal(out[0], _general(torch.from_numpy(x.copy()), spec))
-
-
-def test_finish_window_c_refuses_what_it_does_not_take():
-    """pp_finish_window's wrapper: a uint8 slot (the copy stays numpy's), a slot of another
-    shape, a non-uint8 window: False, nothing written."""
-    from pixelpipe.kernels.cpu.stage import finish_window_c
-
-    if cpu_warp.general_library() is None:
-        pytest.skip("warp.c was not built")
-    post = _post(_spec(torch.float16, "NCHW"))
-    x = _all_values(3)
-    slot = torch.zeros(3, 16, 48, dtype=torch.float16)
-    assert finish_window_c(x, slot, True, post) and slot.abs().sum() > 0
-    for bad_x, bad_slot, chw in ((x, torch.zeros(3, 16, 48, dtype=torch.uint8), True),
-                                 (x, torch.zeros(3, 16, 47, dtype=torch.float16), True),
-                                 (x, torch.zeros(3, 16, 48, dtype=torch.float16), False),
-                                 (x.astype(np.int16), torch.zeros(3, 16, 48, dtype=torch.float16), True)):
-        assert not finish_window_c(bad_x, bad_slot, chw, post) and bad_slot.abs().sum() == 0
 
 
 def _twin(load, spec: WarpSpec, pspec: PointwiseSpec) -> torch.Tensor:

@@ -301,7 +301,6 @@ static void finish_pixel(const Job *J, int64_t i, int64_t j, const float *c) {
 
 #include "warp_avx2.h" /* the vector blocks (rows_avx2), under PP_AVX2 */
 #include "warp_separable.h" /* axis-aligned samples in two 1-D passes (warp_separable) */
-#include "finish_window.h" /* the "window" path's pointwise pass (pp_finish_window) */
 
 /* ------------------------------------------------------------------------- the entry point */
 /* Sample warp + pointwise into dst. src: buffer pixel (0, 0); returns 0, or -1 for arguments it

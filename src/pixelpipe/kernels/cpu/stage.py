@@ -27,11 +27,11 @@ where, a multiply-add per channel), and keeps int64 index tensors per tap: 2.7 G
 rich pipeline's bench against 0.45 GB for rn50's.
 The plain case ("window" path, no colour matrix) runs with the fewest
 passes: the resized window is not mirrored by a copy; the pointwise pass reads it mirrored
-(numpy views take negative strides) while turning HWC bytes into the slot's layout: in one C
-call with the GIL released where warp.c was built (finish_window_c), else in this thread's
-reused buffers (finish_uint8's numpy and torch form, five calls that each took the GIL back:
-the rn50 pipeline on the sample images, 2 threads, ran 2-26% faster the first way, median 10%,
-over six alternating runs). Every fast path computes the same numbers as its general twin
+(numpy views take negative strides) while turning HWC bytes into the slot's layout: by warp.c's
+pointwise pass where it was built (finish_window_c: one call, the GIL released), else in this
+thread's reused buffers (finish_uint8's numpy and torch form: five calls, each taking the GIL
+back, about 40% of its time in the rn50 pipeline spent waiting for it; the pipeline ran 2-26%
+faster the first way, median 8%, over nine alternating runs on 2 threads). Every fast path computes the same numbers as its general twin
 (finish_sample's float branch, warp_sample) and tests/test_cpu_stage.py checks them equal; the
 general path agrees with the reference within the tolerance tests/test_warp_cpu.py states.
 """
@@ -105,8 +105,8 @@ def finish_uint8(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: t
     any strides: a mirrored view costs nothing here) into its slot of a 3-channel output.
 
     The same numbers as finish_sample's general branch: float32 v * k, then + b, rounded once
-    to the output dtype (the clamp does nothing on uint8). A float output goes through warp.c
-    (finish_window_c) where it was built; what follows is the form without it. Memory traffic per 224x224 image:
+    to the output dtype (the clamp does nothing on uint8). A float output goes through warp.c's
+    pointwise pass (finish_window_c) where it was built; what follows is the form without it. Memory traffic per 224x224 image:
     one strided pass over the HWC bytes into CHW uint8 planes (numpy: it reads negative
     strides), three contiguous float32 passes in this thread's buffers, and the write of the
     slot: ~0.1 ms, against ~0.3 ms for the 256-entry lookup tables this replaces (torch's
@@ -116,7 +116,7 @@ def finish_uint8(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: t
     if spec.dtype == torch.uint8:  # k = 1, b = 0: a copy
         np.copyto(slot.numpy(), planes if chw else x, casting="no")
         return
-    if finish_window_c(x, slot, chw, post):
+    if finish_window_c(x, spec, slot, post):
         return
     k, b = post
     u8n, u8, f32 = _planes(3, x.shape[0], x.shape[1])
@@ -126,25 +126,14 @@ def finish_uint8(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: t
     slot.copy_(f32 if chw else f32.permute(1, 2, 0))  # rounded once, to the slot's dtype
 
 
-def finish_window_c(x: np.ndarray, slot: torch.Tensor, chw: bool, post: tuple[torch.Tensor, torch.Tensor]) -> bool:
-    """finish_uint8's pass for a float slot ([3, H, W] when chw, else [H, W, 3]) by warp.c's
-    pp_finish_window (native/finish_window.h: one call, the GIL released; the same numbers);
-    False where the library was not built or it does not take the arguments (the caller runs
-    the numpy and torch form)."""
-    lib = cpu_warp.general_library()
-    code = _DTYPES.get(slot.dtype)
-    if lib is None or code is None or x.ndim != 3 or x.dtype != np.uint8 or slot.dim() != 3:
+def finish_window_c(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """finish_uint8's pass by warp.c's pointwise pass (cpu_warp.finish_warped: one call, the
+    GIL released, 8 pixels at a time with AVX2; without a colour matrix its numbers are the
+    twin's); False where warp.c was not built (the caller runs the numpy and torch form)."""
+    if cpu_warp.general_library() is None:
         return False
-    h, w, c = x.shape
-    if tuple(slot.shape) != ((3, h, w) if chw else (h, w, 3)):
-        return False
-    dsc, dsy, dsx = slot.stride() if chw else (slot.stride(2), slot.stride(0), slot.stride(1))
-    geo = np.array([h, w, c, *x.strides, code, dsy, dsx, dsc], dtype=np.int64)
-    kb = np.concatenate([post[0].numpy().reshape(-1), post[1].numpy().reshape(-1)]).astype(np.float32, copy=False)
-    return lib.pp_finish_window(x.ctypes.data, geo.ctypes.data, kb.ctypes.data, slot.data_ptr()) == 0
-
-
-_DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}  # warp.c's codes; uint8 is a copy
+    cpu_warp.finish_warped(x, None, spec, None, (post[0].numpy(), post[1].numpy()), slot)
+    return True
 
 
 def finish_sample(x: torch.Tensor, spec: PointwiseSpec, i: int, slot: torch.Tensor,

@@ -133,11 +133,9 @@ def sample_rows(spec: WarpSpec, kind: torch.Tensor) -> SampleRows:
 
 # see warp.c: pp_warp_general(src, geo int64 [18], row float64 [21], pw float32 [21], dst);
 # pp_warp_deformed(the same, drow float64 [22], field float32 [2, gh, gw], dims int64 [2]);
-# pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3]);
-# pp_finish_window(src, geo int64 [10], kb float32 [6], dst)
+# pp_pointwise(src, geo int64 [13], pw, dst); pp_channel_sums(src, geo int64 [6], out float64 [3])
 _SIGNATURES = {"pp_warp_general": (C.c_int64, [C.c_void_p] * 5), "pp_warp_deformed": (C.c_int64, [C.c_void_p] * 8),
-               "pp_pointwise": (C.c_int64, [C.c_void_p] * 4), "pp_channel_sums": (None, [C.c_void_p] * 3),
-               "pp_finish_window": (C.c_int64, [C.c_void_p] * 4)}
+               "pp_pointwise": (C.c_int64, [C.c_void_p] * 4), "pp_channel_sums": (None, [C.c_void_p] * 3)}
 _DTYPE_CODE = {torch.uint8: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
 
 
@@ -188,10 +186,12 @@ def _general(img: torch.Tensor, spec: WarpSpec, rows: SampleRows, i: int, dst: t
                          f"{c} channels, buffer {h}x{w})")
 
 
-def _pointwise_args(spec: WarpSpec, color: np.ndarray | None, k: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """float32 [21]: fill (3), colour matrix (3 x 4, zeros when None), scale (3), bias (3)."""
+def _pointwise_args(spec: WarpSpec | None, color: np.ndarray | None, k: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 [21]: fill (3; zeros without a spec: the pointwise pass alone reads none),
+    colour matrix (3 x 4, zeros when None), scale (3), bias (3)."""
     pw = np.zeros(21, dtype=np.float32)
-    pw[0:3] = spec.fill
+    if spec is not None:
+        pw[0:3] = spec.fill
     if color is not None:
         pw[3:15] = color.reshape(12)
     pw[15 : 15 + len(k)] = k
@@ -229,11 +229,12 @@ def channel_sums(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return out
 
 
-def finish_warped(x: torch.Tensor | np.ndarray, spec: WarpSpec, pspec: PointwiseSpec, color: np.ndarray | None,
+def finish_warped(x: torch.Tensor | np.ndarray, spec: WarpSpec | None, pspec: PointwiseSpec, color: np.ndarray | None,
                   post: tuple[np.ndarray, np.ndarray], slot: torch.Tensor) -> None:
     """The pointwise pass alone (finish_general's, by warp.c) of a warped [H, W, 3] (or grey)
     uint8 or float32 sample (any strides: a mirrored view is read in place) into its slot:
-    stage.finish_sample's numbers, up to float32 rounding."""
+    stage.finish_sample's numbers, up to float32 rounding (without a colour matrix exactly
+    them: v * k, then + b, rounded once). spec: the stage's warp (its fill), or None."""
     lib = general_library()
     assert lib is not None
     address, geo = _source(x)
