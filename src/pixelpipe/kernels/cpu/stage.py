@@ -31,9 +31,10 @@ passes: the resized window is not mirrored by a copy; the pointwise pass reads i
 pointwise pass where it was built (finish_window_c: one call, the GIL released), else in this
 thread's reused buffers (finish_uint8's numpy and torch form: five calls, each taking the GIL
 back, about 40% of its time in the rn50 pipeline spent waiting for it; the pipeline ran 2-26%
-faster the first way, median 8%, over nine alternating runs on 2 threads). Every fast path computes the same numbers as its general twin
-(finish_sample's float branch, warp_sample) and tests/test_cpu_stage.py checks them equal; the
-general path agrees with the reference within the tolerance tests/test_warp_cpu.py states.
+faster the first way, median 8%, over nine alternating runs on 2 threads). Every fast path
+computes the same numbers as its general twin (finish_sample's float branch, warp_sample) and
+tests/test_cpu_stage.py checks them equal; the general path agrees with the reference within
+the tolerance tests/test_warp_cpu.py states.
 """
 
 from __future__ import annotations
@@ -106,11 +107,12 @@ def finish_uint8(x: np.ndarray, spec: PointwiseSpec, slot: torch.Tensor, post: t
 
     The same numbers as finish_sample's general branch: float32 v * k, then + b, rounded once
     to the output dtype (the clamp does nothing on uint8). A float output goes through warp.c's
-    pointwise pass (finish_window_c) where it was built; what follows is the form without it. Memory traffic per 224x224 image:
-    one strided pass over the HWC bytes into CHW uint8 planes (numpy: it reads negative
-    strides), three contiguous float32 passes in this thread's buffers, and the write of the
-    slot: ~0.1 ms, against ~0.3 ms for the 256-entry lookup tables this replaces (torch's
-    gather wanted int64 indices: a conversion pass per channel) plus a mirroring copy."""
+    pointwise pass (finish_window_c) where it was built; what follows is the form without it.
+    Its memory traffic per 224x224 image: one strided pass over the HWC bytes into CHW uint8
+    planes (numpy: it reads negative strides), three contiguous float32 passes in this
+    thread's buffers, and the write of the slot: ~0.1 ms, against ~0.3 ms for the 256-entry
+    lookup tables this replaced (torch's gather wanted int64 indices: a conversion pass per
+    channel) plus a mirroring copy."""
     chw = spec.layout == "NCHW"
     planes = x.transpose(2, 0, 1)
     if spec.dtype == torch.uint8:  # k = 1, b = 0: a copy
