@@ -67,7 +67,7 @@ def test_no_step_taken_and_empty_batches():
 
 
 def test_other_parts_keep_the_pair_form():
-    """Operations that do not say rowwise_geometry (any other GeometryOp: one may draw beyond
+    """Operations without a rowwise_key (any other GeometryOp: one may draw beyond
     its leading draws or change the size) are sampled per pair."""
     assert GeometryProgram.of([]) is None
     assert GeometryProgram.of([pp.RandomRotate(10), pp.RandomFlip(0.5)]) is None

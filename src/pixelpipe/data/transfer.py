@@ -15,6 +15,7 @@ call needs on the device go up together (`Upload`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,8 +46,15 @@ def to_device(t: torch.Tensor | np.ndarray, device: torch.device, dtype: torch.d
     arr = t if dtype is None else t.astype(torch.empty(0, dtype=dtype).numpy().dtype, copy=False)
     if device.type != "cuda":
         return torch.from_numpy(np.ascontiguousarray(arr)).to(device)
-    pinned = torch.empty(arr.shape, dtype=torch.from_numpy(arr[:0].reshape(-1)).dtype, pin_memory=True)
-    np.copyto(pinned.numpy(), arr, casting="no")
+    return _through_pinned(arr.shape, arr.dtype, lambda host: np.copyto(host, arr, casting="no"), device)
+
+
+def _through_pinned(shape: tuple[int, ...], dtype: np.dtype, fill: Callable[[np.ndarray], Any],
+                    device: torch.device) -> torch.Tensor:
+    """A pinned host array of `shape` and numpy `dtype`, written by fill(array) (numpy's copy:
+    the only one on the host), copied asynchronously to the CUDA `device`."""
+    pinned = torch.empty(shape, dtype=torch.from_numpy(np.empty(0, dtype=dtype)).dtype, pin_memory=True)
+    fill(pinned.numpy())
     return pinned.to(device, non_blocking=True)
 
 
@@ -58,9 +66,9 @@ def joined_to_device(parts: list[torch.Tensor], device: torch.device) -> torch.T
     if (device.type != "cuda" or any(p.dtype != flat[0].dtype or p.dtype == torch.bfloat16 or p.requires_grad
                                      for p in flat)):
         return to_device(torch.cat(flat), device)
-    pinned = torch.empty(sum(p.numel() for p in flat), dtype=flat[0].dtype, pin_memory=True)
-    np.concatenate([p.numpy() for p in flat], out=pinned.numpy(), casting="no")
-    return pinned.to(device, non_blocking=True)
+    arrays = [p.numpy() for p in flat]
+    return _through_pinned((sum(a.size for a in arrays),), arrays[0].dtype,
+                           lambda host: np.concatenate(arrays, out=host, casting="no"), device)
 
 
 class Upload:
@@ -68,10 +76,12 @@ class Upload:
     wanted in on the device), then `send` gives their tensors there, in the order added. Each
     array is cast on the host to that dtype (one numpy lacks, bfloat16, goes as float64 and is
     cast on the device) and starts at a multiple of 8 bytes of one uint8 buffer, viewed back as
-    its dtype: a call's row numbers and per-row numbers cost one copy, not one each."""
+    its dtype: a call's row numbers and per-row numbers cost one copy, not one each. On CUDA the
+    buffer is pinned memory the arrays are written into (one host copy each)."""
 
     _NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
-              torch.int64: np.int64, torch.int32: np.int32}
+              torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+              torch.uint8: np.uint8, torch.bool: np.bool_}
 
     def __init__(self) -> None:
         self._parts: list[tuple[np.ndarray, torch.dtype]] = []
@@ -86,10 +96,17 @@ class Upload:
         starts = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a, _ in self._parts])
         if starts[-1] == 0:  # nothing to copy (an empty buffer's view cannot change its dtype)
             return [torch.empty(0, dtype=dtype, device=device) for _, dtype in self._parts]
-        buf = np.zeros(int(starts[-1]), dtype=np.uint8)
-        for (a, _), at in zip(self._parts, starts):
-            buf[at:at + a.nbytes] = a.view(np.uint8)
-        sent = to_device(buf, device)
+
+        def fill(buf: np.ndarray) -> None:
+            for (a, _), at in zip(self._parts, starts):
+                buf[at:at + a.nbytes] = a.view(np.uint8)
+
+        if device.type == "cuda":
+            sent = _through_pinned((int(starts[-1]),), np.dtype(np.uint8), fill, device)
+        else:
+            buf = np.zeros(int(starts[-1]), dtype=np.uint8)
+            fill(buf)
+            sent = torch.from_numpy(buf).to(device)
         out = []
         for (a, dtype), at in zip(self._parts, starts):
             t = sent[at:at + a.nbytes].view(torch.from_numpy(a[:0]).dtype)

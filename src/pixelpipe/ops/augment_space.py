@@ -184,10 +184,9 @@ class _Primitive(Op):
 class GeometricPrimitive(_Primitive, GeometryOp):
     """A shear, translation or rotation of a policy, as a matrix (see the module docstring)."""
 
-    rowwise_geometry = True  # sample() reads its leading draws row by row; the size is kept (ops.policy_geometry)
-
     def rowwise_key(self) -> tuple[Any, ...]:
-        """All that sample() and transform() read besides the draws (ops.policy_geometry)."""
+        """All that sample() and transform() read besides the draws, whose sample() reads its
+        leading draws row by row and whose transform() keeps the size (ops.policy_geometry)."""
         return (type(self), self.space, self.bins, self.bin, self.span)
 
     def __init__(self, space: Space, bins: int, bin: int | None, interpolation: str | None = None,

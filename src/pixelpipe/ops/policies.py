@@ -76,7 +76,8 @@ class PolicySteps(_Structure):
 
     def _geometry(self, draws: Draws, sizes: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """_Structure._geometry, in one pass over every (sample, step) where the part's operations
-        are torchvision's geometric primitives (ops.policy_geometry: the same matrices)."""
+        allow it (torchvision's and timm's shears, translations, rotations: ops.policy_geometry,
+        the same matrices)."""
         if self._matrices is None:
             self._matrices = GeometryProgram.of(self.ops) or False
         if self._matrices:

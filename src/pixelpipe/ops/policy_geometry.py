@@ -14,11 +14,11 @@ sample and make their matrices once over all their entries, whatever their step;
 step's matrices are put together as the pair form puts them (a step no sample takes is
 skipped, as there).
 
-It serves operations that say `rowwise_geometry`: their sample() reads only their leading
+It serves operations that have a `rowwise_key()`: their sample() reads only their leading
 draws, row by row (so a row's numbers are the same among any other rows, and are the same
-whichever of two operations with equal `rowwise_key()` samples them: the key holds all that
-sample() and transform() read besides the draws), and their transform() keeps the image's
-size (so every entry's size is its sample's input size, at every step).
+whichever of two operations with equal keys samples them: the key holds all that sample()
+and transform() read besides the draws), and their transform() keeps the image's size (so
+every entry's size is its sample's input size, at every step).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = ["GeometryProgram"]
 
 
 class GeometryProgram:
-    """The matrices of a policy part whose operations all say `rowwise_geometry` (`of` gives
+    """The matrices of a policy part whose operations all have a `rowwise_key()` (`of` gives
     None for any other part)."""
 
     def __init__(self, ops: Sequence[Any]) -> None:
@@ -47,7 +47,7 @@ class GeometryProgram:
 
     @classmethod
     def of(cls, ops: Sequence[Any]) -> GeometryProgram | None:
-        return cls(ops) if ops and all(getattr(type(op), "rowwise_geometry", False) for op in ops) else None
+        return cls(ops) if ops and all(callable(getattr(op, "rowwise_key", None)) for op in ops) else None
 
     def __call__(self, streams: Sequence[int], steps: np.ndarray, draws: Draws,
                  sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

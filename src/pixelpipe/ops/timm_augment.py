@@ -103,10 +103,9 @@ class TimmGeometry(_TimmOp, GeometryOp):
     """A shear (PIL's (1, f, 0, 0, 1, 0): x' = x - f y), a translation (by -arg pixels, PIL's
     (1, 0, arg, 0, 1, 0)) or a rotation (arg degrees counter-clockwise about the centre)."""
 
-    rowwise_geometry = True  # sample() reads its leading draws row by row; the size is kept (ops.policy_geometry)
-
     def rowwise_key(self) -> tuple[Any, ...]:
-        """All that sample() and transform() read besides the draws (ops.policy_geometry)."""
+        """All that sample() and transform() read besides the draws, whose sample() reads its
+        leading draws row by row and whose transform() keeps the size (ops.policy_geometry)."""
         return (type(self), self.name, self.magnitude, self.std, self.translate_pct)
 
     def __init__(self, name: str, magnitude: float, std: float, translate_pct: float,

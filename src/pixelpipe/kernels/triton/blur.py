@@ -131,12 +131,13 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
         return x
     c, h, w = x.shape[1:]
     r = len(rows)
-    upload = Upload()  # the row numbers and each pass's float32 weights in one copy (one table
-    upload.add(rows, torch.int32)  # for both passes when they are the same array: a square kernel)
-    slots = [upload.add(k, torch.float32) if i == 0 or k is not passes[0][1] else 1 for i, (_, k) in enumerate(passes)]
+    upload = Upload()  # the row numbers and each distinct weight table in one copy
+    upload.add(rows, torch.int32)
+    tables = {id(k): k for _, k in passes}  # a square kernel's passes share one table
+    slot = {key: upload.add(k, torch.float32) for key, k in tables.items()}
     sent = upload.send(x.device)
     rows_t = sent[0]
-    weights = [sent[slot].view(r, k.shape[1]) for slot, (_, k) in zip(slots, passes)]
+    weights = [sent[slot[id(k)]].view(r, k.shape[1]) for _, k in passes]
     out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
     _launch(x, first, rows_t, weights[0], passes[0][0], gather=True, scatter=False)
