@@ -96,3 +96,31 @@ def test_an_upload_of_empty_arrays_gives_empty_tensors(device):
         assert all(t.device.type == device.type for t in got)
         if extra:
             assert got[2].tolist() == [0, 1, 2]
+
+
+def test_cuda_staging_branches_with_pinned_allocation_stubbed(monkeypatch):
+    """to_device, joined_to_device and Upload.send take their CUDA branch (numpy writes into
+    the pinned buffer, one asynchronous copy) for a device whose type is "cuda"; here, without a
+    GPU, the pinned allocation is an ordinary one and the copy lands on the CPU: the values,
+    dtypes and shapes are what the CPU branch gives. A GPU runs the real thing in the tests above."""
+    import types
+
+    from pixelpipe.data import transfer
+
+    real_empty, real_staging = torch.empty, transfer._through_pinned
+    monkeypatch.setattr(torch, "empty", lambda *a, pin_memory=False, **k: real_empty(*a, **k))
+    monkeypatch.setattr(transfer, "_through_pinned",
+                        lambda shape, dtype, fill, device: real_staging(shape, dtype, fill, torch.device("cpu")))
+    fake = types.SimpleNamespace(type="cuda")
+    values = [(np.arange(5), torch.int32), (np.array([True, False, True]), torch.bool),
+              (np.linspace(0, 1, 7), torch.float32), (np.zeros(0), torch.int64),
+              (np.array([3, 250]), torch.uint8), (np.arange(4.0), torch.bfloat16)]
+    up = transfer.Upload()
+    for v, dtype in values:
+        up.add(v, dtype)
+    for (v, dtype), got in zip(values, up.send(fake)):
+        assert got.dtype == dtype and torch.equal(got, torch.as_tensor(v).to(dtype))
+    a = np.random.default_rng(0).random((3, 4)).astype(np.float32)[:, ::2]
+    assert torch.equal(transfer.to_device(a, fake), torch.from_numpy(a.copy()))
+    parts = [torch.arange(6, dtype=torch.int16).view(2, 3), torch.arange(4, dtype=torch.int16).view(2, 2).t()]
+    assert torch.equal(transfer.joined_to_device(parts, fake), torch.cat([p.reshape(-1) for p in parts]))
