@@ -84,13 +84,14 @@ def file_list(data: str | Path, repeat: int) -> tuple[str, int]:
 
 
 def add_gpu_decoding(ap: argparse.ArgumentParser) -> None:
-    """The --hw-fraction and --roi options of gpu_decoding."""
+    """The --hw-fraction, --roi and --lanes options of gpu_decoding."""
     ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
     ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
+    ap.add_argument("--lanes", type=int, default=None, help="pixelpipe's GpuDecoding lanes")
 
 
 def gpu_decoding(args: argparse.Namespace) -> Any:
-    """pixelpipe's GpuDecoding with --hw-fraction / --roi where given, else its defaults."""
+    """pixelpipe's GpuDecoding with --hw-fraction / --roi / --lanes where given, else its defaults."""
     import pixelpipe as pp
 
     settings: dict[str, Any] = {}
@@ -98,4 +99,6 @@ def gpu_decoding(args: argparse.Namespace) -> Any:
         settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
     if args.roi is not None:
         settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
+    if getattr(args, "lanes", None) is not None:
+        settings["lanes"] = args.lanes
     return pp.GpuDecoding(**settings)

@@ -58,7 +58,8 @@ def pixelpipe_loader(args: argparse.Namespace, listed: str) -> Loader:
     import pixelpipe as pp
 
     pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
-                       seed=0, drop_last=True, num_threads=args.threads, gpu=gpu_decoding(args))
+                       seed=0, drop_last=True, num_threads=args.threads, gpu=gpu_decoding(args),
+                       prefetch=args.prefetch)
     return endless(lambda: (b["image"] for b in pipe)), pipe.close
 
 
@@ -261,6 +262,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--alone-steps", type=int, default=100, help="steps of the loader alone")
     ap.add_argument("--threads", type=int, default=None, help="pixelpipe's threads (default: its own)")
+    ap.add_argument("--prefetch", type=int, default=2, help="pixelpipe's prefetch (batches made ahead)")
     ap.add_argument("--dali-threads", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16, help="torchvision DataLoader workers")
     add_gpu_decoding(ap)

@@ -4,6 +4,7 @@ same errors and policy, as reading them one by one on the producer thread."""
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -92,3 +93,59 @@ def test_a_pipeline_over_a_folder_with_a_fifo_does_not_hang(tmp_path):
     # the FIFO is no sample: listed with why, never opened
     assert n == 8 and pipe.errors == []
     assert pipe.reader.ignored == [(str(tmp_path / "c0" / "zz.jpg"), "not a regular file (a FIFO, a socket or a device)")]
+
+
+# ----------------------------------------------------------------------------- the bulk path
+def _items(pipe, batches):
+    import threading
+
+    run = pipe._open(0, 0, 0, threading.Event())
+    out = []
+    for _ in range(batches):
+        pipe._reading.fill(run)
+        out += [(it.index, it.label, it.source, it.valid, bytes(it.data), it.attempt) for it in run.pending[:4]]
+        run.pending = run.pending[4:]
+    return out, list(run.errors)
+
+
+@pytest.mark.parametrize("policy", ["skip", "replace"])
+def test_items_read_ahead_in_bulk_equal_items_read_one_by_one(tmp_path, monkeypatch, policy):
+    """fill's bulk path (files read ahead) gives the items, labels (ints, tuples for several),
+    sources and errors the slot-by-slot path gives, around a file gone after listing and with
+    relative and absolute paths in the list."""
+    root = _folder(tmp_path, broken=())
+    files = sorted(p for p in (tmp_path).rglob("*.jpg"))
+    lines = [f"{p.relative_to(tmp_path) if k % 2 else p} {k % 3} {k}" for k, p in enumerate(files)]
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+    (files[6]).unlink()
+    got = {}
+    for threads in (4, 0):
+        monkeypatch.setattr(pipeline_module, "READ_THREADS", threads)
+        with pp.Pipeline(pp.readers.FileList(str(tmp_path / "list.txt"), root=root), [pp.Resize((8, 8))], 4,
+                         seed=1, on_error=policy, num_threads=2) as pipe:
+            assert (pipe._reading._threads > 0) == (threads > 0)
+            got[threads] = _items(pipe, 5)
+    assert got[4] == got[0]
+    items, errors = got[4]
+    assert len(items) == 20 and [e[0] for e in errors] == [6]
+    assert all(type(label) is tuple and len(label) == 2 for _, label, *_ in items)
+    assert all(source == str(files[i]) for i, _, source, *_ in items)
+
+
+def test_filelist_read_many_joins_paths_as_read_does(tmp_path):
+    """read_many's bytes joining equals os.path.join: a root with and without its slash, an
+    absolute path in the list, one label per line; an index out of range is an IndexError."""
+    (tmp_path / "a").mkdir()
+    for name in ("x.jpg", "y.jpg"):
+        (tmp_path / "a" / name).write_bytes(name.encode() * 40)
+    (tmp_path / "l.txt").write_text(f"a/x.jpg 3\n{tmp_path / 'a' / 'y.jpg'} 4\n")
+    for root in (str(tmp_path), str(tmp_path) + "/"):
+        reader = pp.readers.FileList(str(tmp_path / "l.txt"), root=root)
+        many = reader.read_many([1, 0, 1])
+        listed = ["a/x.jpg", str(tmp_path / "a" / "y.jpg")]
+        assert [s.source for s in many] == [os.path.join(root, listed[i]) for i in (1, 0, 1)]
+        assert [(s.data, s.label, s.index) for s in many] == [(b"y.jpg" * 40, 4, 1), (b"x.jpg" * 40, 3, 0),
+                                                              (b"y.jpg" * 40, 4, 1)]
+        assert type(many[1].label) is int
+    with pytest.raises(IndexError, match="out of range"):
+        reader.read_many([0, 2])

@@ -226,6 +226,10 @@ def _check_region(
 ) -> tuple[int, int, int, int]:
     if region is None:
         return 0, 0, h, w
+    if type(region) is tuple and len(region) == 4 and all(type(v) is int for v in region):
+        y0, x0, y1, x1 = region  # a planned batch's regions: ints already
+        if 0 <= y0 < y1 <= h and 0 <= x0 < x1 <= w:
+            return region
     y0, x0, y1, x1 = (int(v) for v in region)
     if (y0, x0, y1, x1) != tuple(region):
         raise ValueError(f"region must hold integers (y0, x0, y1, x1), got {tuple(region)}")

@@ -110,6 +110,8 @@ class FileList:
                       f"{width - 1} label{'s' if width > 2 else ''}) {like}")
 
         self._paths: list[bytes] = tokens[0::width]
+        root_bytes = os.fsencode(self.root)  # "root/" as bytes ("" for none): what os.path.join puts before a path
+        self._root_bytes = root_bytes if not root_bytes or root_bytes.endswith(b"/") else root_bytes + b"/"
         columns = [self._parse_ints(tokens[j::width], j, raw, numbers) for j in range(1, width)]
         self._labels_np = columns[0] if width == 2 else np.stack(columns, axis=1)
         self._labels = torch.from_numpy(self._labels_np)
@@ -166,16 +168,20 @@ class FileList:
 
     def read_many(self, indices: list[int]) -> list[Sample | OSError]:
         """read(i) of each index, the files read in one call (readers._files): each sample,
-        or the OSError reading its file raised."""
-        paths = [self.sources(i) for i in indices]
-        out: list[Sample | OSError] = []
-        for i, p, d in zip(indices, paths, read_files(paths, self.max_bytes)):
-            if isinstance(d, OSError):
-                out.append(d)
-                continue
-            label = self._labels_np[i]
-            out.append(Sample(d, int(label) if label.ndim == 0 else tuple(label.tolist()), p, i))
-        return out
+        or the OSError reading its file raised. The paths are joined as bytes and the labels
+        gathered in one numpy call: a Pipeline's reader threads run this under the GIL, beside
+        the training loop."""
+        n = len(self._paths)
+        indices = [check_index(i, n, "FileList") for i in indices] \
+            if not indices or min(indices) < 0 or max(indices) >= n or not all(type(i) is int for i in indices) \
+            else indices
+        root, paths = self._root_bytes, self._paths
+        names = [paths[i] if paths[i][:1] == b"/" or not root else root + paths[i] for i in indices]
+        labels = self._labels_np[indices].tolist()
+        if self._labels_np.ndim == 2:
+            labels = [tuple(row) for row in labels]
+        return [d if isinstance(d, OSError) else Sample(d, lab, os.fsdecode(p), i)
+                for i, p, lab, d in zip(indices, names, labels, read_files(names, self.max_bytes))]
 
     @property
     def labels(self) -> torch.Tensor:

@@ -46,31 +46,32 @@ def _library() -> C.CDLL | None:
     return native.shared("files.c", "reading files one by one in Python", C.CDLL, _SIGNATURES)
 
 
-def read_files(paths: Sequence[str], max_bytes: int | None = None) -> list[bytes | OSError]:
-    """Each file's bytes, or the OSError reading it raised (naming the path). Only regular
+def read_files(paths: Sequence[str | bytes], max_bytes: int | None = None) -> list[bytes | OSError]:
+    """Each file's bytes, or the OSError reading it raised (naming the path as str). Only regular
     files are read: anything else is an OSError (EINVAL), never a blocking open. A file of more
     than max_bytes is an OSError (EFBIG) saying both sizes, and is not read."""
     lib = _library()
     if lib is None or not paths:
-        return [_read_python(p, max_bytes) for p in paths]
+        return [_read_python(os.fsdecode(p), max_bytes) for p in paths]
     from .. import native
 
     n = len(paths)
-    names = (C.c_char_p * n)(*[os.fsencode(p) for p in paths])
+    names = (C.c_char_p * n)(*[p if type(p) is bytes else os.fsencode(p) for p in paths])
     sizes = np.empty(n, dtype=np.int64)
     lib.pp_file_sizes(names, n, native.address(sizes))
     listed = sizes.tolist()
-    big = [max_bytes is not None and s > max_bytes for s in listed]
+    limit = max_bytes if max_bytes is not None else 1 << 62
     # not zeroed: written whole below, or dropped
-    bufs = [_NEW_BYTES(None, s) if s >= SMALLEST and not b else None for s, b in zip(listed, big)]
-    outs = (C.c_char_p * n)(*bufs)
+    bufs = [_NEW_BYTES(None, s) if SMALLEST <= s <= limit else None for s in listed]
     read = np.array([s if b is not None else -22 for s, b in zip(listed, bufs)], dtype=np.int64)  # -EINVAL: skip
     status = np.empty(n, dtype=np.int64)
-    lib.pp_read_files(names, n, outs, native.address(read), native.address(status))
+    lib.pp_read_files(names, n, (C.c_char_p * n)(*bufs), native.address(read), native.address(status))
+    if not status.any() and None not in bufs:  # every file read: the usual batch
+        return bufs
     out: list[bytes | OSError] = []
-    for path, buf, size, err, too_big in zip(paths, bufs, listed, status.tolist(), big):
-        if too_big:
-            out.append(_too_big(path, size, max_bytes))  # type: ignore[arg-type]
+    for path, buf, size, err in zip(map(os.fsdecode, paths), bufs, listed, status.tolist()):
+        if size > limit:
+            out.append(_too_big(path, size, limit))
         elif buf is None:  # small, or the stat failed: Python reads it and says what is wrong
             out.append(_read_python(path, max_bytes) if size >= 0 or size == -22 else _error(-size, path))
         else:
