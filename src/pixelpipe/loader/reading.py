@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..engine import SampleError
-from ..readers import Unreadable
+from ..readers import Sample, Unreadable
 from .producer import ArraySlots, Run
 from .sampler import Entry, replacement
 
@@ -115,11 +115,19 @@ class Reading:
                 break
             if future is not last:
                 last, chunk = future, future.result()
-            s = chunk[i]
-            if isinstance(s, Exception):
-                break
+            if type(chunk) is _Raw:  # bytes and paths (the reader's read_raw): no Sample made
+                j = chunk.at.get(i)
+                data = chunk.datas[j] if j is not None else None
+                if type(data) is not bytes:
+                    break
+                item = Item(data, None if labels is None else labels[k], i, chunk.sources[j], v)
+            else:
+                s = chunk[i]
+                if isinstance(s, Exception):
+                    break
+                item = Item(s.data, s.label if labels is None else labels[k], i, s.source, v, 0, s.targets)
             del ahead[i]
-            pending.append(Item(s.data, s.label if labels is None else labels[k], i, s.source, v, 0, s.targets))
+            pending.append(item)
             taken += 1
         slots.skip(taken)
         run.cursor += taken
@@ -253,17 +261,38 @@ def _label_values(table: torch.Tensor, index: Any) -> list[Any]:
     return rows if table.dim() == 1 else [tuple(r) for r in rows]
 
 
-def _read_all(reader: Any, indices: list[int]) -> dict[int, Any]:
-    """A reader thread's chunk: each sample read (the reader's read_many), or the error
-    reading it raised."""
+class _Raw:
+    """A chunk read by a reader's read_raw: each index's bytes (or the OSError reading it
+    raised) and source, by position (`at`: index -> position)."""
+
+    __slots__ = ("at", "datas", "sources")
+
+    def __init__(self, indices: list[int], datas: list[Any], sources: list[str]) -> None:
+        self.at = dict(zip(indices, range(len(indices))))
+        self.datas, self.sources = datas, sources
+
+
+def _read_all(reader: Any, indices: list[int]) -> dict[int, Any] | _Raw:
+    """A reader thread's chunk: each sample read (the reader's read_raw where it has one, else
+    read_many), or the error reading it raised."""
     try:
+        raw = getattr(reader, "read_raw", None)
+        if raw is not None:
+            return _Raw(indices, *raw(indices))
         return dict(zip(indices, reader.read_many(indices)))
     except Exception as e:  # raised where each sample is taken (Reading.read)
         return dict.fromkeys(indices, e)
 
 
-def _taken(chunk: dict[int, Any], index: int) -> Any:
-    """Sample `index` of a chunk read ahead, or the error reading it raised."""
+def _taken(chunk: dict[int, Any] | _Raw, index: int) -> Any:
+    """Sample `index` of a chunk read ahead (a read_raw chunk's without its label: the reader's
+    label table gives it), or the error reading it raised."""
+    if type(chunk) is _Raw:
+        j = chunk.at[index]
+        got = chunk.datas[j]
+        if isinstance(got, Exception):
+            raise got
+        return Sample(got, None, chunk.sources[j], index)
     got = chunk[index]
     if isinstance(got, Exception):
         raise got

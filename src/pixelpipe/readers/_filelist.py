@@ -168,20 +168,29 @@ class FileList:
 
     def read_many(self, indices: list[int]) -> list[Sample | OSError]:
         """read(i) of each index, the files read in one call (readers._files): each sample,
-        or the OSError reading its file raised. The paths are joined as bytes and the labels
-        gathered in one numpy call: a Pipeline's reader threads run this under the GIL, beside
-        the training loop."""
-        n = len(self._paths)
-        indices = [check_index(i, n, "FileList") for i in indices] \
-            if not indices or min(indices) < 0 or max(indices) >= n or not all(type(i) is int for i in indices) \
-            else indices
-        root, paths = self._root_bytes, self._paths
-        names = [paths[i] if paths[i][:1] == b"/" or not root else root + paths[i] for i in indices]
+        or the OSError reading its file raised."""
+        indices = self._checked(indices)
         labels = self._labels_np[indices].tolist()
         if self._labels_np.ndim == 2:
             labels = [tuple(row) for row in labels]
-        return [d if isinstance(d, OSError) else Sample(d, lab, os.fsdecode(p), i)
-                for i, p, lab, d in zip(indices, names, labels, read_files(names, self.max_bytes))]
+        datas, sources = self.read_raw(indices)
+        return [d if isinstance(d, OSError) else Sample(d, lab, src, i)
+                for i, lab, d, src in zip(indices, labels, datas, sources)]
+
+    def read_raw(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
+        """Each index's bytes (or the OSError reading it raised) and its path: read_many
+        without a Sample per file, for a Pipeline's reader threads, whose Python shares the GIL
+        with the training loop. The paths are joined as bytes."""
+        indices = self._checked(indices)
+        root, paths = self._root_bytes, self._paths
+        names = [paths[i] if paths[i][:1] == b"/" or not root else root + paths[i] for i in indices]
+        return read_files(names, self.max_bytes), [os.fsdecode(p) for p in names]
+
+    def _checked(self, indices: list[int]) -> list[int]:
+        n = len(self._paths)
+        if indices and all(type(i) is int for i in indices) and min(indices) >= 0 and max(indices) < n:
+            return indices
+        return [check_index(i, n, "FileList") for i in indices]
 
     @property
     def labels(self) -> torch.Tensor:
