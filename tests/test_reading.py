@@ -149,3 +149,28 @@ def test_filelist_read_many_joins_paths_as_read_does(tmp_path):
         assert type(many[1].label) is int
     with pytest.raises(IndexError, match="out of range"):
         reader.read_many([0, 2])
+
+
+def test_a_subclass_that_changes_read_many_keeps_it_on_the_read_ahead(tmp_path, monkeypatch):
+    """The read-ahead takes FileList's bytes and paths without Samples (read_raw) only where
+    read_many is FileList's own: a subclass's read_many (here adding a target) is what it reads."""
+    from pixelpipe.loader.reading import _reads_raw
+
+    class Tagged(pp.readers.FileList):
+        def read_many(self, indices):
+            out = super().read_many(indices)
+            for s in out:
+                if not isinstance(s, OSError):
+                    s.targets = {"tag": s.index * 10}
+            return out
+
+    assert _reads_raw(pp.readers.FileList) and _reads_raw(pp.readers.Folder) and not _reads_raw(Tagged)
+    root = _folder(tmp_path, broken=())
+    files = sorted(p for p in tmp_path.rglob("*.jpg"))
+    (tmp_path / "list.txt").write_text("".join(f"{p} {k}\n" for k, p in enumerate(files)))
+    monkeypatch.setattr(pipeline_module, "READ_THREADS", 4)
+    with pp.Pipeline(Tagged(str(tmp_path / "list.txt"), root=root), [pp.Resize((8, 8))], 4, seed=1,
+                     num_threads=2) as pipe:
+        assert pipe._reading._threads > 0
+        batch = next(iter(pipe))
+    assert batch["tag"] == [i * 10 for i in batch["index"].tolist()]

@@ -276,12 +276,19 @@ def _read_all(reader: Any, indices: list[int]) -> dict[int, Any] | _Raw:
     """A reader thread's chunk: each sample read (the reader's read_raw where it has one, else
     read_many), or the error reading it raised."""
     try:
-        raw = getattr(reader, "read_raw", None)
-        if raw is not None:
-            return _Raw(indices, *raw(indices))
+        if _reads_raw(type(reader)):
+            return _Raw(indices, *reader.read_raw(indices))
         return dict(zip(indices, reader.read_many(indices)))
     except Exception as e:  # raised where each sample is taken (Reading.read)
         return dict.fromkeys(indices, e)
+
+
+def _reads_raw(cls: type) -> bool:
+    """Whether a reader class's read_raw gives what its read_many does: it has one, and no
+    subclass below the class that defines it changed read_many (a user's subclass adding
+    targets or changing the bytes keeps its read_many on the read-ahead)."""
+    owner = next((c for c in cls.__mro__ if "read_raw" in c.__dict__), None)
+    return owner is not None and cls.read_many is owner.read_many
 
 
 def _taken(chunk: dict[int, Any] | _Raw, index: int) -> Any:
