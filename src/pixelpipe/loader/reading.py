@@ -95,9 +95,9 @@ class Reading:
         """fill's bulk path: the next slots of an indexable order whose files were read ahead
         without error, taken as items in one pass (their labels gathered in one call), up to
         the first slot that needs more (a failure, a cached sample, a repeat not read ahead),
-        which the slot-by-slot path takes from there. The same items as that path: it costs
-        the producer about a third of the Python per sample, under the GIL it shares with the
-        training loop."""
+        which the slot-by-slot path takes from there. The same items as that path, for half
+        the producer's time in fill (3.0 -> 1.45 ms of thread CPU per batch of 256, measured on
+        a 2-core VM), time it spends holding the GIL it shares with the training loop."""
         need = self.batch_size - len(run.pending)
         slots = run.slots
         if need <= 0 or not isinstance(slots, ArraySlots):
