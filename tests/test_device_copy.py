@@ -96,6 +96,23 @@ def test_an_upload_of_empty_arrays_gives_empty_tensors(device):
         assert all(t.device.type == device.type for t in got)
         if extra:
             assert got[2].tolist() == [0, 1, 2]
+        assert [tuple(t.shape) for t in got[:2]] == [(0,), (0, 4)]  # each array's shape kept
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_an_upload_gives_each_array_its_shape(device):
+    """Upload.send gives each tensor the shape its array had (a table [R, K], a grid [S, N]),
+    whatever the strides given, so callers need not view them back."""
+    from pixelpipe.data.transfer import Upload
+
+    table = np.arange(12, dtype=np.float64).reshape(3, 4)
+    grid = np.arange(10, dtype=np.int64).reshape(5, 2).T  # not contiguous
+    up = Upload()
+    up.add(table, torch.float32)
+    up.add(grid, torch.int32)
+    t, g = up.send(device)
+    assert t.shape == (3, 4) and torch.equal(t.cpu(), torch.from_numpy(table).float())
+    assert g.shape == (2, 5) and torch.equal(g.cpu(), torch.from_numpy(grid.copy()).int())
 
 
 def test_cuda_staging_branches_with_pinned_allocation_stubbed(monkeypatch):

@@ -335,18 +335,16 @@ class _Outputs:
     def __init__(self, form: str) -> None:
         self.form = form
         self.upload = Upload()
-        self.entries: list[tuple[str, tuple[int, ...], np.ndarray | None]] = []
+        self.entries: list[tuple[str, np.ndarray | None]] = []
 
     def add(self, name: str, values: np.ndarray, dtype: torch.dtype, counts: np.ndarray | None = None,
             fill: float = 0.0) -> None:
-        host = values if counts is None else _host_rows(values, counts, self.form, fill)
-        self.upload.add(host, dtype)
-        self.entries.append((name, host.shape, counts))
+        self.upload.add(values if counts is None else _host_rows(values, counts, self.form, fill), dtype)
+        self.entries.append((name, counts))
 
     def send(self, device: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for (name, shape, counts), t in zip(self.entries, self.upload.send(torch.device(device))):
-            t = t.view(shape)
+        for (name, counts), t in zip(self.entries, self.upload.send(torch.device(device))):
             out[name] = list(torch.split(t, counts.tolist())) if counts is not None and self.form == "list" else t
         return out
 

@@ -77,7 +77,8 @@ class Upload:
     array is cast on the host to that dtype (one numpy lacks, bfloat16, goes as float64 and is
     cast on the device) and starts at a multiple of 8 bytes of one uint8 buffer, viewed back as
     its dtype: a call's row numbers and per-row numbers cost one copy, not one each. On CUDA the
-    buffer is pinned memory the arrays are written into (one host copy each)."""
+    buffer is pinned memory the arrays are written into (one host copy each). Each tensor has
+    its array's shape."""
 
     _NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
               torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
@@ -87,7 +88,7 @@ class Upload:
         self._parts: list[tuple[np.ndarray, torch.dtype]] = []
 
     def add(self, values: np.ndarray, dtype: torch.dtype) -> int:
-        self._parts.append((np.ascontiguousarray(values, dtype=self._NUMPY.get(dtype, np.float64)).reshape(-1), dtype))
+        self._parts.append((np.ascontiguousarray(values, dtype=self._NUMPY.get(dtype, np.float64)), dtype))
         return len(self._parts) - 1
 
     def send(self, device: torch.device) -> list[torch.Tensor]:
@@ -95,11 +96,11 @@ class Upload:
             return []
         starts = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a, _ in self._parts])
         if starts[-1] == 0:  # nothing to copy (an empty buffer's view cannot change its dtype)
-            return [torch.empty(0, dtype=dtype, device=device) for _, dtype in self._parts]
+            return [torch.empty(a.shape, dtype=dtype, device=device) for a, dtype in self._parts]
 
         def fill(buf: np.ndarray) -> None:
             for (a, _), at in zip(self._parts, starts):
-                buf[at:at + a.nbytes] = a.view(np.uint8)
+                buf[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
 
         if device.type == "cuda":
             sent = _through_pinned((int(starts[-1]),), np.dtype(np.uint8), fill, device)
@@ -109,6 +110,6 @@ class Upload:
             sent = torch.from_numpy(buf).to(device)
         out = []
         for (a, dtype), at in zip(self._parts, starts):
-            t = sent[at:at + a.nbytes].view(torch.from_numpy(a[:0]).dtype)
+            t = sent[at:at + a.nbytes].view(torch.from_numpy(a.reshape(-1)[:0]).dtype).view(a.shape)
             out.append(t if t.dtype == dtype else t.to(dtype))
         return out

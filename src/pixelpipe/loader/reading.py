@@ -73,6 +73,7 @@ class Reading:
         self._threads = read_threads if ahead else 0
         self._pool: ThreadPoolExecutor | None = None
         self._ahead: dict[int, Future] = {}  # sample index -> the chunk reading it
+        self._raw = _reads_raw(type(reader))  # its chunks as bytes and paths, no Sample per file
 
     def fill(self, run: Run) -> bool:
         """Read slots until a batch is pending (reading errors go through the policy here);
@@ -115,17 +116,14 @@ class Reading:
                 break
             if future is not last:
                 last, chunk = future, future.result()
-            if type(chunk) is _Raw:  # bytes and paths (the reader's read_raw): no Sample made
-                j = chunk.at.get(i)
-                data = chunk.datas[j] if j is not None else None
-                if type(data) is not bytes:
-                    break
-                item = Item(data, None if labels is None else labels[k], i, chunk.sources[j], v)
+            j = chunk.at[i]
+            got = chunk.got[j]
+            if isinstance(got, Exception):
+                break
+            if chunk.sources is not None:  # bytes and paths (the reader's read_raw)
+                item = Item(got, None if labels is None else labels[k], i, chunk.sources[j], v)
             else:
-                s = chunk[i]
-                if isinstance(s, Exception):
-                    break
-                item = Item(s.data, s.label if labels is None else labels[k], i, s.source, v, 0, s.targets)
+                item = Item(got.data, got.label if labels is None else labels[k], i, got.source, v, 0, got.targets)
             del ahead[i]
             pending.append(item)
             taken += 1
@@ -142,7 +140,7 @@ class Reading:
                 return Item(None, known.label, slot.index, known.source, slot.valid, attempt, known.targets)
             try:
                 chunk = self._ahead.pop(slot.index, None)
-                s = self.reader.read(slot.index) if chunk is None else _taken(chunk.result(), slot.index)
+                s = self.reader.read(slot.index) if chunk is None else chunk.result().sample(slot.index)
             except Exception as e:  # whatever a reader (a user's Dataset too) raises: the policy decides
                 return self.fail(run, slot.index, self.reader.sources(slot.index), _reason(e), slot.valid, attempt)
             label = _label_values(self.labels, [slot.index])[0] if self.labels is not None else s.label
@@ -207,7 +205,7 @@ class Reading:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="pixelpipe-read")
         for k in range(0, len(todo), READ_CHUNK):
             part = todo[k : k + READ_CHUNK]
-            chunk = self._pool.submit(_read_all, self.reader, part)
+            chunk = self._pool.submit(_read_all, self.reader, part, self._raw)
             for i in part:
                 self._ahead[i] = chunk
 
@@ -261,26 +259,35 @@ def _label_values(table: torch.Tensor, index: Any) -> list[Any]:
     return rows if table.dim() == 1 else [tuple(r) for r in rows]
 
 
-class _Raw:
-    """A chunk read by a reader's read_raw: each index's bytes (or the OSError reading it
-    raised) and source, by position (`at`: index -> position)."""
+class _Chunk:
+    """What a reader thread read: per index (`at`: index -> position) its sample, or with
+    `sources` its bytes and source (a reader's read_raw), or the error reading it raised."""
 
-    __slots__ = ("at", "datas", "sources")
+    __slots__ = ("at", "got", "sources")
 
-    def __init__(self, indices: list[int], datas: list[Any], sources: list[str]) -> None:
+    def __init__(self, indices: list[int], got: list[Any], sources: list[str] | None = None) -> None:
         self.at = dict(zip(indices, range(len(indices))))
-        self.datas, self.sources = datas, sources
+        self.got, self.sources = got, sources
+
+    def sample(self, index: int) -> Any:
+        """Sample `index` (a read_raw chunk's without its label: the reader's label table gives
+        it), or the error reading it raised."""
+        j = self.at[index]
+        got = self.got[j]
+        if isinstance(got, Exception):
+            raise got
+        return got if self.sources is None else Sample(got, None, self.sources[j], index)
 
 
-def _read_all(reader: Any, indices: list[int]) -> dict[int, Any] | _Raw:
-    """A reader thread's chunk: each sample read (the reader's read_raw where it has one, else
+def _read_all(reader: Any, indices: list[int], raw: bool) -> _Chunk:
+    """A reader thread's chunk: each sample read (the reader's read_raw with `raw`, else
     read_many), or the error reading it raised."""
     try:
-        if _reads_raw(type(reader)):
-            return _Raw(indices, *reader.read_raw(indices))
-        return dict(zip(indices, reader.read_many(indices)))
+        if raw:
+            return _Chunk(indices, *reader.read_raw(indices))
+        return _Chunk(indices, reader.read_many(indices))
     except Exception as e:  # raised where each sample is taken (Reading.read)
-        return dict.fromkeys(indices, e)
+        return _Chunk(indices, [e] * len(indices))
 
 
 def _reads_raw(cls: type) -> bool:
@@ -289,21 +296,6 @@ def _reads_raw(cls: type) -> bool:
     targets or changing the bytes keeps its read_many on the read-ahead)."""
     owner = next((c for c in cls.__mro__ if "read_raw" in c.__dict__), None)
     return owner is not None and cls.read_many is owner.read_many
-
-
-def _taken(chunk: dict[int, Any] | _Raw, index: int) -> Any:
-    """Sample `index` of a chunk read ahead (a read_raw chunk's without its label: the reader's
-    label table gives it), or the error reading it raised."""
-    if type(chunk) is _Raw:
-        j = chunk.at[index]
-        got = chunk.datas[j]
-        if isinstance(got, Exception):
-            raise got
-        return Sample(got, None, chunk.sources[j], index)
-    got = chunk[index]
-    if isinstance(got, Exception):
-        raise got
-    return got
 
 
 def _reason(e: BaseException) -> str:

@@ -330,7 +330,7 @@ class VideoPipeline(Reported):
         up = Upload()
         for values, dtype in fields.values():
             up.add(values, dtype)
-        meta = {k: t.view(v.shape) for (k, (v, _)), t in zip(fields.items(), up.send(dev))}
+        meta = dict(zip(fields, up.send(dev)))
         ids = clip_ids(videos, numbers, self.clips.clips_per_video)
         values = {"label": meta["label"], "valid": meta["valid"]} if self.transforms.program.batch_ops else {}
         out = augment_clips(self.transforms, frames, ids, self.seed, epoch, self.layout, engine=self.engine, **values)

@@ -159,8 +159,12 @@ class FileList:
 
     def sources(self, i: int) -> str:
         """The resolved path of sample i."""
-        p = os.fsdecode(self._paths[check_index(i, len(self._paths), "FileList")])
-        return os.path.join(self.root, p)
+        return os.fsdecode(self._name(check_index(i, len(self._paths), "FileList")))
+
+    def _name(self, i: int) -> bytes:
+        """Sample i's path joined to the root as os.path.join joins them, in bytes."""
+        p = self._paths[i]
+        return p if p[:1] == b"/" or not self._root_bytes else self._root_bytes + p
 
     def read(self, i: int) -> Sample:
         """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
@@ -173,18 +177,19 @@ class FileList:
         labels = self._labels_np[indices].tolist()
         if self._labels_np.ndim == 2:
             labels = [tuple(row) for row in labels]
-        datas, sources = self.read_raw(indices)
+        datas, sources = self._read(indices)
         return [d if isinstance(d, OSError) else Sample(d, lab, src, i)
                 for i, lab, d, src in zip(indices, labels, datas, sources)]
 
     def read_raw(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
         """Each index's bytes (or the OSError reading it raised) and its path: read_many
         without a Sample per file, for a Pipeline's reader threads, whose Python shares the GIL
-        with the training loop. The paths are joined as bytes."""
-        indices = self._checked(indices)
-        root, paths = self._root_bytes, self._paths
-        names = [paths[i] if paths[i][:1] == b"/" or not root else root + paths[i] for i in indices]
-        return read_files(names, self.max_bytes), [os.fsdecode(p) for p in names]
+        with the training loop."""
+        return self._read(self._checked(indices))
+
+    def _read(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
+        names = list(map(self._name, indices))
+        return read_files(names, self.max_bytes), list(map(os.fsdecode, names))
 
     def _checked(self, indices: list[int]) -> list[int]:
         n = len(self._paths)

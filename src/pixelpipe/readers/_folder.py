@@ -240,9 +240,9 @@ class Folder:
     def read_many(self, indices: list[int]) -> list[Sample | OSError]:
         """read(i) of each index, the files read in one call (readers._files): each sample,
         or the OSError reading its file raised."""
-        paths = [self._paths[check_index(i, len(self._paths), "Folder")] for i in indices]
+        datas, paths = self.read_raw(indices)
         return [d if isinstance(d, OSError) else Sample(d, self._label_list[i], p, i)
-                for i, p, d in zip(indices, paths, read_files(paths, self.max_bytes))]
+                for i, p, d in zip(indices, paths, datas)]
 
     def read_raw(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
         """Each index's bytes (or the OSError reading it raised) and its path: read_many

@@ -137,7 +137,7 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
     slot = {key: upload.add(k, torch.float32) for key, k in tables.items()}
     sent = upload.send(x.device)
     rows_t = sent[0]
-    weights = [sent[slot[id(k)]].view(r, k.shape[1]) for _, k in passes]
+    weights = [sent[slot[id(k)]] for _, k in passes]  # [R, k] each
     out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
     _launch(x, first, rows_t, weights[0], passes[0][0], gather=True, scatter=False)

@@ -249,7 +249,7 @@ def policy_steps(x: torch.Tensor, codes: np.ndarray, values: np.ndarray, owned: 
     stat_rows = {s: np.flatnonzero(np.isin(codes[s], _NEEDS_STATS)) for s in live}
     at_rows = {s: upload.add(r, torch.int32) for s, r in stat_rows.items() if len(r)}
     sent = upload.send(x.device)
-    codes_d, values_d = sent[at_codes].view(-1, n), sent[at_values].view(-1, n)
+    codes_d, values_d = sent[at_codes], sent[at_values]  # [steps, N] each
     needs = any(len(r) for r in stat_rows.values())
     tiles = triton.cdiv(h * w, TILE)
     stats = torch.empty(n, STAT_COLS, dtype=torch.float32, device=x.device) if needs else values_d
