@@ -144,6 +144,14 @@ def test_constructor_validates_the_table():
         ImageBatch(data, torch.tensor([[0, 1, 1]]))
 
 
+def test_trusted_is_the_checked_batch_without_the_checks():
+    data = torch.arange(20, dtype=torch.uint8)
+    table = torch.tensor([[0, 2, 2, 3], [12, 2, 4, 1]])
+    a, b = ImageBatch(data, table), ImageBatch.trusted(data, table)
+    assert len(a) == len(b) == 2 and all(torch.equal(x, y) for x, y in zip(a.tolist(), b.tolist()))
+    assert torch.equal(a.kernel_table(), b.kernel_table())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_round_trip():

@@ -36,6 +36,20 @@ def test_batches_are_the_stored_images_in_the_order_asked(device):
         assert torch.equal(got.cpu(), imgs[i - 100])
 
 
+def test_a_batch_of_indices_beyond_the_array_map_and_missing_ones():
+    cache = DeviceCache("cpu")
+    imgs = pictures(3)
+    far = (1 << 26) + 5  # beyond the array map: only in the dict
+    for i, img in zip((3, far, 0), imgs):
+        cache.put(i, img)
+    batch = cache.batch(np.array([far, 0, 3, far]))
+    assert [tuple(x.shape) for x in batch.tolist()] == [tuple(imgs[k].shape) for k in (1, 2, 0, 1)]
+    assert all(torch.equal(x, imgs[k]) for x, k in zip(batch.tolist(), (1, 2, 0, 1)))
+    assert len(cache.batch([])) == 0
+    with pytest.raises(KeyError):
+        cache.batch([0, 7])  # 7 is not cached
+
+
 def test_the_table_grows_past_its_first_block():
     cache = DeviceCache("cpu", budget=1 << 20)
     imgs = [torch.full((2, 3, 1), i % 251, dtype=torch.uint8) for i in range(300)]

@@ -152,9 +152,13 @@ class DeviceCache:
         return text + (" Raise cache_budget, set cache_max_side (e.g. 320) to cache shrunk images, or turn "
                        "the cache off.")
 
-    def batch(self, indices: list[int]) -> ImageBatch:
-        """The cached samples as an ImageBatch sharing the cache's buffer."""
-        return self.batch_rows(np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices)))
+    def batch(self, indices: Sequence[int]) -> ImageBatch:
+        """The cached samples as an ImageBatch sharing the cache's buffer (KeyError: one is not
+        cached)."""
+        rows = self.rows_of(np.asarray(indices, dtype=np.int64)) if len(indices) else np.zeros(0, dtype=np.int64)
+        if (rows < 0).any():  # not cached, or beyond the array map: the dict says which
+            rows = np.fromiter((self.rows[i] for i in indices), dtype=np.int64, count=len(indices))
+        return self.batch_rows(rows)
 
     def rows_of(self, indices: np.ndarray) -> np.ndarray:
         """int64: each sample's row in the cache, -1 where it is not cached (indices >= 0)."""
@@ -167,7 +171,7 @@ class DeviceCache:
         """The samples at these rows (from rows_of, all >= 0) as an ImageBatch sharing the
         buffer."""
         assert self.buffer is not None
-        return ImageBatch(self.buffer, torch.from_numpy(self._table[rows]))
+        return ImageBatch.trusted(self.buffer, torch.from_numpy(self._table[rows]))
 
     def batch_for(self, items: Sequence[Any], map_fn: Callable[..., Iterable[Any]], max_pixels: int,
                   decode_many: Callable[[list[bytes]], tuple[list[torch.Tensor], list[int], list[str]]] | None = None,

@@ -270,8 +270,8 @@ def pixelpipe_cached(blobs: Sequence[bytes], pipeline: str, batch: int, threads:
 
     def run(epoch: int) -> Iterator[int]:
         for start, k in spans(len(blobs), batch):
-            idx = list(range(start, start + k))
-            out = t(cache.batch(idx), seed=0, epoch=epoch, indices=torch.tensor(idx), engine=engine)
+            idx = torch.arange(start, start + k)
+            out = t(cache.batch(idx.numpy()), seed=0, epoch=epoch, indices=idx, engine=engine)
             yield out.shape[0]
 
     run.close = engine.close  # type: ignore[attr-defined]
