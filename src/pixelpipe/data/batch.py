@@ -99,8 +99,7 @@ class ImageBatch:
     def rows(self, sel: slice) -> ImageBatch:
         """Some of the samples, sharing the buffer (their table rows only; not checked again).
         A kernel table uploaded already is shared too (its rows, for the same stream)."""
-        part = ImageBatch.__new__(ImageBatch)
-        part.data, part.table, part._device_table = self.data, self.table[sel], None
+        part = ImageBatch.trusted(self.data, self.table[sel])
         if self._device_table is not None:
             part._device_table = self._device_table[sel]
             part.__dict__["_table_stream"] = self.__dict__.get("_table_stream")

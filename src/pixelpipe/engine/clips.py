@@ -118,4 +118,4 @@ def clip_batch(clips: torch.Tensor | Sequence[Any], t: int) -> ImageBatch | None
     table[:, 2] = np.repeat(shapes[:, 1], t)
     table[:, 3] = 3
     data = parts[0].reshape(-1) if len(parts) == 1 else torch.cat([c.reshape(-1) for c in parts])
-    return ImageBatch(data, torch.from_numpy(table))
+    return ImageBatch.trusted(data, torch.from_numpy(table))  # made from the clips' own shapes

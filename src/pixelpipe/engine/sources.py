@@ -116,14 +116,12 @@ def tensor_source(x: torch.Tensor) -> ImageBatch:
         raise ValueError(f"a Lambda must return 1 or 3 channels (NCHW), got {c}")
     data = (x.detach().to(torch.float32) * 255.0).permute(0, 2, 3, 1).reshape(-1).contiguous()
     table = torch.tensor([[i * h * w * c, h, w, c] for i in range(n)], dtype=torch.int64).view(-1, 4)
-    return _FloatBatch(data, table)
+    return _FloatBatch.trusted(data, table)
 
 
 class _FloatBatch(ImageBatch):
-    """An ImageBatch-shaped holder of float32 pixels between stages."""
-
-    def __init__(self, data: torch.Tensor, table: torch.Tensor) -> None:
-        self.data, self.table, self._device_table = data, table, None
+    """An ImageBatch-shaped holder of float32 pixels between stages (made by `trusted`: its
+    data is float32, which the constructor's checks refuse)."""
 
 
 def as_source(images: Any, max_pixels: int) -> ImageBatch | EncodedSource:

@@ -16,10 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
 from ..engine import SampleError
 from ..readers import Sample, Unreadable
+from ..readers._base import label_values
 from .producer import ArraySlots, Run
 from .sampler import Entry, replacement
 
@@ -106,7 +105,7 @@ class Reading:
         index, valid = slots.peek(need)
         if not len(index):
             return
-        labels = _label_values(self.labels, index) if self.labels is not None else None
+        labels = label_values(self.labels, index) if self.labels is not None else None
         ahead, failed, records, pending = self._ahead, run.failed, self.records, run.pending
         last, chunk = None, None
         taken = 0
@@ -143,7 +142,7 @@ class Reading:
                 s = self.reader.read(slot.index) if chunk is None else chunk.result().sample(slot.index)
             except Exception as e:  # whatever a reader (a user's Dataset too) raises: the policy decides
                 return self.fail(run, slot.index, self.reader.sources(slot.index), _reason(e), slot.valid, attempt)
-            label = _label_values(self.labels, [slot.index])[0] if self.labels is not None else s.label
+            label = label_values(self.labels, [slot.index])[0] if self.labels is not None else s.label
             return Item(s.data, label, slot.index, s.source, slot.valid, attempt, s.targets)
         if isinstance(slot, Unreadable):  # a stream's sample it could not produce
             return self.fail(run, slot.index, slot.source, slot.reason, True, attempt)
@@ -250,13 +249,6 @@ class Reading:
             if pool:
                 return pool
         return pool
-
-
-def _label_values(table: torch.Tensor, index: Any) -> list[Any]:
-    """The rows of a label table as a sample gives them: an int each ([N] table) or a tuple
-    of ints ([N, K])."""
-    rows = table[torch.as_tensor(index, dtype=torch.int64)].tolist()
-    return rows if table.dim() == 1 else [tuple(r) for r in rows]
 
 
 class _Chunk:

@@ -202,6 +202,13 @@ def labels_tensor(labels: Sequence[Label], what: str) -> torch.Tensor | None:
 _BYTES = (bytes, bytearray, memoryview)
 
 
+def label_values(table: Any, index: Any) -> list[Any]:
+    """The rows `index` of a label table (numpy array or tensor, [N] or [N, K]) as samples give
+    labels: an int each, or a tuple of ints. One gather, not one per sample."""
+    rows = table[index].tolist()
+    return rows if table.ndim == 1 else [tuple(r) for r in rows]
+
+
 def check_image(data: Any, source: str) -> Any:
     """Return data unchanged if it can be an image; raise a TypeError/ValueError otherwise.
 

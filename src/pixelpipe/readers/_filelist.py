@@ -20,7 +20,7 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from ._base import MAX_BYTES, ReaderError, Sample, check_index
+from ._base import MAX_BYTES, ReaderError, Sample, check_index, label_values
 from ._files import read_files, read_one
 
 __all__ = ["FileList"]
@@ -174,9 +174,7 @@ class FileList:
         """read(i) of each index, the files read in one call (readers._files): each sample,
         or the OSError reading its file raised."""
         indices = self._checked(indices)
-        labels = self._labels_np[indices].tolist()
-        if self._labels_np.ndim == 2:
-            labels = [tuple(row) for row in labels]
+        labels = label_values(self._labels_np, indices)
         datas, sources = self._read(indices)
         return [d if isinstance(d, OSError) else Sample(d, lab, src, i)
                 for i, lab, d, src in zip(indices, labels, datas, sources)]

@@ -16,6 +16,8 @@ samples CHUNK_PIXELS output pixels at a time (about 2 GB of planes at most).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -23,9 +25,22 @@ from ...data.transfer import joined_to_device, to_device
 from ..deform import Deformation, displaced
 from ..filters import border_index
 
-__all__ = ["warp_masks"]
+__all__ = ["joined_masks", "warp_masks"]
 
 CHUNK_PIXELS = 1 << 24  # output pixels per pass of the general form: about 15 float64 planes of this many
+
+
+def joined_masks(masks: Sequence[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, np.ndarray]:
+    """The label images flattened back to back on `device` (masks on the host joined there and
+    copied once) and each one's first element, int64 [N] (its values counted as H * W * C of
+    the first mask's C)."""
+    c = masks[0].shape[2]
+    if all(m.device.type == "cpu" for m in masks):
+        flat = joined_to_device(list(masks), device)
+    else:
+        flat = torch.cat([m.reshape(-1).to(device) for m in masks])
+    sizes = np.array([m.shape[0] * m.shape[1] * c for m in masks], dtype=np.int64)
+    return flat, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
 
 def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.ndarray, out_size: tuple[int, int],
@@ -42,12 +57,8 @@ def warp_masks(masks: list[torch.Tensor], inverse: np.ndarray, image_sizes: np.n
     if n == 0:
         return torch.zeros(0, H, W, 1, dtype=torch.uint8, device=device)
     c, dtype = masks[0].shape[2], masks[0].dtype
-    sizes = [m.shape[0] * m.shape[1] * c for m in masks]
-    if all(m.device.type == "cpu" for m in masks):  # joined on the host, one asynchronous copy
-        flat = joined_to_device(list(masks), device)
-    else:
-        flat = torch.cat([m.reshape(-1).to(device) for m in masks])
-    offsets = to_device(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), device)
+    flat, starts = joined_masks(masks, device)
+    offsets = to_device(starts, device)
     hw = to_device(np.round(image_sizes).astype(np.int64), device)
     inverse = np.ascontiguousarray(inverse, dtype=np.float64).reshape(n, 3, 3)
     label = torch.tensor(fill, dtype=dtype, device=device)

@@ -29,8 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ...data.transfer import Upload, joined_to_device
+from ...data.transfer import Upload
 from ..filters import BORDER_CODE
+from ..reference.masks import joined_masks
 
 __all__ = ["warp_masks_gpu"]
 
@@ -131,18 +132,14 @@ def warp_masks_gpu(masks: Sequence[torch.Tensor] | torch.Tensor, inverse: np.nda
     out = torch.empty((n, H, W, c), dtype=dtype, device=device)
     if out.numel() == 0:
         return out
-    if all(m.device.type == "cpu" for m in masks):  # joined on the host, one asynchronous copy
-        flat = joined_to_device(list(masks), device)
-    else:
-        flat = torch.cat([m.reshape(-1).to(device) for m in masks])
+    flat, starts = joined_masks(masks, device)  # as the twin joins and counts them
     if flat.numel() == 0:
         raise ValueError("masks: every label image is empty, there is no label to read")
-    sizes = np.array([m.shape[0] * m.shape[1] * c for m in masks], dtype=np.int64)  # as the twin counts
     hw = np.round(image_sizes).astype(np.int64).reshape(n, 2)
     upload = Upload()  # matrices, sizes and offsets in one copy
     upload.add(np.asarray(inverse, dtype=np.float64).reshape(n, 9), torch.float64)
     upload.add(hw, torch.int64)
-    upload.add(np.concatenate([[0], np.cumsum(sizes)[:-1]]), torch.int64)
+    upload.add(starts, torch.int64)
     inv_t, hw_t, offsets_t = upload.send(device)
     label = int(torch.tensor(fill, dtype=dtype).item())  # converted as the twin converts it
     if dtype == torch.bool:  # Triton loads no bool tensors: the same bytes as uint8
