@@ -105,7 +105,7 @@ def stand_ins(monkeypatch, tmp_path):
         for h, w in sizes:
             offsets.append(total)
             total += h * w * 3
-        return offsets, torch.empty(max(total, 1), dtype=torch.uint8)
+        return offsets, torch.empty(max(total, 1), dtype=torch.uint8), None
 
     monkeypatch.setattr(nvimgcodec_open, "output_buffer", cpu_buffer)
     return lib, library

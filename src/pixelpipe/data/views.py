@@ -73,11 +73,13 @@ class DeviceViews:
         gather: returns the samples as HWC tensors (views are fine); used by `contiguous`.
         recycle: given the owners once no enqueued work reads them any more (see `retire`),
             e.g. to hand a decoder's buffers back for reuse.
+        leases: objects told `retired(event)` by `retire`, the event recorded after the
+            kernels (a decoder lane's ring buffers: decode/buffer_ring.py).
     """
 
     def __init__(self, device: torch.device, rows: Sequence[tuple[int, int, int, int, int, int]],
                  owners: list[Any], gather: Callable[[], list[torch.Tensor]],
-                 recycle: Callable[[list[Any]], None] | None = None) -> None:
+                 recycle: Callable[[list[Any]], None] | None = None, leases: Sequence[Any] = ()) -> None:
         self.device = torch.device(device)
         self.data = _base(self.device)
         origin = self.data.data_ptr()
@@ -89,6 +91,7 @@ class DeviceViews:
         self._owners = owners
         self._gather = gather
         self._recycle = recycle
+        self._leases = list(leases)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -110,6 +113,9 @@ class DeviceViews:
         of earlier batches whose work is done are dropped (or recycled) now."""
         event = torch.cuda.Event()
         event.record(stream)
+        leases, self._leases = self._leases, []
+        for lease in leases:
+            lease.retired(event)
         done = []
         with _LOCK:
             _RETIRED.append((event, self._owners, self._recycle))

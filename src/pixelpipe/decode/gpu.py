@@ -72,6 +72,7 @@ from ..data.batch import ImageBatch
 from ..data.threads import one_torch_thread
 from ..data.views import DeviceViews
 from . import nvimgcodec_alloc, nvimgcodec_c
+from .buffer_ring import BufferRing
 from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath
 from .gpu_fallback import CpuUpload, SampleDecodeError, decode_sample
@@ -136,8 +137,11 @@ class GpuDecoder(BindingPath):
         steady_buffers: size each batch's buffers (the decoded regions, the samples decoded on
             the CPU) from the largest batch so far plus 25% (`steady.HighWater`), so that a
             pipeline's GPU memory stops growing after its first batches; a batch's buffer may
-            then be up to twice its images. False (default): exact sizes, for batches a caller
-            keeps. Compose (and so every Pipeline) turns it on.
+            then be up to twice its images. With the C API each lane lends its region buffers
+            from a ring of two (`buffer_ring.BufferRing`), lent again once the kernels that
+            read them ran (`DeviceViews.retire`), so that as many are alive in the first
+            epoch as later. False (default): exact sizes, for batches a caller keeps. Compose
+            (and so every Pipeline) turns it on.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
@@ -244,7 +248,7 @@ class GpuDecoder(BindingPath):
         self._upload_stream: torch.cuda.Stream | None = None  # their copies to the device
         self._steady = HighWater() if steady_buffers else None  # the CPU samples' device buffers
         for lane in self._c if steady_buffers else []:
-            lane.steady = HighWater()  # its batches' region buffers
+            lane.steady = BufferRing()  # its batches' region buffers, lent again once read
         self._lock = threading.Lock()  # the binding's decodes, close()
         self._lane_locks = [threading.Lock() for _ in self._c]  # a lane decodes one batch at a time
         self._pools_lock = threading.Lock()  # making the thread pools
@@ -410,6 +414,8 @@ class GpuDecoder(BindingPath):
                 raise RuntimeError("this GpuDecoder was closed")
             # files that go to the CPU anyway were started by plan(); those nvImageCodec fails start now
             early = planned.pending
+            # the ring buffers' leases, taken before the decode (the next plan releases its batch)
+            leases = [o.lease for _, _, o in planned.opened if getattr(o, "lease", None) is not None]
             on_gpu = self._decode_gpu(planned, stream, why)
             late = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why.keys() - early.samples))
             uploads = [early, late]
@@ -424,7 +430,7 @@ class GpuDecoder(BindingPath):
                 raise SampleDecodeError(first.sample, first.reason, [(e.sample, e.reason) for e in unreadable[1:]])
             for upload in uploads:
                 upload.into(stream)  # the stream waits for the copy
-            views = as_views(n, on_gpu, uploads, self.device, None if self._c else self._recycle)
+            views = as_views(n, on_gpu, uploads, self.device, None if self._c else self._recycle, leases)
         fallback = sorted(why)
         return views, fallback, [why[i] for i in fallback]
 

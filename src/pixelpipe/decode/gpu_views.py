@@ -7,6 +7,7 @@ EXIF orientation) is a view of it: an offset and possibly swapped or negated str
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -125,9 +126,10 @@ def slot_row(job: Job, address: int) -> Row:
 
 
 def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any], device: torch.device,
-             recycle: Any = None) -> DeviceViews:
+             recycle: Any = None, leases: Sequence[Any] = ()) -> DeviceViews:
     """The batch as views: nvImageCodec's images in place, the CPU-decoded samples where their
-    `gpu_fallback.CpuUpload`s copied them (each waited for already)."""
+    `gpu_fallback.CpuUpload`s copied them (each waited for already); `leases`: of the ring
+    buffers the images are in (retired with the views)."""
     owners: list[Any] = [img for _, img, _ in on_gpu.values()]
     where: dict[int, tuple[torch.Tensor, int, tuple[int, ...]]] = {}
     for upload in uploads:
@@ -149,4 +151,4 @@ def as_views(n: int, on_gpu: dict[int, tuple[Job, Any, Row]], uploads: list[Any]
         return [_displayed(on_gpu[i][0], _as_tensor(on_gpu[i][1], device)) if i in on_gpu else cpu_tensor(i)
                 for i in range(n)]
 
-    return DeviceViews(device, rows, owners, gather, recycle)
+    return DeviceViews(device, rows, owners, gather, recycle, leases)

@@ -34,9 +34,9 @@ import torch
 
 from . import nvimgcodec_open, nvimgcodec_queue
 from . import nvimgcodec_structs as S
+from .buffer_ring import BufferRing, Lease
 from .nvimgcodec_open import Slot
 from .pinned_staging import PinnedStaging, staging_wanted
-from .steady import HighWater
 
 __all__ = ["CDecoder", "Opened", "Slot", "load", "package_dir"]
 
@@ -140,6 +140,7 @@ class Opened:
         self.handles: list[Any] = []  # code streams to destroy
         self.images: list[Any] = []  # images to destroy
         self.buffer: torch.Tensor | None = None
+        self.lease: Lease | None = None  # the buffer's, where a lane's ring lent it (the views retire it)
         self.stream: torch.cuda.Stream | None = None  # the images decode in its order
         self.slots: list[Slot | str] = []  # per blob: its slot, or why it has none
         self.ok: list[int] = []  # blobs with a code stream and an image, in batch order
@@ -190,7 +191,7 @@ class CDecoder:
     `decode` calls are serialised by GpuDecoder; `open` (the planning thread's part) may run
     beside a `decode` of another batch."""
 
-    steady: HighWater | None = None  # sizes the batch buffers (GpuDecoder's steady_buffers)
+    steady: BufferRing | None = None  # lends the batch buffers (GpuDecoder's steady_buffers)
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
                  backends: list[tuple[str, float | None]], options: str, allocators: Any = None,
@@ -323,7 +324,7 @@ class CDecoder:
     def _images(self, opened: Opened, sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
         """The buffer (allocated in `stream`'s order) and an image per code stream, one slot
         each, call by call: native/open.c's twin."""
-        offsets, buffer = nvimgcodec_open.output_buffer(sizes, stream, self.steady)
+        offsets, buffer, opened.lease = nvimgcodec_open.output_buffer(sizes, stream, self.steady)
         base = buffer.data_ptr()
         held = self._api.held
         info = S.info_template(stream.cuda_stream)

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from . import nvimgcodec_structs as S
+from .buffer_ring import BufferRing, Lease
 from .pinned_staging import staged_size
-from .steady import HighWater
 
 __all__ = ["library", "open_batch", "output_buffer", "release"]
 
@@ -90,18 +90,24 @@ def library(api: Any) -> C.CDLL | None:
 
 
 def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
-                  steady: HighWater | None = None) -> tuple[list[int], torch.Tensor]:
+                  steady: BufferRing | None = None) -> tuple[list[int], torch.Tensor, Lease | None]:
     """Each sample's byte offset in one uint8 buffer of interleaved RGB images of `sizes`
-    (h, w), and the buffer, allocated in `stream`'s order; `steady` sizes it (it may then be
-    larger than the images; see decode/steady.py)."""
+    (h, w), the buffer, allocated in `stream`'s order, and its lease where `steady` (a lane's
+    ring: see decode/buffer_ring.py) lent it (the buffer may then be larger than the images)."""
     offsets, total = [], 0
     for h, w in sizes:
         offsets.append(total)
         total += h * w * 3
     total = max(total, 1)
-    with torch.cuda.stream(stream):
-        buffer = torch.empty(total if steady is None else steady.size(total), dtype=torch.uint8, device=stream.device)
-    return offsets, buffer
+
+    def allocate(size: int) -> torch.Tensor:
+        with torch.cuda.stream(stream):
+            return torch.empty(size, dtype=torch.uint8, device=stream.device)
+
+    if steady is None:
+        return offsets, allocate(total), None
+    buffer, lease = steady.take(total, allocate)
+    return offsets, buffer, lease
 
 
 def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: list[tuple[int, int, int, int] | None],
@@ -111,7 +117,7 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
 
     blobs = opened.blobs
     n = len(blobs)
-    offsets, buffer = output_buffer(sizes, stream, decoder.steady)
+    offsets, buffer, opened.lease = output_buffer(sizes, stream, decoder.steady)
     base = buffer.data_ptr()
     data = (C.c_char_p * n)(*blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
