@@ -415,7 +415,7 @@ class GpuDecoder(BindingPath):
             # files that go to the CPU anyway were started by plan(); those nvImageCodec fails start now
             early = planned.pending
             # the ring buffers' leases, taken before the decode (the next plan releases its batch)
-            leases = [o.lease for _, _, o in planned.opened if getattr(o, "lease", None) is not None]
+            leases = [o.lease for _, _, o in planned.opened if o.lease is not None] if self._c else []
             on_gpu = self._decode_gpu(planned, stream, why)
             late = self._start_cpu(planned.blobs, planned.regions, planned.exif, sorted(why.keys() - early.samples))
             uploads = [early, late]
