@@ -255,3 +255,29 @@ def test_the_last_pass_writes_the_output(dtype, layout, owned):
     assert torch.equal(got, want)
     if not owned:
         assert torch.equal(given, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_noise_erasing_after_normalize_stores_into_the_output_with_the_bits_of_a_cast(dtype, images, monkeypatch):
+    """RandomErasing's noise after Normalize on the CPU: Normalize writes the float16 / bfloat16
+    output and the noise goes into it (engine.pixels._stores_after_cast), the same bits as the
+    float32 pipeline's output cast; a constant fill or an NHWC output keeps the float32 chain."""
+    ops = [pp.RandomResizedCrop(SIZE), pp.RandomFlip(0.5), pp.RandAugment(2, 9), NORM,
+           pp.RandomErasing(0.7, value="random")]
+    low, full = pp.Compose(ops, dtype=dtype), pp.Compose(ops)
+    stage = low.stages[-1]
+    x = torch.zeros(1, 3, SIZE, SIZE)
+    assert pixels._stores_after_cast(stage, stage.normalize_at, low.program.output, x)
+    assert not pixels._stores_after_cast(stage, stage.normalize_at, pp.Compose(ops, dtype=dtype, layout="NHWC").program.output, x)
+    constant = pp.Compose(ops[:-1] + [pp.RandomErasing(0.7, value=0.3)], dtype=dtype)
+    assert not pixels._stores_after_cast(constant.stages[-1], constant.stages[-1].normalize_at, constant.program.output, x)
+    calls = []
+    real = pixels._stores_after_cast
+    monkeypatch.setattr(pixels, "_stores_after_cast", lambda *a: calls.append(real(*a)) or calls[-1])
+    for threads, piece in [(1, 1000), (2, 3)]:
+        got = _run(low, images, threads, piece, monkeypatch)
+        want = _run(full, images, threads, piece, monkeypatch).to(dtype)
+        assert got.dtype == dtype and torch.equal(got, want), (threads, piece)
+    assert True in calls
+    erased = _run(pp.Compose(ops[:-1], dtype=dtype), images, 1, 1000, monkeypatch)
+    assert not torch.equal(erased, got)  # rectangles of noise were written

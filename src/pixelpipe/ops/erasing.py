@@ -230,6 +230,12 @@ class RandomErasing(PixelOp):
         where = inside(top, left, top + params["height"], left + params["width"], x.shape[2:], x.device)
         return fill(x, where, self.value, draws, self.draws, rows)
 
+    @property
+    def stores_values(self) -> bool:
+        """Noise is computed in float32 and rounded as it is stored, so it may be written into
+        a float16 output as well as into float32 later cast (engine.pixels)."""
+        return self.value == "random"
+
     def apply_owned(self, x: torch.Tensor, params: Params, draws: Draws) -> torch.Tensor:
         """apply() on an x the caller owns and reads no more (engine.pixels): noise goes into x
         itself, without the copy of the batch apply() makes first."""
