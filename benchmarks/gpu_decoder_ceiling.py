@@ -24,6 +24,7 @@ SETTINGS = [  # (label, executor threads, hardware share, extra options)
     ("16 threads", 16, None, ""),
     ("28 threads", 28, None, ""),
     ("8 threads, hardware share 0.9 (fixed)", 8, 0.9, ""),
+    ("8 threads, hardware share 0.75 (fixed; GpuDecoding's default)", 8, 0.75, ""),
     ("8 threads, nvjpeg_hw_decoder:force_batch_single=1", 8, None, "nvjpeg_hw_decoder:force_batch_single=1"),
     ("8 threads, nvjpeg_hw_decoder:force_legacy_batch=1", 8, None, "nvjpeg_hw_decoder:force_legacy_batch=1"),
     ("8 threads, preallocate_buffers=1, preallocate_batch_size=256", 8, None,
