@@ -67,3 +67,36 @@ def test_pipeline_keeps_the_lane_count(tmp_path) -> None:
     Image.new("RGB", (8, 8)).save(tmp_path / "cat" / "a.jpg")
     pipe = Pipeline(str(tmp_path), Compose([RandomResizedCrop(8)]), batch_size=1, gpu=GpuDecoding(lanes=3))
     assert pipe.engine.gpu.lanes == 3
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "256"])
+def test_gpu_decoding_checks_the_hardware_batch(bad) -> None:
+    with pytest.raises(ValueError, match="hw_batch"):
+        GpuDecoding(hw_batch=bad)
+
+
+def test_the_hardware_batch_reaches_the_decoder_as_an_option(monkeypatch) -> None:
+    """GpuDecoding(hw_batch=N) makes the Engine's decoder with nvImageCodec's
+    preallocate_batch_size option; None adds no option."""
+    from dataclasses import replace
+
+    import torch
+
+    import pixelpipe.decode.gpu as gpu_module
+    from pixelpipe import Engine
+
+    made = []
+
+    class Stand:
+        def __init__(self, device, **kwargs) -> None:
+            made.append(kwargs)
+
+    monkeypatch.setattr(gpu_module, "GpuDecoder", Stand)
+    monkeypatch.setattr(gpu_module, "gpu_decoder_available", lambda: True)
+    for setting, want in [(GpuDecoding(), "nvjpeg_hw_decoder:preallocate_batch_size=256"),
+                          (GpuDecoding(hw_batch=64), "nvjpeg_hw_decoder:preallocate_batch_size=64"),
+                          (GpuDecoding(hw_batch=None), "")]:
+        engine = Engine(num_threads=1, gpu=replace(setting, keep_host_memory=False))
+        engine.gpu_decoder(torch.device("cuda"))
+        assert made[-1]["options"] == want
+        engine._decoder = None

@@ -322,8 +322,8 @@ class Engine:
 
             keep_host_memory()
         self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,
-                                   roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, lanes=g.lanes,
-                                   max_pixels=self.max_pixels, steady_buffers=True)
+                                   roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, options=g.options,
+                                   lanes=g.lanes, max_pixels=self.max_pixels, steady_buffers=True)
         return self._decoder
 
     def executor(self) -> ThreadPoolExecutor:
