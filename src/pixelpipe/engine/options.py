@@ -37,7 +37,8 @@ class GpuDecoding:
             (nvImageCodec's `nvjpeg_hw_decoder:preallocate_batch_size`, which DALI sets to its
             batch size), or None for nvImageCodec's default. Default 256: nvImageCodec's
             decode call alone measured 5.9% faster with it at the 0.75 share on an H200
-            (rn50's regions, batches of 256; docs/benchmarks.md).
+            (rn50's regions, batches of 256); a Pipeline, within its round-to-round spread
+            (docs/benchmarks.md).
     """
 
     hw_fraction: float | None = 0.75
