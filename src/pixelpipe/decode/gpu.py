@@ -134,14 +134,12 @@ class GpuDecoder(BindingPath):
             its decode; dropping it, or close(), cancels it if it has not started.
         max_pixels: images whose header claims more pixels fail (a DecodeError naming the
             sample), as in decode_region. Images over 100M pixels go to the CPU decoder.
-        steady_buffers: size each batch's buffers (the decoded regions, the samples decoded on
-            the CPU) from the largest batch so far plus 25% (`steady.HighWater`), so that a
-            pipeline's GPU memory stops growing after its first batches; a batch's buffer may
-            then be up to twice its images. With the C API each lane lends its region buffers
-            from a ring of two (`buffer_ring.BufferRing`), lent again once the kernels that
-            read them ran (`DeviceViews.retire`), so that as many are alive in the first
-            epoch as later. False (default): exact sizes, for batches a caller keeps. Compose
-            (and so every Pipeline) turns it on.
+        steady_buffers: size each batch's buffers (decoded regions, CPU-decoded samples) from
+            the largest batch so far plus 25% (`steady.HighWater`), the C API's lanes lending
+            theirs from a ring of two (`buffer_ring.BufferRing`, lent again once the views'
+            kernels ran), so that a pipeline's GPU memory is flat from its first batches; a
+            buffer may then be up to twice its images. False (default): exact sizes, for
+            batches a caller keeps. Compose (and so every Pipeline) turns it on.
 
     One decoder per device; reuse it for every batch. A lane decodes one batch at a time (a
     lock); batches planned for different lanes (`plan(lane=k)`) may decode on different
