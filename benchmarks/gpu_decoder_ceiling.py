@@ -1,6 +1,6 @@
 """The GPU decoder's ceiling: nvImageCodec's decode call alone, as the pipeline makes it.
 
-    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8]
+    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8] [--dali]
 
 Code streams, the output buffer and the images of every batch are made beforehand (a Pipeline
 makes them on its planning thread), so only `CDecoder.decode` is timed: rn50's random-crop
@@ -8,13 +8,16 @@ regions of the JPEGs of DIR (EXIF-rotated and CMYK files left out), batches of 2
 warm-up epoch. Prints images/s for several executor thread counts and hardware-decoder
 options, the JPEG engines' busy share (NVML) and their busy microseconds per image offered to
 the hardware decoder (busy / (rate x share); share 1 where it takes every JPEG it can). No
-kernel runs: a pipeline cannot decode faster than this. Needs CUDA and nvImageCodec 0.9 (the
-C API pixelpipe mirrors).
+kernel runs: a pipeline cannot decode faster than this. With --dali, DALI's mixed decoder
+(fn.decoders.image_random_crop over the same bytes, nothing after it) is timed the same way in
+the same process, at hw_decoder_load 0.9 (its default) and 0.75. Needs CUDA and nvImageCodec
+0.9 (the C API pixelpipe mirrors); --dali needs nvidia-dali.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 from _common import arguments, rn50_regions
@@ -23,6 +26,7 @@ from pixelpipe.tools.bench.engine_use import open_meter
 
 BATCH = 256
 WHOLE = "whole"  # not an nvImageCodec option: decode whole images instead of the regions
+ALLOCATORS = "allocators"  # not an option either: pixelpipe's allocators, as a Pipeline's decoder has
 SETTINGS = [  # (label, executor threads, hardware share, extra options)
     ("8 threads (pixelpipe's bench setting)", 8, None, ""),
     ("4 threads", 4, None, ""),
@@ -40,59 +44,114 @@ SETTINGS = [  # (label, executor threads, hardware share, extra options)
     ("8 threads, share 0.9, preallocate_batch_size=256 (DALI's defaults)", 8, 0.9,
      "nvjpeg_hw_decoder:preallocate_batch_size=256"),
     ("8 threads, share 0.75, whole images (no regions)", 8, 0.75, WHOLE),
+    ("8 threads, share 0.75, pixelpipe's allocators (as a Pipeline's decoder)", 8, 0.75, ALLOCATORS),
 ]
+
+
+def call_rate(api: Any, setting: tuple[str, int, float | None, str], blobs: list[bytes], regions: Any,
+              full: list[tuple[int, int]], epochs: int, meter: Any) -> tuple[float, Any]:
+    """Images/s of the decode call alone for one setting, and the engines' use meanwhile."""
+    from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
+
+    _, threads, hw, options = setting
+    backends = [("HW_GPU_ONLY", hw), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
+    whole, own = options == WHOLE, options == ALLOCATORS
+    device = torch.cuda.current_device()
+    dec = nvimgcodec_c.CDecoder(api, device, threads, backends,
+                                f":fancy_upsampling=0 {'' if whole or own else options}".strip(),
+                                nvimgcodec_alloc.allocators(device) if own else None)
+    n = len(blobs)
+    stream = torch.cuda.Stream()
+    work: list[tuple[list[bytes], list[Any], list[tuple[int, int]]]] = []
+    for e in range(epochs + 1):
+        for k in range(0, n, BATCH):
+            if whole:
+                work.append((blobs[k : k + BATCH], [None] * len(blobs[k : k + BATCH]), full[k : k + BATCH]))
+                continue
+            box = regions[e][k : k + BATCH]
+            work.append((blobs[k : k + BATCH], box, [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]))
+    opened = [dec.open(b, r, z, stream) for b, r, z in work]
+    first = len(range(0, n, BATCH))
+    for (b, r, z), o in zip(work[:first], opened[:first]):  # warm-up epoch
+        dec.decode(b, r, z, stream, o)
+    stream.synchronize()
+    if meter is not None:
+        meter.start()
+    t0 = time.perf_counter()
+    for (b, r, z), o in zip(work[first:], opened[first:]):
+        dec.decode(b, r, z, stream, o)
+    stream.synchronize()
+    rate = epochs * n / (time.perf_counter() - t0)
+    usage = meter.stop() if meter is not None else None
+    dec.close()
+    return rate, usage
+
+
+def dali_rate(blobs: list[bytes], epochs: int, threads: int, hw_load: float, meter: Any) -> tuple[float, Any]:
+    """Images/s of DALI's mixed decoder alone (fn.decoders.image_random_crop, torchvision's
+    crop ranges, fed the same bytes from memory in full batches), and the engines' use."""
+    import numpy as np
+    from nvidia.dali import fn, pipeline_def, types
+
+    from pixelpipe.tools.bench.peer_dali import Batches
+
+    arrays = [np.frombuffer(b, dtype=np.uint8) for b in blobs]
+    batches = Batches(arrays, [(k, BATCH) for k in range(0, len(arrays) - BATCH + 1, BATCH)], repeat=False)
+    if not batches.plan:
+        raise SystemExit(f"--dali needs at least {BATCH} JPEGs")
+
+    @pipeline_def(batch_size=BATCH, num_threads=threads, device_id=torch.cuda.current_device())
+    def decode_only() -> Any:
+        encoded = fn.external_source(source=batches, cycle="quiet", batch=True, dtype=types.UINT8, ndim=1)
+        return fn.decoders.image_random_crop(encoded, device="mixed", output_type=types.RGB,
+                                             hw_decoder_load=hw_load, random_area=(0.08, 1.0),
+                                             random_aspect_ratio=(3 / 4, 4 / 3))
+
+    pipe = decode_only()
+    pipe.build()
+    for _ in batches.plan:  # warm-up epoch
+        pipe.run()
+    if meter is not None:
+        meter.start()
+    t0 = time.perf_counter()
+    for _ in range(epochs * len(batches.plan)):
+        pipe.run()
+    torch.cuda.synchronize()
+    rate = epochs * len(batches.plan) * BATCH / (time.perf_counter() - t0)
+    usage = meter.stop() if meter is not None else None
+    del pipe
+    return rate, usage
+
+
+def row(label: str, rate: float, usage: Any, share: float | None) -> str:
+    busy = usage.jpeg if usage is not None else None
+    share = 1.0 if share is None else share
+    per = f"{1e6 * busy / 100 / (rate * share):8.1f}" if busy else "       -"
+    return f"{label:72s} {rate:9,.0f} {busy if busy is not None else float('nan'):6.1f}% {per}"
 
 
 def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--dali", action="store_true", help="DALI's mixed decoder alone too, in the same process")
     args = ap.parse_args()
-    from pixelpipe.decode import nvimgcodec_c
+    from pixelpipe.decode import nvimgcodec_c, read_header
 
     api = nvimgcodec_c.load()
     if api is None or not torch.cuda.is_available():
         raise SystemExit("needs CUDA and nvImageCodec 0.9 (pip install 'pixelpipe[gpu]')")
     blobs, regions = rn50_regions(args.data, args.epochs + 1)
-    n = len(blobs)
-    print(f"{n} JPEGs, batch {BATCH}, {args.epochs} epochs, {torch.cuda.get_device_name()}")
+    print(f"{len(blobs)} JPEGs, batch {BATCH}, {args.epochs} epochs, {torch.cuda.get_device_name()}")
     meter = open_meter(torch.device("cuda", torch.cuda.current_device()))
     print(f"{'setting':72s} {'images/s':>9s}  NVJPG  us/HW image")
-    from pixelpipe.decode import read_header
-
     full = [read_header(b).oriented_size for b in blobs]
-    for label, threads, hw, options in SETTINGS:
-        backends = [("HW_GPU_ONLY", hw), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
-        whole = options == WHOLE
-        dec = nvimgcodec_c.CDecoder(api, torch.cuda.current_device(), threads, backends,
-                                    f":fancy_upsampling=0 {'' if whole else options}".strip())
-        stream = torch.cuda.Stream()
-        work: list[tuple[list[bytes], list, list[tuple[int, int]]]] = []
-        for e in range(args.epochs + 1):
-            for k in range(0, n, BATCH):
-                if whole:
-                    work.append((blobs[k : k + BATCH], [None] * len(blobs[k : k + BATCH]), full[k : k + BATCH]))
-                    continue
-                box = regions[e][k : k + BATCH]
-                sizes = [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]
-                work.append((blobs[k : k + BATCH], box, sizes))
-        opened = [dec.open(b, r, z, stream) for b, r, z in work]
-        first = len(range(0, n, BATCH))
-        for (b, r, z), o in zip(work[:first], opened[:first]):  # warm-up epoch
-            dec.decode(b, r, z, stream, o)
-        stream.synchronize()
-        if meter is not None:
-            meter.start()
-        t0 = time.perf_counter()
-        for (b, r, z), o in zip(work[first:], opened[first:]):
-            dec.decode(b, r, z, stream, o)
-        stream.synchronize()
-        rate = args.epochs * n / (time.perf_counter() - t0)
-        usage = meter.stop() if meter is not None else None
-        dec.close()
-        busy = usage.jpeg if usage is not None else None
-        share = 1.0 if hw is None else hw
-        per = f"{1e6 * busy / 100 / (rate * share):8.1f}" if busy else "       -"
-        print(f"{label:72s} {rate:9,.0f} {busy if busy is not None else float('nan'):6.1f}% {per}", flush=True)
+    for setting in SETTINGS:
+        rate, usage = call_rate(api, setting, blobs, regions, full, args.epochs, meter)
+        print(row(setting[0], rate, usage, setting[2]), flush=True)
+    for load in (0.9, 0.75) if args.dali else ():
+        rate, usage = dali_rate(blobs, args.epochs, 8, load, meter)
+        print(row(f"DALI's mixed decoder alone (image_random_crop), 8 threads, hw_decoder_load {load}", rate,
+                  usage, load), flush=True)
 
 
 if __name__ == "__main__":
