@@ -281,3 +281,22 @@ def test_noise_erasing_after_normalize_stores_into_the_output_with_the_bits_of_a
     assert True in calls
     erased = _run(pp.Compose(ops[:-1], dtype=dtype), images, 1, 1000, monkeypatch)
     assert not torch.equal(erased, got)  # rectangles of noise were written
+
+
+def test_noise_after_normalize_reaches_a_strided_destination():
+    """The folded chain writes its result into the caller's rows even where they are not
+    contiguous (the noise then goes into a copy, which is copied there)."""
+    ops = [pp.RandomResizedCrop(SIZE), pp.RandAugment(2, 9), NORM, pp.RandomErasing(1.0, value="random")]
+    t = pp.Compose(ops, dtype=torch.float16)
+    stage, output = t.stages[-1], t.program.output
+    n = 5
+    x = torch.rand(n, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(7))
+    idx = np.arange(n)
+    prefixes = pixels.pixel_prefixes(stage, 3, 0, idx)
+    assert pixels._stores_after_cast(stage, stage.normalize_at, output, x)
+    wide = torch.zeros(n, 3, SIZE, 2 * SIZE, dtype=torch.float16)
+    rows = wide[..., ::2]
+    got = pixels.run_pixels(stage, x.clone(), 3, 0, idx, prefixes, output, False, dest=lambda y: rows, owned=True)
+    want = pixels.run_pixels(stage, x.clone(), 3, 0, idx, prefixes, None, False).to(torch.float16)
+    assert got is rows and torch.equal(rows, want)
+    assert torch.count_nonzero(wide[..., 1::2]) == 0  # nothing written between the rows

@@ -104,8 +104,10 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
             raise ValueError(f"op {pos} ({type(op).__name__}) changed the image size; boxes, keypoints and "
                              "masks cannot follow it (resize or crop with a geometric op instead)")
         x = y
-    if stores:
-        return x
+    if stores:  # the ops wrote into the output where it is contiguous; a copy they made goes there
+        if x is not out:
+            out.copy_(x)
+        return out
     norm_last = norm_at == len(stage.pixels) and norm_at > 0
     if dest is None and output is not None and output.dtype != torch.uint8 and (
             output.layout == "NHWC" or (norm_last and output.dtype != x.dtype)):
