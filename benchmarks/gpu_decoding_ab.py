@@ -14,14 +14,13 @@ did, a smaller name, fewer images on them, would be faster). Needs CUDA and nvIm
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
-from _common import arguments
+from _common import arguments, file_list
 
 import pixelpipe as pp
 
@@ -46,21 +45,17 @@ def run(listed: str, preset: str, settings: dict[str, Any], seconds: float, seed
     pipe = pp.Pipeline(listed, transforms, batch_size=BATCH, device="cuda", seed=seed, drop_last=True,
                        gpu=pp.GpuDecoding(**settings))
     try:
-        n, n0, t0 = 0, 0, None
-        while True:
-            for _ in pipe:
-                n += 1
-                if n == 10:
-                    torch.cuda.synchronize()
-                    t0, n0 = time.perf_counter(), n
-                if t0 is not None and time.perf_counter() - t0 > seconds:
-                    break
-            else:
-                continue
-            break
+        batches = (b for _ in itertools.count() for b in pipe)  # epoch after epoch
+        for _ in itertools.islice(batches, 10):  # warm-up
+            pass
         torch.cuda.synchronize()
-        assert t0 is not None
-        return (n - n0) * BATCH / (time.perf_counter() - t0)
+        n, t0 = 0, time.perf_counter()
+        for _ in batches:
+            n += 1
+            if time.perf_counter() - t0 > seconds:
+                break
+        torch.cuda.synchronize()
+        return n * BATCH / (time.perf_counter() - t0)
     finally:
         pipe.close()
 
@@ -78,15 +73,9 @@ def main() -> None:
         raise SystemExit("needs a CUDA device")
     names = list(args.settings)
     parsed = {s: setting(s) for s in names}
-    files = sorted(p for p in Path(args.data).iterdir() if p.suffix.lower() in (".jpeg", ".jpg"))
-    if not files:
-        raise SystemExit(f"no JPEGs in {args.data}: pass --data")
-    fd, listed = tempfile.mkstemp(suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        for _ in range(args.repeat):
-            f.writelines(f"{p.resolve()} 0\n" for p in files)
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {len(files)} JPEGs listed {args.repeat} "
-          f"times, preset {args.preset}, batch {BATCH}, {args.seconds:g} s a run")
+    listed, total = file_list(args.data, args.repeat)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {total // args.repeat} JPEGs listed "
+          f"{args.repeat} times, preset {args.preset}, batch {BATCH}, {args.seconds:g} s a run")
     rates: dict[str, list[float]] = {s: [] for s in names}
     try:
         for r in range(args.rounds):

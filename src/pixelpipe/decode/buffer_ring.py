@@ -87,10 +87,6 @@ class BufferRing:
         self.outside = 0  # buffers handed out outside it
         self.waits = 0  # times a lent buffer's kernels were waited for
 
-    def size(self, need: int) -> int:
-        """The size `take` would hand out for `need` (HighWater's)."""
-        return self.water.size(need)
-
     def __len__(self) -> int:
         return len(self._ring)
 
