@@ -27,6 +27,7 @@ from pixelpipe.tools.bench.engine_use import open_meter
 BATCH = 256
 WHOLE = "whole"  # not an nvImageCodec option: decode whole images instead of the regions
 ALLOCATORS = "allocators"  # not an option either: pixelpipe's allocators, as a Pipeline's decoder has
+TWO = "two decoders"  # not an option: two decoders on two threads, alternate batches (GpuDecoding(lanes=2))
 SETTINGS = [  # (label, executor threads, hardware share, extra options)
     ("8 threads (pixelpipe's bench setting)", 8, None, ""),
     ("4 threads", 4, None, ""),
@@ -45,23 +46,28 @@ SETTINGS = [  # (label, executor threads, hardware share, extra options)
      "nvjpeg_hw_decoder:preallocate_batch_size=256"),
     ("8 threads, share 0.75, whole images (no regions)", 8, 0.75, WHOLE),
     ("8 threads, share 0.75, pixelpipe's allocators (as a Pipeline's decoder)", 8, 0.75, ALLOCATORS),
+    ("8 threads each, share 0.75, two decoders on two threads, alternate batches", 8, 0.75, TWO),
 ]
 
 
 def call_rate(api: Any, setting: tuple[str, int, float | None, str], blobs: list[bytes], regions: Any,
               full: list[tuple[int, int]], epochs: int, meter: Any) -> tuple[float, Any]:
     """Images/s of the decode call alone for one setting, and the engines' use meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
 
     _, threads, hw, options = setting
     backends = [("HW_GPU_ONLY", hw), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
-    whole, own = options == WHOLE, options == ALLOCATORS
+    whole, own, two = options == WHOLE, options == ALLOCATORS, options == TWO
     device = torch.cuda.current_device()
-    dec = nvimgcodec_c.CDecoder(api, device, threads, backends,
-                                f":fancy_upsampling=0 {'' if whole or own else options}".strip(),
-                                nvimgcodec_alloc.allocators(device) if own else None)
+    plain = whole or own or two
+    decoders = [nvimgcodec_c.CDecoder(api, device, threads, backends,
+                                      f":fancy_upsampling=0 {'' if plain else options}".strip(),
+                                      nvimgcodec_alloc.allocators(device) if own else None)
+                for _ in range(2 if two else 1)]
+    streams = [torch.cuda.Stream() for _ in decoders]
     n = len(blobs)
-    stream = torch.cuda.Stream()
     work: list[tuple[list[bytes], list[Any], list[tuple[int, int]]]] = []
     for e in range(epochs + 1):
         for k in range(0, n, BATCH):
@@ -70,20 +76,26 @@ def call_rate(api: Any, setting: tuple[str, int, float | None, str], blobs: list
                 continue
             box = regions[e][k : k + BATCH]
             work.append((blobs[k : k + BATCH], box, [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]))
-    opened = [dec.open(b, r, z, stream) for b, r, z in work]
+    lane = [i % len(decoders) for i in range(len(work))]
+    opened = [decoders[j].open(b, r, z, streams[j]) for (b, r, z), j in zip(work, lane)]
     first = len(range(0, n, BATCH))
-    for (b, r, z), o in zip(work[:first], opened[:first]):  # warm-up epoch
-        dec.decode(b, r, z, stream, o)
-    stream.synchronize()
-    if meter is not None:
-        meter.start()
-    t0 = time.perf_counter()
-    for (b, r, z), o in zip(work[first:], opened[first:]):
-        dec.decode(b, r, z, stream, o)
-    stream.synchronize()
-    rate = epochs * n / (time.perf_counter() - t0)
+
+    def run(j: int, items: range) -> None:
+        for i in items:
+            if lane[i] == j:
+                decoders[j].decode(*work[i], streams[j], opened[i])
+        streams[j].synchronize()
+
+    with ThreadPoolExecutor(len(decoders)) as pool:
+        list(pool.map(run, range(len(decoders)), [range(first)] * len(decoders)))  # warm-up epoch
+        if meter is not None:
+            meter.start()
+        t0 = time.perf_counter()
+        list(pool.map(run, range(len(decoders)), [range(first, len(work))] * len(decoders)))
+        rate = epochs * n / (time.perf_counter() - t0)
     usage = meter.stop() if meter is not None else None
-    dec.close()
+    for dec in decoders:
+        dec.close()
     return rate, usage
 
 

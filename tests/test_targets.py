@@ -14,6 +14,7 @@ within rounding of a pixel boundary, which these sizes avoid).
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -228,3 +229,43 @@ def test_cache_max_side_refuses_samples_with_targets():
     with pp.Pipeline(_dict_samples(4), [pp.Resize((20, 20))], 2, cache="device", cache_max_side=30) as pipe:
         with pytest.raises(ValueError, match="cache_max_side"):
             list(pipe)
+
+
+def test_targets_of_reader_dicts_fast_and_slow_paths_agree():
+    """The batch's targets from its samples' dicts: every sample a dict of numpy arrays (joined
+    in one call each), the same values with a sample without targets (None), as a mapping
+    that is not a dict, and as lists: the same rows, counts and labels."""
+    from collections import UserDict
+
+    from pixelpipe.data.targets import targets_of
+
+    rng = np.random.default_rng(3)
+    dicts = [{"boxes": rng.uniform(0, 50, (k, 4)).astype(np.float32) + [0, 0, 50, 50],
+              "labels": rng.integers(0, 9, k)} for k in (3, 0, 5, 1)]
+    dicts[1] = {"boxes": np.zeros((0, 4), np.float32), "labels": np.zeros(0, np.int64)}
+    quick = targets_of(dicts)
+    variants = [[UserDict(d) for d in dicts],
+                [{"boxes": d["boxes"].tolist(), "labels": d["labels"].tolist()} for d in dicts],
+                [*dicts[:1], None, *dicts[2:]]]
+    for other in variants:
+        slow = targets_of(other)
+        assert np.array_equal(quick.boxes.data, slow.boxes.data)
+        assert np.array_equal(quick.boxes.counts, slow.boxes.counts) and quick.boxes.counts.tolist() == [3, 0, 5, 1]
+        assert np.array_equal(quick.boxes.labels, slow.boxes.labels) and quick.boxes.labels.dtype == np.int64
+    assert targets_of([None, None]) is None and targets_of([{}, {"boxes": None}]) is None
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([np.array([1, 2]), np.array([3.5])], "sample 1: labels: class ids must be integers"),
+    ([np.array([1, 2]), np.array([[3]])], "sample 1: labels: (1, 1) for 1 boxes"),
+    ([np.array([1]), np.array([3])], "sample 0: labels: (1,) for 2 boxes"),
+])
+def test_label_arrays_that_do_not_fit_are_named(labels, message):
+    """Per-sample label arrays that the one-join path cannot take (a float class id, a 2-D
+    array, a count that is not the boxes') go through the per-sample checks, which name the
+    sample."""
+    from pixelpipe.data.targets import targets_of
+
+    boxes = [np.array([[0, 0, 5, 5], [1, 1, 4, 4]], np.float32), np.array([[2, 2, 3, 3]], np.float32)]
+    with pytest.raises(SampleError, match=re.escape(message)):
+        targets_of([{"boxes": b, "labels": lab} for b, lab in zip(boxes, labels)])

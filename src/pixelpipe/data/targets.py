@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ TARGET_KEYS = ("boxes", "labels", "keypoints", "masks")
 # corners, corner + size, centre + size; with "n": divided by the image's width and height
 BOX_FORMATS = ("xyxy", "xywh", "cxcywh", "xyxyn", "xywhn", "cxcywhn")
 TARGET_FORMS = ("list", "padded")
+_GET = dict.get
 
 
 def convert_boxes(boxes: Any, source: str, dest: str, wh: np.ndarray | None = None) -> np.ndarray:
@@ -345,7 +348,7 @@ class _Outputs:
     def send(self, device: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for (name, counts), t in zip(self.entries, self.upload.send(torch.device(device))):
-            out[name] = list(torch.split(t, counts.tolist())) if counts is not None and self.form == "list" else t
+            out[name] = list(t.split_with_sizes(counts.tolist())) if counts is not None and self.form == "list" else t
         return out
 
 
@@ -466,5 +469,8 @@ def targets_of(dicts: Sequence[dict[str, Any] | None]) -> Targets | None:
 def sample_values(items: Sequence[dict[str, Any] | None], key: str) -> list[Any] | None:
     """The values of `key` across per-sample target dicts (None where a sample has none), or
     None when no sample has it."""
-    values = [None if d is None else d.get(key) for d in items]
-    return values if any(v is not None for v in values) else None
+    try:  # every sample a dict (what readers of targets give): the lookups in one C loop
+        values = list(map(_GET, items, repeat(key, len(items))))
+    except TypeError:  # a sample without targets (None), or a mapping that is not a dict
+        values = [None if d is None else d.get(key) for d in items]
+    return values if any(map(is_not, values, repeat(None))) else None

@@ -106,14 +106,21 @@ void pp_move_boxes(const double *boxes, const int64_t *counts, int64_t n, const 
     for (int64_t i = 0; i < n; i++) {
         const double *a = m + 9 * i;
         double h = out_sizes[2 * i], w = out_sizes[2 * i + 1];
+        /* an affine matrix: pz is exactly 1 at every point and dividing by it changes nothing,
+           so its eight divisions per box are left out (the same values) */
+        int affine = a[6] == 0.0 && a[7] == 0.0 && a[8] == 1.0;
         for (int64_t c = 0; c < counts[i]; c++, j++) {
             const double *q = boxes + 4 * j;
             double xs[4] = {q[0], q[2], q[2], q[0]}, ys[4] = {q[1], q[1], q[3], q[3]};
             double lx = 0.0, ly = 0.0, hx = 0.0, hy = 0.0;
             for (int p = 0; p < 4; p++) {
                 double x = xs[p], y = ys[p];
-                double pz = a[6] * x + a[7] * y + a[8];
-                double u = (a[0] * x + a[1] * y + a[2]) / pz, v = (a[3] * x + a[4] * y + a[5]) / pz;
+                double u = a[0] * x + a[1] * y + a[2], v = a[3] * x + a[4] * y + a[5];
+                if (!affine) {
+                    double pz = a[6] * x + a[7] * y + a[8];
+                    u /= pz;
+                    v /= pz;
+                }
                 if (p == 0) {
                     lx = hx = u;
                     ly = hy = v;
