@@ -352,3 +352,18 @@ def test_a_short_epoch_is_noted_under_the_header():
     assert "(300% more work than counted)" in note and f"at least {SHORT_EPOCH * 256} samples" in note
     assert "80 padding" in short_epoch_note(1200, 256) and "(7% more work" in short_epoch_note(1200, 256)
     assert short_epoch_note(SHORT_EPOCH * 256, 256) == "" and short_epoch_note(0, 256) == ""
+
+
+def test_round_spread_for_each_of_pixelpipes_rows_against_each_peer(capsys):
+    """pixelpipe's other rows (its in-memory row beside its file row) get their spread against
+    each peer too: a twin row's ratio is read off one line, not worked out from the rounds."""
+    from pixelpipe.tools.bench.timing import Result, print_round_ratios
+
+    names = ["pixelpipe (files)", "pixelpipe (memory)", "dali (files)", "dali (memory)"]
+    rates = [[10, 20, 10, 10], [11, 22, 10, 10], [12, 24, 10, 10]]
+    print_round_ratios([[Result(n, r, 1.0, "") for n, r in zip(names, row)] for row in rates])
+    spreads = [line for line in capsys.readouterr().out.splitlines() if " rounds: median " in line]
+    assert spreads == ["pixelpipe (files) / dali (files) over 3 rounds: median 1.10, range 1.00-1.20",
+                       "pixelpipe (files) / dali (memory) over 3 rounds: median 1.10, range 1.00-1.20",
+                       "pixelpipe (memory) / dali (files) over 3 rounds: median 2.20, range 2.00-2.40",
+                       "pixelpipe (memory) / dali (memory) over 3 rounds: median 2.20, range 2.00-2.40"]

@@ -10,7 +10,9 @@ file row reads the COCO file's masks through its Coco reader (pycocotools), DALI
 peer_dali_maskrcnn.py, and torchvision and kornia have no maskrcnn pipeline here (failed rows
 saying so). For the other pipelines a row "without boxes" times
 pixelpipe on the same images without them (in the same rounds: the per-round ratios are what
-the boxes cost), and the peers run their usual rows, without boxes.
+the boxes cost; from a folder, "without boxes (files)" reads the same files as a file list and
+"without boxes (memory)" holds them in memory, each the twin of pixelpipe's row of that
+name), and the peers run their usual rows, without boxes.
 """
 
 from __future__ import annotations
@@ -83,7 +85,18 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
         table = {"torchvision": [("torchvision", lambda: _none("torchvision", "maskrcnn", "dali does"), "")],
                  "kornia": [("kornia", lambda: _none("kornia", "maskrcnn", "dali does"), "")], "dali": dali}
     else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
-        rows.append(("without boxes", lambda: over(Memory(list(blobs)), total),
+        if boxed.annotations is not None:  # the files row's twin: the same files, read as a file list
+            def plain_files() -> RunPass:
+                from ...readers import Coco
+                from .gpu_peers import write_file_list
+
+                coco = Coco(boxed.annotations, boxed.root)
+                return over(write_file_list([coco.sources(i) for i in range(len(coco))]), total)
+
+            rows.append(("without boxes (files)", plain_files,
+                         f"pixelpipe over a file list of the same files, no boxes, {threads} threads"))
+        rows.append(("without boxes (memory)" if boxed.annotations is not None else "without boxes",
+                     lambda: over(Memory(list(blobs)), total),
                      f"pixelpipe over the same images in memory, no boxes, {threads} threads"))
         table = {
             "torchvision": [("torchvision", lambda: peer_torchvision.gpu_full(blobs, pipeline, batch, device),

@@ -220,8 +220,8 @@ def print_round_ratios(per_round: list[list[Result]], unit: str = "images") -> N
     for i, k in [(0, k) for k in range(1, len(names))] + [(i, k) for i in own for k in peers]:
         ratios = ", ".join(f"{row[i].rate / row[k].rate:.2f}" if row[k].rate else "-" for row in per_round)
         print(f"per round, {names[i]} / {names[k]}: {ratios}")
-    for k in peers:  # how far the rounds agree: a machine's drift can move one round by 20%
-        print_spread(names[0], names[k], [row[0].rate / row[k].rate for row in per_round if row[k].rate])
+    for i, k in [(i, k) for i in [0, *own] for k in peers]:  # how far the rounds agree: a machine's drift
+        print_spread(names[i], names[k], [row[i].rate / row[k].rate for row in per_round if row[k].rate])
 
 
 def print_spread(ours: str, peer: str, ratios: list[float]) -> None:
