@@ -68,6 +68,46 @@ def test_coco_masks_from_polygons_and_run_lengths(tmp_path):
         Coco(path, masks="polygons")
 
 
+def test_read_raw_gives_what_read_many_gives(tmp_path):
+    """An annotated reader's read_raw (a Pipeline's read-ahead) is read_many without a Sample
+    per file: the same bytes, paths and targets, each sample's dict its own (changing one
+    changes neither the reader nor another read); an index out of range is named."""
+    path = write_coco(tmp_path, 6, seed=3)
+    coco = Coco(path)
+    order = [4, 0, 5, 0]
+    datas, paths, targets = coco.read_raw(order)
+    samples = coco.read_many(order)
+    for s, d, p, t, i in zip(samples, datas, paths, targets, order):
+        assert s.data == d and s.source == p == coco.sources(i) and s.index == i
+        assert t.keys() == s.targets.keys() == coco.targets(i).keys()
+        assert all(np.array_equal(t[k], s.targets[k]) for k in t)
+    targets[1]["boxes"] = None
+    assert targets[3]["boxes"] is not None and coco.targets(0)["boxes"] is not None
+    for bad in ([0, 6], [-1]):
+        with pytest.raises(IndexError, match="out of range for Coco of 6"):
+            coco.read_raw(bad)
+
+
+def test_a_subclass_targets_method_is_used_by_the_read_ahead(tmp_path):
+    """A subclass that changes targets(i) gets its targets in read_raw and read_many too."""
+    class Tagged(Coco):
+        def targets(self, i):
+            return {**super().targets(i), "tag": i * 10}
+
+    path = write_coco(tmp_path, 4, seed=4)
+    reader = Tagged(path)
+    assert [t["tag"] for t in reader.read_raw([2, 1])[2]] == [20, 10]
+    assert [s.targets["tag"] for s in reader.read_many([3])] == [30]
+
+
+@needs_coco
+def test_coco_read_raw_carries_the_masks(tmp_path):
+    path = write_coco(tmp_path, 4, seed=5)
+    coco = Coco(path, masks="instances")
+    for t, i in zip(coco.read_raw([3, 1])[2], [3, 1]):
+        assert np.array_equal(t["masks"], coco.targets(i)["masks"])
+
+
 @needs_coco
 def test_a_pipeline_over_coco_gives_detection_targets(tmp_path):
     path = write_coco(tmp_path, 8, seed=2)

@@ -119,8 +119,9 @@ class Reading:
             got = chunk.got[j]
             if isinstance(got, Exception):
                 break
-            if chunk.sources is not None:  # bytes and paths (the reader's read_raw)
-                item = Item(got, None if labels is None else labels[k], i, chunk.sources[j], v)
+            if chunk.sources is not None:  # bytes and paths (the reader's read_raw), and targets
+                item = Item(got, None if labels is None else labels[k], i, chunk.sources[j], v, 0,
+                            None if chunk.targets is None else chunk.targets[j])
             else:
                 item = Item(got.data, got.label if labels is None else labels[k], i, got.source, v, 0, got.targets)
             del ahead[i]
@@ -253,13 +254,15 @@ class Reading:
 
 class _Chunk:
     """What a reader thread read: per index (`at`: index -> position) its sample, or with
-    `sources` its bytes and source (a reader's read_raw), or the error reading it raised."""
+    `sources` its bytes and source (a reader's read_raw) and, from readers of targets, its
+    targets dict; or the error reading it raised."""
 
-    __slots__ = ("at", "got", "sources")
+    __slots__ = ("at", "got", "sources", "targets")
 
-    def __init__(self, indices: list[int], got: list[Any], sources: list[str] | None = None) -> None:
+    def __init__(self, indices: list[int], got: list[Any], sources: list[str] | None = None,
+                 targets: list[dict[str, Any]] | None = None) -> None:
         self.at = dict(zip(indices, range(len(indices))))
-        self.got, self.sources = got, sources
+        self.got, self.sources, self.targets = got, sources, targets
 
     def sample(self, index: int) -> Any:
         """Sample `index` (a read_raw chunk's without its label: the reader's label table gives
@@ -268,7 +271,9 @@ class _Chunk:
         got = self.got[j]
         if isinstance(got, Exception):
             raise got
-        return got if self.sources is None else Sample(got, None, self.sources[j], index)
+        if self.sources is None:
+            return got
+        return Sample(got, None, self.sources[j], index, None if self.targets is None else self.targets[j])
 
 
 def _read_all(reader: Any, indices: list[int], raw: bool) -> _Chunk:

@@ -141,6 +141,17 @@ class Coco(AnnotatedFiles):
             t["masks"] = self._rasterise(i)
         return t
 
+    def targets_many(self, indices: list[int]) -> list[dict[str, Any]]:
+        """targets(i) of each index: the parsed dicts copied in one pass, and the masks."""
+        self._check(indices)
+        if type(self).targets is not Coco.targets:  # a subclass's own targets()
+            return [self.targets(i) for i in indices]
+        out = list(map(dict, map(self._targets.__getitem__, indices)))
+        if self._mask is not None:
+            for t, i in zip(out, indices):
+                t["masks"] = self._rasterise(i)
+        return out
+
     def _rasterise(self, i: int) -> np.ndarray:
         """Sample i's label image. A polygon object is rasterised by pycocotools inside the
         window of whole pixels around its corners (clipped to the image) and written there:
