@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     import pixelpipe as pp
     from pixelpipe.readers import Memory
-    from pixelpipe.tools.bench.gpu_peers import write_file_list
+    from pixelpipe.tools.bench.images import write_file_list
     from pixelpipe.tools.bench.pipelines import pipeline_ops
 
     times: dict[int, dict[str, float]] = defaultdict(dict)

@@ -88,7 +88,7 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
         if boxed.annotations is not None:  # the files row's twin: the same files, read as a file list
             def plain_files() -> RunPass:
                 from ...readers import Coco
-                from .gpu_peers import write_file_list
+                from .images import write_file_list
 
                 coco = Coco(boxed.annotations, boxed.root)
                 return over(write_file_list([coco.sources(i) for i in range(len(coco))]), total)

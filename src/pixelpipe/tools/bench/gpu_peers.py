@@ -44,6 +44,7 @@ from ...data.batch import ImageBatch
 from .batches import augment_spans, decode_head, drainer, head, spans
 from .coco_boxes import BoxedData
 from .engine_use import open_meter
+from .images import write_file_list
 from .pipelines import pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
@@ -173,19 +174,6 @@ def _short(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- pixelpipe
-def write_file_list(paths: Sequence[str]) -> str:
-    """A DALI-style file list ("path 0" per line) of `paths` in a temporary file, read by
-    pixelpipe's FileList and DALI's fn.readers.file alike (removed at exit)."""
-    import atexit
-    import tempfile
-
-    fd, name = tempfile.mkstemp(suffix=".txt", prefix="pixelpipe-bench-")
-    with os.fdopen(fd, "w") as f:
-        f.writelines(f"{os.path.abspath(p)} 0\n" for p in paths)
-    atexit.register(lambda: os.path.exists(name) and os.unlink(name))
-    return name
-
-
 def pixelpipe_files(file_list: str, total: int, pipeline: str, batch: int, threads: int,
                     device: torch.device) -> RunPass:
     """The user's path: a Pipeline over a file list, its files read from disk (page cache

@@ -1,8 +1,10 @@
-"""The bench's images: the image files of a --data folder, and the encoded images every
-contender gets (the folder's, or the built-in synthetic set)."""
+"""The bench's images: the image files of a --data folder, the encoded images every
+contender gets (the folder's, or the built-in synthetic set), and file lists of them."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...readers._base import IMAGE_EXTENSIONS as READER_EXTENSIONS
@@ -29,3 +31,16 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
         return [b for b, _ in synthetic(n, seed)], f"synthetic ({n} JPEGs)"
     files = image_files(data)
     return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
+
+
+def write_file_list(paths: Sequence[str]) -> str:
+    """A DALI-style file list ("path 0" per line) of `paths` in a temporary file, read by
+    pixelpipe's FileList and DALI's fn.readers.file alike (removed at exit)."""
+    import atexit
+    import tempfile
+
+    fd, name = tempfile.mkstemp(suffix=".txt", prefix="pixelpipe-bench-")
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{os.path.abspath(p)} 0\n" for p in paths)
+    atexit.register(lambda: os.path.exists(name) and os.unlink(name))
+    return name
