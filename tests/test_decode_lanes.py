@@ -66,7 +66,21 @@ def test_pipeline_keeps_the_lane_count(tmp_path) -> None:
     (tmp_path / "cat").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "cat" / "a.jpg")
     pipe = Pipeline(str(tmp_path), Compose([RandomResizedCrop(8)]), batch_size=1, gpu=GpuDecoding(lanes=3))
-    assert pipe.engine.gpu.lanes == 3
+    assert pipe.engine.gpu.lanes == 3 and pipe.engine.gpu.hw_batch == 256  # the user's settings as given
+
+
+def test_a_pipeline_sizes_the_hardware_batch_to_its_batches(tmp_path) -> None:
+    """Without GpuDecoding, a Pipeline's decoder prepares the hardware decoder for its batch
+    size (as DALI does for its max_batch_size), everything else at GpuDecoding's defaults."""
+    from PIL import Image
+
+    from pixelpipe import Pipeline
+
+    (tmp_path / "cat").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "cat" / "a.jpg")
+    pipe = Pipeline(str(tmp_path), Compose([RandomResizedCrop(8)]), batch_size=48)
+    assert pipe.engine.gpu == GpuDecoding(hw_batch=48)
+    assert pipe.engine.gpu.options == "nvjpeg_hw_decoder:preallocate_batch_size=48"
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "256"])

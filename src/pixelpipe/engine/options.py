@@ -35,7 +35,8 @@ class GpuDecoding:
             Process-wide; False leaves malloc as it is.
         hw_batch: how many images the hardware decoder prepares its buffers for
             (nvImageCodec's `nvjpeg_hw_decoder:preallocate_batch_size`, which DALI sets to its
-            batch size), or None for nvImageCodec's default. Default 256: nvImageCodec's
+            batch size), or None for nvImageCodec's default. Default 256 (a Pipeline made
+            without `gpu` gives its batch size): nvImageCodec's
             decode call alone measured 5.9% faster with it at the 0.75 share on an H200
             (rn50's regions, batches of 256); a Pipeline, within its round-to-round spread
             (docs/benchmarks.md).

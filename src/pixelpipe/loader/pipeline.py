@@ -65,7 +65,8 @@ class Pipeline(Reported):
         reader: a pixelpipe reader, or anything `pixelpipe.readers.open_reader` accepts (a
             folder, a file list, tar shards, a list or iterable of samples).
         transforms: a Compose, or a list of ops (made into a float32 NCHW Compose).
-        gpu: how JPEGs are decoded on CUDA (pixelpipe.GpuDecoding; its defaults when None).
+        gpu: how JPEGs are decoded on CUDA (pixelpipe.GpuDecoding; when None, its defaults
+            with `hw_batch` this Pipeline's batch size).
         batch_size: samples per batch.
         device: "cpu", "cuda" or "cuda:N": where batches are made and returned.
         seed: fixes shuffling and every augmentation.
@@ -139,7 +140,8 @@ class Pipeline(Reported):
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
         self.transforms = transforms if isinstance(transforms, Compose) else Compose(list(transforms))
-        self.engine = Engine(self.device, num_threads, max_pixels, gpu)
+        # the hardware decoder's buffers made for this Pipeline's batches (GpuDecoding.hw_batch)
+        self.engine = Engine(self.device, num_threads, max_pixels, gpu or GpuDecoding(hw_batch=batch_size))
         self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, args["shuffle"], args["drop_last"]
         self.prefetch, self.on_error, self.shuffle_buffer = args["prefetch"], on_error, args["shuffle_buffer"]
         self.fixed_shards = cache is not None if fixed_shards is None else bool(fixed_shards)
