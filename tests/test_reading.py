@@ -61,14 +61,18 @@ def test_a_file_gone_after_listing_is_an_error_where_it_is_read(tmp_path, monkey
 def test_the_pointer_tables_point_where_ctypes_says_the_bytes_are():
     import ctypes as C
 
-    from pixelpipe.readers import _files
+    from pixelpipe.native import pointers
 
-    assert _files._DATA is not None  # CPython: the numpy tables are in use
+    assert pointers._DATA is not None  # CPython: the numpy tables are in use
     objs = [b"a" * 70, None, os.fsencode("/tmp/x.jpg"), bytes(300_000)]
-    address, table = _files._pointers(objs)
+    address, table = pointers.bytes_pointers(objs)
     assert address == table.ctypes.data
     want = [0 if o is None else C.cast(C.c_char_p(o), C.c_void_p).value for o in objs]
     assert table.tolist() == want
+    # anything but bytes goes through a ctypes array, which refuses it: never an address
+    # computed for an object that is laid out otherwise
+    with pytest.raises(TypeError):
+        pointers.bytes_pointers([b"ab", bytearray(b"cd")])
 
 
 @pytest.mark.parametrize("tables", ["numpy", "ctypes"])
@@ -78,11 +82,11 @@ def test_read_files_equals_reading_each_file_and_refuses_what_is_no_regular_file
     with the pointer tables made by numpy or, where the bytes layout is not confirmed, by ctypes."""
     import os
 
-    from pixelpipe.readers import _files
+    from pixelpipe.native import pointers
     from pixelpipe.readers._files import _read_python, read_files
 
     if tables == "ctypes":
-        monkeypatch.setattr(_files, "_DATA", None)
+        monkeypatch.setattr(pointers, "_DATA", None)
 
     rng = np.random.default_rng(1)
     paths = []

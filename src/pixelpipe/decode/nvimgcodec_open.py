@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..native.pointers import bytes_pointers
 from . import nvimgcodec_structs as S
 from .buffer_ring import BufferRing, Lease
 from .pinned_staging import staged_size
@@ -94,11 +95,9 @@ def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
     """Each sample's byte offset in one uint8 buffer of interleaved RGB images of `sizes`
     (h, w), the buffer, allocated in `stream`'s order, and its lease where `steady` (a lane's
     ring: see decode/buffer_ring.py) lent it (the buffer may then be larger than the images)."""
-    offsets, total = [], 0
-    for h, w in sizes:
-        offsets.append(total)
-        total += h * w * 3
-    total = max(total, 1)
+    ends = np.cumsum(np.array(sizes, dtype=np.int64).reshape(-1, 2).prod(1) * 3)
+    offsets = [0, *ends[:-1].tolist()] if len(ends) else []
+    total = max(int(ends[-1]) if len(ends) else 0, 1)
 
     def allocate(size: int) -> torch.Tensor:
         with torch.cuda.stream(stream):
@@ -119,7 +118,7 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
     n = len(blobs)
     offsets, buffer, opened.lease = output_buffer(sizes, stream, decoder.steady)
     base = buffer.data_ptr()
-    data = (C.c_char_p * n)(*blobs)
+    data, _data = bytes_pointers(blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
     staging = None
     need = staged_size(lengths) if decoder.staging is not None else None
@@ -127,7 +126,14 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
         staging = decoder.staging.take(need)
         opened.staging = staging
     # (y0, x0, y1, x1, 1) for a region, zeros for the whole image
-    box = np.array([(*b, 1) if b is not None else (0, 0, 0, 0, 0) for b in boxes], dtype=np.int32).reshape(n, 5)
+    box = np.zeros((n, 5), dtype=np.int32)
+    if None not in boxes:  # every sample a region: one conversion
+        box[:, :4] = np.array(boxes, dtype=np.int32).reshape(n, 4)
+        box[:, 4] = 1
+    else:
+        for k, b in enumerate(boxes):
+            if b is not None:
+                box[k] = (*b, 1)
     shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
     at = np.array(offsets, dtype=np.uint64)
     view, info = S.view_template(), S.info_template(stream.cuda_stream)
@@ -139,9 +145,8 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
                       codes.ctypes.data, streams, images, None if staging is None else staging.data_ptr())
     opened.native = (lib, n, parents, subs, image_of)
     slots: list[Any] = []
-    for k, code in enumerate(codes.tolist()):
+    for k, code, (h, w) in zip(range(n), codes.tolist(), sizes):
         if code == 0:
-            h, w = sizes[k]
             slots.append(Slot(buffer, base + offsets[k], h, w))
         elif code == 2:
             slots.append(f"nvImageCodec refused the region {boxes[k]}")

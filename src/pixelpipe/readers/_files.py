@@ -13,12 +13,9 @@ zeroing a JPEG's 110 KB under the GIL was the readers' largest hold of it, about
 image while a training loop waited for the GIL (`py-spy record --gil` of
 benchmarks/train_throughput.py, ResNet-18 fed by a Pipeline over files, on an H200).
 
-The tables of pointers the C call takes (each path's bytes, each buffer) are made by numpy from
-the objects' addresses plus the offset of a bytes object's data in CPython, found once at import
-by asking ctypes where a bytes object's data is (and checked on three objects): two ctypes
-arrays built from 32 objects each took about 30 us of the GIL a chunk (the 2-core development
-VM), the numpy tables a tenth of it. Where the offset cannot be confirmed, the ctypes arrays
-are made as before.
+The tables of pointers the C call takes (each path's bytes, each buffer) are made by numpy
+(native/pointers.py): two ctypes arrays built from 32 objects each took about 30 us of the GIL
+a chunk (the 2-core development VM), the numpy tables a tenth of it.
 
 Without the C helper (no compiler at install) the files are read in Python, one by one: the
 same bytes, the same errors.
@@ -36,6 +33,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .. import native
+from ..native.pointers import bytes_pointers
 
 __all__ = ["open_regular", "read_files", "read_one"]
 
@@ -47,33 +45,6 @@ SMALLEST = 64  # smaller files are read in Python (tiny bytes objects may be sha
 _NEW_BYTES = C.pythonapi.PyBytes_FromStringAndSize  # (NULL, size): a bytes object, not zeroed
 _NEW_BYTES.restype = C.py_object
 _NEW_BYTES.argtypes = [C.c_void_p, C.c_ssize_t]
-
-
-def _bytes_data_offset() -> int | None:
-    """Where a bytes object's data starts, from its address (id), in this interpreter; None if
-    ctypes does not confirm one offset for every probe."""
-    probes = [b"pixelpipe", b"x" * 100, bytes(range(256)) * 20]
-    try:
-        offsets = {C.cast(C.c_char_p(b), C.c_void_p).value - id(b) for b in probes}  # type: ignore[operator]
-    except (TypeError, ValueError):
-        return None
-    return offsets.pop() if len(offsets) == 1 else None
-
-
-_DATA = _bytes_data_offset()
-
-
-def _pointers(objects: list[Any]) -> tuple[int, Any]:
-    """(address, owner) of a table of the data pointers of these bytes objects (None: a null
-    pointer) for the C call; the caller keeps the owner and the objects alive until it returns."""
-    n = len(objects)
-    if _DATA is None:
-        array = (C.c_char_p * n)(*objects)
-        return C.addressof(array), array
-    table = np.fromiter(map(id, objects), np.uint64, n) + np.uint64(_DATA)
-    if None in objects:
-        table[[k for k, o in enumerate(objects) if o is None]] = 0
-    return native.address(table), table
 
 
 def _library() -> C.CDLL | None:
@@ -89,7 +60,7 @@ def read_files(paths: Sequence[str | bytes], max_bytes: int | None = None) -> li
         return [_read_python(os.fsdecode(p), max_bytes) for p in paths]
     n = len(paths)
     encoded = [p if type(p) is bytes else os.fsencode(p) for p in paths]
-    names, _names = _pointers(encoded)
+    names, _names = bytes_pointers(encoded)
     sizes = np.empty(n, dtype=np.int64)
     lib.pp_file_sizes(names, n, native.address(sizes))
     listed = sizes.tolist()
@@ -98,7 +69,7 @@ def read_files(paths: Sequence[str | bytes], max_bytes: int | None = None) -> li
     bufs = [_NEW_BYTES(None, s) if SMALLEST <= s <= limit else None for s in listed]
     read = np.array([s if b is not None else -22 for s, b in zip(listed, bufs)], dtype=np.int64)  # -EINVAL: skip
     status = np.empty(n, dtype=np.int64)
-    outs, _outs = _pointers(bufs)
+    outs, _outs = bytes_pointers(bufs)
     lib.pp_read_files(names, n, outs, native.address(read), native.address(status))
     if not status.any() and None not in bufs:  # every file read: the usual batch
         return bufs
