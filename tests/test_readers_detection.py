@@ -86,6 +86,8 @@ def test_read_raw_gives_what_read_many_gives(tmp_path):
     for bad in ([0, 6], [-1]):
         with pytest.raises(IndexError, match="out of range for Coco of 6"):
             coco.read_raw(bad)
+    # indices as a numpy array, as a user may give them
+    assert [s.index for s in coco.read_many(np.array([2, 3]))] == [2, 3] and coco.read_raw([])[0] == []
 
 
 def test_a_subclass_targets_method_is_used_by_the_read_ahead(tmp_path):

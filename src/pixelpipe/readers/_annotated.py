@@ -86,7 +86,7 @@ class AnnotatedFiles:
         """An IndexError naming the reader where an index is out of range (one comparison of
         the smallest and largest when they are all in range)."""
         n = len(self._paths)
-        if indices and not (0 <= min(indices) and max(indices) < n):
+        if len(indices) and not (0 <= min(indices) and max(indices) < n):
             for i in indices:
                 check_index(i, n, type(self).__name__)
 
