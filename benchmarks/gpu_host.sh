@@ -34,7 +34,7 @@ case "${1:-}" in
     python3 -c "from pixelpipe import native; print('C helpers built:', native.library() is not None)"
     ;;
   tests)
-    python3 -m pytest -q -rs tests/test_gpu_kernels.py tests/test_decode_gpu.py 2>&1 | tail -40
+    python3 -m pytest -q -rs tests/test_gpu_kernels.py tests/test_decode_gpu.py tests/test_decode_gpu_views.py 2>&1 | tail -40
     python3 -m pytest -q -x -p no:cacheprovider tests 2>&1 | tail -15
     ;;
   bench)

@@ -389,7 +389,7 @@ def test_decode_error_names_the_sample(files: dict[str, bytes]) -> None:
 
 def test_decode_edge_cases(files: dict[str, bytes]) -> None:
     assert len(decode([])) == 0
-    if not torch.cuda.is_available():  # on a GPU, tests/test_decode_gpu.py covers device="cuda"
+    if not torch.cuda.is_available():  # on a GPU, tests/test_decode_gpu_views.py covers device="cuda"
         with pytest.raises(RuntimeError, match="cuda"):
             decode([files["jpeg"]], device="cuda")
         with pytest.raises(RuntimeError, match="cuda:1"):

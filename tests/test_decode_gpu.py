@@ -32,152 +32,34 @@ message instead of taking pytest down.
 
 from __future__ import annotations
 
-import io
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
-from helpers import SAMPLE_DIR, SAMPLE_MISSING
-from PIL import Image, ImageOps
+from PIL import Image
 
 from pixelpipe import GpuDecoding, ImageBatch
-from pixelpipe.decode import DecodeError, decode_region, read_header
+from pixelpipe.decode import DecodeError, decode_region
 from pixelpipe.decode.gpu import GpuDecoder, gpu_decoder_available
 
 if not gpu_decoder_available():
     pytest.skip('needs a CUDA device and nvImageCodec (pip install "pixelpipe[gpu]")',
                 allow_module_level=True)
 
-PILLOW_MEAN, PILLOW_MAX = 1.5, 40
-REGION_MEAN, REGION_MAX = 0.5, 40
-HW_FRACTIONS = [None, 0.0, 1.0]
-CUDA = torch.device("cuda")
+import gpu_decode_fixtures as fixtures
+from gpu_decode_fixtures import (
+    CUDA,
+    HW_FRACTIONS,
+    PILLOW_MAX,
+    PILLOW_MEAN,
+    REGION_MAX,
+    REGION_MEAN,
+    assert_close,
+    pillow_rgb,
+    save,
+    with_orientation,
+)
 
-
-# ----------------------------------------------------------------------------- fixtures
-def save(im: Image.Image, fmt: str, **kw: object) -> bytes:
-    buf = io.BytesIO()
-    im.save(buf, fmt, **kw)
-    return buf.getvalue()
-
-
-def with_orientation(im: Image.Image, orientation: int) -> bytes:
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    return save(im, "JPEG", quality=92, exif=exif.tobytes())
-
-
-def pillow_rgb(data: bytes) -> np.ndarray:
-    return np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB"))
-
-
-def assert_close(got: torch.Tensor, ref: np.ndarray, mean: float, peak: float, what: str) -> None:
-    g = got.cpu().numpy().astype(np.int16)
-    assert g.shape == ref.shape, f"{what}: shape {g.shape}, expected {ref.shape}"
-    d = np.abs(g - ref.astype(np.int16))
-    assert d.mean() < mean and d.max() < peak, (
-        f"{what}: mean |diff| {d.mean():.3f} (< {mean}), max {d.max()} (< {peak})")
-
-
-def sample_photos(n: int) -> list[bytes]:
-    """The first n RGB/grey JPEGs of the sample (CMYK files go to the CPU on purpose)."""
-    if not SAMPLE_DIR.is_dir():
-        return []
-    out = []
-    for path in sorted(SAMPLE_DIR.glob("*.JPEG")):
-        data = path.read_bytes()
-        info = read_header(data)
-        if info.format == "jpeg" and info.channels in (1, 3):
-            out.append(data)
-        if len(out) == n:
-            break
-    return out
-
-
-@pytest.fixture(scope="module")
-def photos() -> list[bytes]:
-    out = sample_photos(12)
-    if not out:
-        pytest.skip(SAMPLE_MISSING)
-    return out
-
-
-@pytest.fixture(scope="module")
-def small() -> Image.Image:
-    """A 131 x 97 RGB image with detail everywhere (neither side a multiple of 8 or 16)."""
-    photos = sample_photos(1)
-    if photos:
-        return Image.open(io.BytesIO(photos[0])).convert("RGB").crop((40, 60, 171, 157))
-    rng = np.random.default_rng(0)
-    y, x = np.mgrid[0:97, 0:131]
-    img = np.stack([x * 2, y * 2, (x * y) % 256], -1) + rng.normal(0, 12, (97, 131, 3))
-    return Image.fromarray(img.clip(0, 255).astype(np.uint8))
-
-
-@pytest.fixture(scope="module")
-def decoders():
-    made: dict[object, GpuDecoder] = {}
-
-    def get(hw_fraction: float | None = None, roi_decode: bool = True, fancy: bool = True) -> GpuDecoder:
-        key = (hw_fraction, roi_decode, fancy)
-        if key not in made:
-            made[key] = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=roi_decode, fancy_upsampling=fancy)
-        return made[key]
-
-    yield get
-    for d in made.values():
-        d.close()
-
-
-PROBE = r"""
-import io, sys
-sys.path[:0] = {path!r}
-import numpy as np, torch
-from PIL import Image
-from pixelpipe.decode import read_header
-from pixelpipe.decode.gpu import GpuDecoder
-rng = np.random.default_rng(0)
-blobs = [open(p, "rb").read() for p in {files!r}]
-for i in range(32):
-    h, w = (int(v) for v in rng.integers(64, 640, 2))
-    y, x = np.mgrid[0:h, 0:w]
-    img = np.stack([x * 255 // w, y * 255 // h, (x ^ y) % 256], -1) + rng.normal(0, 8, (h, w, 3))
-    buf = io.BytesIO()
-    Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
-    blobs.append(buf.getvalue())
-regions = []
-for b in blobs:
-    h, w = read_header(b).oriented_size
-    y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-    regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
-for hw in (None, 0.0, 1.0):
-    batch, fallback, why = GpuDecoder(torch.device("cuda"), hw_fraction=hw).decode_regions(
-        blobs, regions)
-    torch.cuda.synchronize()
-    print(f"hw_fraction={{hw}}: {{len(blobs)}} regions, {{len(fallback)}} fell back {{why[:1]}}")
-"""
-
-
-@pytest.fixture(scope="module")
-def roi_safe() -> str:
-    """Run region decodes in a subprocess first; fail (not crash) if that process dies."""
-    files = [str(p) for p in sorted(SAMPLE_DIR.glob("*.JPEG"))[:32]] if SAMPLE_DIR.is_dir() else []
-    code = PROBE.format(path=sys.path, files=files)
-    try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              check=False, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail("region decoding hung for 10 minutes in a subprocess")
-    if done.returncode != 0:
-        how = (f"was killed by signal {-done.returncode}" if done.returncode < 0
-               else f"exited with {done.returncode}")
-        pytest.fail(
-            f"region (ROI) decoding {how} in a subprocess: NVIDIA/nvImageCodec#55 (0.9.0 ROI "
-            "decode crashes on H100/B200, fails on A100)? Use GpuDecoder(roi_decode=False).\n"
-            + (done.stdout + done.stderr)[-3000:])
-    return done.stdout
+photos, small, decoders, roi_safe = fixtures.photos, fixtures.small, fixtures.decoders, fixtures.roi_safe  # the shared fixtures
 
 
 # --------------------------------------------------------------------------------- batch
@@ -443,213 +325,3 @@ def test_work_is_ordered_on_the_given_stream(decoders, photos: list[bytes]) -> N
     side.synchronize()
     assert torch.equal(batch.data, ref.data)
     assert torch.equal(batch.table, ref.table)
-
-
-# ------------------------------------------------------------------------------ views
-@pytest.mark.parametrize("roi_decode", [True, False])
-def test_views_feed_the_kernel_like_the_assembled_batch(decoders, small: Image.Image, roi_safe: str,
-                                                        roi_decode: bool) -> None:
-    """decode_views leaves nvImageCodec's images in place (orientation and crop by strides);
-    the kernel must give exactly what it gives on decode_regions' batch, which copies each
-    sample through torch views (the twin): every EXIF orientation, a grey JPEG, regions, and
-    CPU fallbacks (PNG) in the same batch."""
-    import pixelpipe as pp
-    from pixelpipe.kernels.spec import PointwiseSpec
-    from pixelpipe.kernels.triton.warp import warp_pointwise_gpu
-
-    blobs = [with_orientation(small, o) for o in range(1, 9)]
-    blobs += [save(small.convert("L"), "JPEG"), save(small, "PNG")]
-    sizes = [(131, 97) if o >= 5 else (97, 131) for o in range(1, 9)] + [(97, 131)] * 2
-    regions = [(3 + i, 5, h - 2 * i, w - 7) if i % 3 else None for i, (h, w) in enumerate(sizes)]
-    dec = decoders(0.0, roi_decode)  # one backend: the same pixels on both calls
-    views, fallback, _ = dec.decode_views(blobs, regions)
-    assert fallback == [9]
-    batch, _, _ = dec.decode_regions(blobs, regions)
-    assert views.sizes.tolist() == batch.sizes.tolist()
-    plan = pp.Compose([pp.RandomResizedCrop(48), pp.RandomRotate(20)]).stages[0].sample(
-        0, 0, torch.arange(len(blobs)), batch.sizes.double())
-    spec = plan.warp_spec((48, 48), plan.regions())
-    pspec = PointwiseSpec(None, None, None, torch.float32, "NHWC", 3)
-    got = warp_pointwise_gpu(views.data, views.table, spec, pspec)
-    want = warp_pointwise_gpu(batch.data, batch.table, spec, pspec)
-    views.retire(torch.cuda.current_stream())
-    assert torch.equal(got, want)
-
-
-def test_reused_buffers_give_the_same_pixels(photos: list[bytes], roi_safe: str) -> None:
-    """Batches decoded into the buffers of earlier batches (regions of other sizes each round,
-    so buffers must grow and shrink) equal batches decoded into fresh buffers."""
-    reusing = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True, api="python")  # the binding reuses buffers
-    fresh = GpuDecoder(CUDA, hw_fraction=0.0, roi_decode=True, api="python")
-    fresh._free_cap = 0  # never reuses
-    stream = torch.cuda.current_stream()
-    rng = np.random.default_rng(5)
-    reused_rounds = 0
-    for _ in range(4):
-        regions = []
-        for p in photos:
-            h, w = read_header(p).oriented_size
-            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-            regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
-        reused_rounds += len(reusing._free) >= len(photos)
-        views, fallback, _ = reusing.decode_views(photos, regions)
-        got = views.contiguous()
-        views.retire(stream)
-        want, _, _ = fresh.decode_regions(photos, regions)
-        torch.cuda.synchronize()
-        assert fallback == [] and torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
-    assert reused_rounds >= 2, "the decoder never got its buffers back"
-    reusing.close()
-    fresh.close()
-
-
-# ------------------------------------------------------------- pixelpipe.decode(device="cuda")
-def test_decode_on_cuda_matches_the_cpu_decoder(photos: list[bytes], small: Image.Image) -> None:
-    """JPEGs on the GPU (fancy upsampling: within the Pillow tolerance), a PNG through the CPU
-    decoder exactly; grey stays one channel unless rgb; the batch lives on the device."""
-    from pixelpipe import decode
-
-    png = save(small, "PNG")
-    grey = save(small.convert("L"), "JPEG", quality=90)
-    blobs = [*photos[:4], png, grey]
-    want = decode(blobs)
-    got = decode(blobs, device="cuda", fancy_upsampling=True)
-    assert got.device.type == "cuda" and len(got) == len(blobs)
-    assert got.sizes.tolist() == want.sizes.tolist()
-    channels = [img.shape[2] for img in want.tolist()]
-    assert channels[-1] == 1 and [img.shape[2] for img in got.tolist()] == channels
-    for i in range(len(blobs)):
-        assert_close(got[i], want[i].numpy(), PILLOW_MEAN, PILLOW_MAX, f"sample {i}")
-    assert torch.equal(got[4].cpu(), want[4])  # the PNG: the CPU decoder's pixels
-    rgb = decode(blobs, device="cuda", rgb=True)
-    assert [img.shape[2] for img in rgb.tolist()] == [3] * len(blobs)
-
-
-@pytest.mark.parametrize("exif", [True, False])
-def test_decode_on_cuda_follows_exif_like_the_cpu_decoder(small: Image.Image, exif: bool) -> None:
-    from pixelpipe import decode
-
-    blobs = [with_orientation(small, o) for o in (1, 3, 6, 8)]
-    want = decode(blobs, exif=exif)
-    got = decode(blobs, device="cuda", exif=exif, fancy_upsampling=True)
-    assert got.sizes.tolist() == want.sizes.tolist()
-    for i in range(len(blobs)):
-        assert_close(got[i], want[i].numpy(), PILLOW_MEAN, PILLOW_MAX, f"orientation sample {i}")
-
-
-def test_decode_on_cuda_names_the_failing_sample(small: Image.Image) -> None:
-    from pixelpipe import decode
-
-    good = save(small, "JPEG", quality=85)
-    with pytest.raises(DecodeError, match=r"sample 1"):
-        decode([good, b"junk", good], device="cuda")
-
-
-# ------------------------------------------------------------------ the C API and the binding
-@pytest.mark.parametrize("hw_fraction", [None, 0.0])
-def test_c_api_decodes_exactly_what_the_binding_decodes(photos: list[bytes], small: Image.Image, roi_safe: str,
-                                                       hw_fraction) -> None:
-    """The ctypes path (default) and nvImageCodec's Python binding: same backends, same
-    options, so the same pixels, bit for bit; regions, orientations, a PNG fallback and a
-    corrupt file included."""
-    blobs = [*photos, with_orientation(small, 6), with_orientation(small, 3), save(small, "PNG"), b"\xff\xd8\xffjunk"]
-    rng = np.random.default_rng(11)
-    regions = []
-    for b in blobs[:-1]:
-        h, w = read_header(b).oriented_size
-        y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-        regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
-    c = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c")
-    py = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="python")
-    assert c.api == "c" and py.api == "python"
-    with pytest.raises(DecodeError, match=f"sample {len(blobs) - 1}"):
-        c.decode_regions(blobs, [*regions, (0, 0, 1, 1)])
-    got, fell_c, _ = c.decode_regions(blobs[:-1], regions)
-    want, fell_py, _ = py.decode_regions(blobs[:-1], regions)
-    torch.cuda.synchronize()
-    assert fell_c == fell_py == [len(blobs) - 2]  # the PNG, on the CPU in both
-    assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
-    views, _, _ = c.decode_views(blobs[:-1], regions)
-    assert torch.equal(views.contiguous().data, want.data)  # the views' slow twin agrees
-    views.retire(torch.cuda.current_stream())
-    c.close()
-    py.close()
-
-
-def test_a_planned_batch_decodes_once(photos: list[bytes]) -> None:
-    """The C API's images and view rows are made when the batch is planned; decoding the same
-    plan a second time raises instead of reading buffers the first decode let go of."""
-    dec = GpuDecoder(CUDA, api="c")
-    planned = dec.plan(photos[:3])
-    views, fell, _ = dec.decode_views(photos[:3], planned=planned)
-    assert fell == [] and len(views) == 3
-    views.retire(torch.cuda.current_stream())
-    dec.plan(photos[:1])  # the next plan releases the decoded batch's handles
-    with pytest.raises(ValueError, match="decoded already"):
-        dec.decode_views(photos[:3], planned=planned)
-    dec.close()
-
-
-@pytest.mark.parametrize("hw_fraction", [None, 0.0])
-def test_lanes_decode_exactly_what_one_decoder_decodes(photos: list[bytes], small: Image.Image, roi_safe: str,
-                                                       hw_fraction) -> None:
-    """Two or three decoders, each on a part of the batch at the same time, against one: the
-    same pixels bit for bit, the same fallbacks, in the caller's order; a planned batch still
-    decodes once."""
-    blobs = [*photos, with_orientation(small, 6), save(small, "PNG"), *photos[:3]]
-    rng = np.random.default_rng(12)
-    regions = []
-    for b in blobs:
-        h, w = read_header(b).oriented_size
-        y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-        regions.append((y0, x0, int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))))
-    one = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c", lanes=1)
-    want, fell_one, _ = one.decode_regions(blobs, regions)
-    for lanes in (2, 3):
-        dec = GpuDecoder(CUDA, hw_fraction=hw_fraction, roi_decode=True, api="c", lanes=lanes)
-        assert dec.lanes == lanes
-        planned = dec.plan(blobs, regions)
-        assert len(planned.opened) == lanes  # every lane got a part of this batch
-        views, fell, _ = dec.decode_views(blobs, planned=planned)
-        got = views.contiguous()
-        views.retire(torch.cuda.current_stream())
-        torch.cuda.synchronize()
-        assert fell == fell_one == [len(photos) + 1]  # the PNG
-        assert torch.equal(got.table, want.table) and torch.equal(got.data, want.data)
-        with pytest.raises(ValueError, match="decoded already"):
-            dec.decode_views(blobs, planned=planned)
-        dec.close()
-    one.close()
-
-
-def test_batches_on_different_lanes_decode_at_once(photos: list[bytes], roi_safe: str) -> None:
-    """Batches planned for lanes 0 and 1 decode on two threads at the same time, each into
-    what one decoder gives for it; a lane the decoder lacks is refused."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    halves = [photos[: len(photos) // 2], photos[len(photos) // 2:]]
-    one = GpuDecoder(CUDA, roi_decode=True, api="c", lanes=1)
-    want = [one.decode_regions(h)[0] for h in halves]
-    dec = GpuDecoder(CUDA, roi_decode=True, api="c", lanes=2)
-    with pytest.raises(ValueError, match="lane"):
-        dec.plan(halves[0], lane=2)
-    for _ in range(3):
-        planned = [dec.plan(h, lane=k) for k, h in enumerate(halves)]
-        assert [[k for k, _, _ in p.opened] for p in planned] == [[0], [1]]
-        streams = [torch.cuda.Stream(CUDA) for _ in halves]
-
-        def run(k: int, stream: torch.cuda.Stream, plan: object) -> ImageBatch:
-            with torch.cuda.stream(stream):
-                views, fell, _ = dec.decode_views(halves[k], stream=stream, planned=plan)
-                assert fell == []
-                batch = views.contiguous()
-                views.retire(stream)
-                return batch
-
-        with ThreadPoolExecutor(2) as pool:
-            got = list(pool.map(run, [0, 1], streams, planned))
-        torch.cuda.synchronize()
-        for g, w in zip(got, want):
-            assert torch.equal(g.table, w.table) and torch.equal(g.data, w.data)
-    dec.close()
-    one.close()

@@ -1,6 +1,6 @@
 """How GpuDecoder splits a batch between its decoder lanes (`split_by_pixels`), and the lane
 arguments of GpuDecoder and Compose. Pure host code: runs without a GPU. That two lanes
-decode exactly what one decodes is tested in test_decode_gpu.py (needs CUDA)."""
+decode exactly what one decodes is tested in test_decode_gpu_views.py (needs CUDA)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """decode.nvimgcodec_alloc: the allocator shim forwards nvImageCodec's calls to the CUDA runtime
 functions it is handed, with the right arguments; the runtime is found in the process's maps.
-Checked here with stand-in functions (no GPU needed); tests/test_decode_gpu.py decodes with and
-without the allocators on a GPU and compares the pixels."""
+Checked here with stand-in functions (no GPU needed); tests/test_decode_gpu_native.py decodes with
+and without the allocators on a GPU and compares the pixels."""
 
 from __future__ import annotations
 
