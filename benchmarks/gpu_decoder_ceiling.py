@@ -17,7 +17,7 @@ the same process, at hw_decoder_load 0.9 (its default) and 0.75. Needs CUDA and 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from _common import arguments, rn50_regions
@@ -25,53 +25,59 @@ from _common import arguments, rn50_regions
 from pixelpipe.tools.bench.engine_use import open_meter
 
 BATCH = 256
-WHOLE = "whole"  # not an nvImageCodec option: decode whole images instead of the regions
-ALLOCATORS = "allocators"  # not an option either: pixelpipe's allocators, as a Pipeline's decoder has
-TWO = "two decoders"  # not an option: two decoders on two threads, alternate batches (GpuDecoding(lanes=2))
-SETTINGS = [  # (label, executor threads, hardware share, extra options)
-    ("8 threads (pixelpipe's bench setting)", 8, None, ""),
-    ("4 threads", 4, None, ""),
-    ("16 threads", 16, None, ""),
-    ("28 threads", 28, None, ""),
-    ("8 threads, hardware share 0.9 (fixed)", 8, 0.9, ""),
-    ("8 threads, hardware share 0.75 (fixed; GpuDecoding's default)", 8, 0.75, ""),
-    ("8 threads, nvjpeg_hw_decoder:force_batch_single=1", 8, None, "nvjpeg_hw_decoder:force_batch_single=1"),
-    ("8 threads, nvjpeg_hw_decoder:force_legacy_batch=1", 8, None, "nvjpeg_hw_decoder:force_legacy_batch=1"),
-    ("8 threads, preallocate_buffers=1, preallocate_batch_size=256", 8, None,
-     "nvjpeg_hw_decoder:preallocate_buffers=1 nvjpeg_hw_decoder:preallocate_batch_size=256"),
-    ("8 threads, hardware share 0.65 (fixed)", 8, 0.65, ""),
-    ("8 threads, share 0.75, preallocate_batch_size=256 (as DALI sets it)", 8, 0.75,
-     "nvjpeg_hw_decoder:preallocate_batch_size=256"),
-    ("8 threads, share 0.9, preallocate_batch_size=256 (DALI's defaults)", 8, 0.9,
-     "nvjpeg_hw_decoder:preallocate_batch_size=256"),
-    ("8 threads, share 0.75, whole images (no regions)", 8, 0.75, WHOLE),
-    ("8 threads, share 0.75, pixelpipe's allocators (as a Pipeline's decoder)", 8, 0.75, ALLOCATORS),
-    ("8 threads each, share 0.75, two decoders on two threads, alternate batches", 8, 0.75, TWO),
+class Setting(NamedTuple):
+    """One row: the decoder's executor threads, the hardware share (None: every JPEG it takes)
+    and nvImageCodec options, and what else differs from the plain call."""
+
+    label: str
+    threads: int
+    share: float | None
+    options: str = ""
+    whole: bool = False  # whole images instead of rn50's regions
+    own_allocators: bool = False  # pixelpipe's allocators, as a Pipeline's decoder has
+    decoders: int = 1  # decoders on as many threads, alternate batches (GpuDecoding(lanes=N))
+
+
+PREALLOCATE = "nvjpeg_hw_decoder:preallocate_batch_size=256"
+SETTINGS = [
+    Setting("8 threads (pixelpipe's bench setting)", 8, None),
+    Setting("4 threads", 4, None),
+    Setting("16 threads", 16, None),
+    Setting("28 threads", 28, None),
+    Setting("8 threads, hardware share 0.9 (fixed)", 8, 0.9),
+    Setting("8 threads, hardware share 0.75 (fixed; GpuDecoding's default)", 8, 0.75),
+    Setting("8 threads, nvjpeg_hw_decoder:force_batch_single=1", 8, None, "nvjpeg_hw_decoder:force_batch_single=1"),
+    Setting("8 threads, nvjpeg_hw_decoder:force_legacy_batch=1", 8, None, "nvjpeg_hw_decoder:force_legacy_batch=1"),
+    Setting("8 threads, preallocate_buffers=1, preallocate_batch_size=256", 8, None,
+            f"nvjpeg_hw_decoder:preallocate_buffers=1 {PREALLOCATE}"),
+    Setting("8 threads, hardware share 0.65 (fixed)", 8, 0.65),
+    Setting("8 threads, share 0.75, preallocate_batch_size=256 (as DALI sets it)", 8, 0.75, PREALLOCATE),
+    Setting("8 threads, share 0.9, preallocate_batch_size=256 (DALI's defaults)", 8, 0.9, PREALLOCATE),
+    Setting("8 threads, share 0.75, whole images (no regions)", 8, 0.75, whole=True),
+    Setting("8 threads, share 0.75, pixelpipe's allocators (as a Pipeline's decoder)", 8, 0.75, own_allocators=True),
+    Setting("8 threads each, share 0.75, two decoders on two threads, alternate batches", 8, 0.75, decoders=2),
 ]
 
 
-def call_rate(api: Any, setting: tuple[str, int, float | None, str], blobs: list[bytes], regions: Any,
+def call_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any,
               full: list[tuple[int, int]], epochs: int, meter: Any) -> tuple[float, Any]:
     """Images/s of the decode call alone for one setting, and the engines' use meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
 
-    _, threads, hw, options = setting
-    backends = [("HW_GPU_ONLY", hw), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
-    whole, own, two = options == WHOLE, options == ALLOCATORS, options == TWO
+    backends = [("HW_GPU_ONLY", setting.share), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
     device = torch.cuda.current_device()
-    plain = whole or own or two
-    decoders = [nvimgcodec_c.CDecoder(api, device, threads, backends,
-                                      f":fancy_upsampling=0 {'' if plain else options}".strip(),
-                                      nvimgcodec_alloc.allocators(device) if own else None)
-                for _ in range(2 if two else 1)]
+    decoders = [nvimgcodec_c.CDecoder(api, device, setting.threads, backends,
+                                      f":fancy_upsampling=0 {setting.options}".strip(),
+                                      nvimgcodec_alloc.allocators(device) if setting.own_allocators else None)
+                for _ in range(setting.decoders)]
     streams = [torch.cuda.Stream() for _ in decoders]
     n = len(blobs)
     work: list[tuple[list[bytes], list[Any], list[tuple[int, int]]]] = []
     for e in range(epochs + 1):
         for k in range(0, n, BATCH):
-            if whole:
+            if setting.whole:
                 work.append((blobs[k : k + BATCH], [None] * len(blobs[k : k + BATCH]), full[k : k + BATCH]))
                 continue
             box = regions[e][k : k + BATCH]
@@ -159,7 +165,7 @@ def main() -> None:
     full = [read_header(b).oriented_size for b in blobs]
     for setting in SETTINGS:
         rate, usage = call_rate(api, setting, blobs, regions, full, args.epochs, meter)
-        print(row(setting[0], rate, usage, setting[2]), flush=True)
+        print(row(setting.label, rate, usage, setting.share), flush=True)
     for load in (0.9, 0.75) if args.dali else ():
         rate, usage = dali_rate(blobs, args.epochs, 8, load, meter)
         print(row(f"DALI's mixed decoder alone (image_random_crop), 8 threads, hw_decoder_load {load}", rate,

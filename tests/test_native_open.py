@@ -14,6 +14,7 @@ import threading
 import weakref
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from helpers import native_built, private_copy
@@ -100,12 +101,12 @@ def stand_ins(monkeypatch, tmp_path):
     lib = native.signed(private_copy(SHIM, tmp_path), nvimgcodec_open.SIGNATURES)
     native.wire(lib, "pp_open_set", library.fns, nvimgcodec_open.FUNCTIONS)
 
-    def cpu_buffer(sizes, stream, steady=None):
+    def cpu_buffer(shape, stream, steady=None):
         offsets, total = [], 0
-        for h, w in sizes:
+        for h, w in shape.tolist():
             offsets.append(total)
             total += h * w * 3
-        return offsets, torch.empty(max(total, 1), dtype=torch.uint8), None
+        return np.array(offsets, dtype=np.int64), torch.empty(max(total, 1), dtype=torch.uint8), None
 
     monkeypatch.setattr(nvimgcodec_open, "output_buffer", cpu_buffer)
     return lib, library

@@ -34,7 +34,7 @@ def ragged_rows(values: Any, n: int, width: tuple[int, ...], what: str,
     if len(values) != n:
         raise ValueError(f"{what}: {len(values)} entries for {n} images (one per image, empty for none)")
     full = max(width)
-    data = None if grouped else _joined_arrays(values, 2)
+    data = None if grouped else _joined_arrays(values, 2, np.float64)
     if data is not None and data.shape[1] == full:
         # what readers give (every sample an array [K_i, w], empty for none): one concatenation,
         # no per-sample checks (about half the time for 256 samples of 20 boxes)
@@ -79,15 +79,15 @@ def ragged_rows(values: Any, n: int, width: tuple[int, ...], what: str,
     return data, counts, joints
 
 
-def _joined_arrays(values: list[Any], ndim: int) -> np.ndarray | None:
-    """The values' rows as one array of `ndim` dimensions when every value is a numpy array of
-    that many (numpy checks the shapes as it joins them), else None: the per-sample path then
-    checks each and names the one at fault. float64 for boxes (ndim 2), as it comes for labels."""
+def _joined_arrays(values: list[Any], ndim: int, dtype: Any = None) -> np.ndarray | None:
+    """The values' rows as one array of `ndim` dimensions (converted to `dtype` as astype
+    would, or in numpy's common type) when every value is a numpy array of that many (numpy
+    checks the shapes as it joins them), else None: the per-sample path then checks each and
+    names the one at fault."""
     if not values or set(map(type, values)) != {np.ndarray}:
         return None
     try:
-        data = (np.concatenate(values, dtype=np.float64, casting="unsafe") if ndim == 2
-                else np.concatenate(values))
+        data = np.concatenate(values, dtype=dtype, casting="unsafe" if dtype is not None else "same_kind")
     except (ValueError, TypeError):
         return None
     return data if data.ndim == ndim else None

@@ -44,10 +44,11 @@ def parse_jpegs(blobs: Sequence[Any], to_scan: bool = True) -> list[tuple[ImageI
     lib = _library() if n else None
     if lib is None:
         return [None] * n
-    usable = blobs if set(map(type, blobs)) == {bytes} else [b if type(b) is bytes else None for b in blobs]
+    usable = blobs
+    if set(map(type, blobs)) != {bytes}:  # what is not `bytes` is left to parse_jpeg
+        usable = [b if type(b) is bytes else None for b in blobs]
     data, _owner = bytes_pointers(usable)
-    lengths = np.fromiter(map(len, usable), np.int64, n) if usable is blobs else np.fromiter(
-        (0 if b is None else len(b) for b in usable), np.int64, n)
+    lengths = np.fromiter((0 if b is None else len(b) for b in usable), np.int64, n)
     out = np.empty((n, 9), dtype=np.int64)
     lib.pp_parse_jpegs(n, data, lengths.ctypes.data, int(to_scan), out.ctypes.data)
     got: list[tuple[ImageInfo, JpegLayout] | None] = []

@@ -30,6 +30,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import nvimgcodec_open, nvimgcodec_queue
@@ -324,8 +325,9 @@ class CDecoder:
     def _images(self, opened: Opened, sizes: list[tuple[int, int]], stream: torch.cuda.Stream) -> None:
         """The buffer (allocated in `stream`'s order) and an image per code stream, one slot
         each, call by call: native/open.c's twin."""
-        offsets, buffer, opened.lease = nvimgcodec_open.output_buffer(sizes, stream, self.steady)
-        base = buffer.data_ptr()
+        offsets, buffer, opened.lease = nvimgcodec_open.output_buffer(
+            np.array(sizes, dtype=np.int64).reshape(-1, 2), stream, self.steady)
+        addresses = (offsets + buffer.data_ptr()).tolist()
         held = self._api.held
         info = S.info_template(stream.cuda_stream)
         p = info.plane_info[0]
@@ -340,7 +342,7 @@ class CDecoder:
                 continue
             h, w = sizes[k]
             p.width, p.height, p.row_stride = w, h, w * 3
-            info.buffer = base + offsets[k]
+            info.buffer = addresses[k]
             img = _P()
             if held.nvimgcodecImageCreate(self._instance, C.byref(img), C.byref(info)) != 0:
                 slots[k] = "nvImageCodec could not describe its output"
@@ -348,7 +350,7 @@ class CDecoder:
             opened.images.append(img)
             streams[len(ok)], images[len(ok)] = cs, img
             ok.append(k)
-            slots[k] = Slot(buffer, base + offsets[k], h, w)
+            slots[k] = Slot(buffer, addresses[k], h, w)
         opened.buffer, opened.stream, opened.slots, opened.ok = buffer, stream, slots, ok
         opened.batch = (streams, images)
 

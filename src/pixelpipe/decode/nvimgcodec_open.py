@@ -90,14 +90,15 @@ def library(api: Any) -> C.CDLL | None:
         return _WIRED[0]
 
 
-def output_buffer(sizes: list[tuple[int, int]], stream: torch.cuda.Stream,
-                  steady: BufferRing | None = None) -> tuple[list[int], torch.Tensor, Lease | None]:
-    """Each sample's byte offset in one uint8 buffer of interleaved RGB images of `sizes`
-    (h, w), the buffer, allocated in `stream`'s order, and its lease where `steady` (a lane's
-    ring: see decode/buffer_ring.py) lent it (the buffer may then be larger than the images)."""
-    ends = np.cumsum(np.array(sizes, dtype=np.int64).reshape(-1, 2).prod(1) * 3)
-    offsets = [0, *ends[:-1].tolist()] if len(ends) else []
-    total = max(int(ends[-1]) if len(ends) else 0, 1)
+def output_buffer(shape: np.ndarray, stream: torch.cuda.Stream,
+                  steady: BufferRing | None = None) -> tuple[np.ndarray, torch.Tensor, Lease | None]:
+    """Each sample's byte offset (int64 [N]) in one uint8 buffer of interleaved RGB images of
+    `shape` (int64 [N, 2]: h, w), the buffer, allocated in `stream`'s order, and its lease
+    where `steady` (a lane's ring: see decode/buffer_ring.py) lent it (the buffer may then be
+    larger than the images)."""
+    sizes = shape[:, 0] * shape[:, 1] * 3
+    offsets = np.cumsum(sizes) - sizes
+    total = max(int(offsets[-1] + sizes[-1]) if len(sizes) else 0, 1)
 
     def allocate(size: int) -> torch.Tensor:
         with torch.cuda.stream(stream):
@@ -116,7 +117,8 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
 
     blobs = opened.blobs
     n = len(blobs)
-    offsets, buffer, opened.lease = output_buffer(sizes, stream, decoder.steady)
+    shape = np.array(sizes, dtype=np.int64).reshape(n, 2)
+    offsets, buffer, opened.lease = output_buffer(shape, stream, decoder.steady)
     base = buffer.data_ptr()
     data, _data = bytes_pointers(blobs)
     lengths = np.fromiter(map(len, blobs), np.uint64, n)
@@ -134,20 +136,20 @@ def open_batch(lib: C.CDLL, decoder: Any, instance: Any, opened: Any, boxes: lis
         for k, b in enumerate(boxes):
             if b is not None:
                 box[k] = (*b, 1)
-    shape = np.array(sizes, dtype=np.int32).reshape(n, 2)
-    at = np.array(offsets, dtype=np.uint64)
+    hw = shape.astype(np.int32)
+    at = offsets.astype(np.uint64)
     view, info = S.view_template(), S.info_template(stream.cuda_stream)
     parents, subs, image_of = (_P * n)(), (_P * n)(), (_P * n)()
     codes = np.empty(n, dtype=np.int32)
     streams, images = (_P * n)(), (_P * n)()
-    lib.pp_open_batch(instance, n, data, lengths.ctypes.data, box.ctypes.data, shape.ctypes.data, base,
+    lib.pp_open_batch(instance, n, data, lengths.ctypes.data, box.ctypes.data, hw.ctypes.data, base,
                       at.ctypes.data, LAYOUT.ctypes.data, C.byref(view), C.byref(info), parents, subs, image_of,
                       codes.ctypes.data, streams, images, None if staging is None else staging.data_ptr())
     opened.native = (lib, n, parents, subs, image_of)
     slots: list[Any] = []
-    for k, code, (h, w) in zip(range(n), codes.tolist(), sizes):
+    for k, code, (h, w), address in zip(range(n), codes.tolist(), sizes, (offsets + base).tolist()):
         if code == 0:
-            slots.append(Slot(buffer, base + offsets[k], h, w))
+            slots.append(Slot(buffer, address, h, w))
         elif code == 2:
             slots.append(f"nvImageCodec refused the region {boxes[k]}")
         else:

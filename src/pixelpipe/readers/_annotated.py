@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._base import MAX_BYTES, ReaderError, Sample, check_index
+from ._base import MAX_BYTES, ReaderError, Sample, check_index, check_indices
 from ._files import read_files, read_one
 
 __all__ = ["AnnotatedFiles", "check_max_bytes"]
@@ -31,7 +31,8 @@ class AnnotatedFiles:
     """An indexable reader of image files, each with a dict of targets.
 
     Subclasses fill `_paths` (one image file per sample) and `_targets` (its dict), and may
-    override `targets(i)` to make part of a sample's targets when it is read (COCO's masks)."""
+    override `_complete` to make part of a sample's targets when it is read (COCO's masks).
+    A subclass that overrides `targets(i)` instead gets its targets read through it."""
 
     indexable = True
     reads_files = True  # read() opens a file: a Pipeline reads ahead on threads
@@ -52,15 +53,23 @@ class AnnotatedFiles:
 
     def targets(self, i: int) -> dict[str, Any]:
         """Sample i's targets, without reading its image."""
-        return dict(self._targets[check_index(i, len(self._paths), type(self).__name__)])
+        i = check_index(i, len(self._paths), type(self).__name__)
+        t = dict(self._targets[i])
+        self._complete([t], [i])
+        return t
 
     def targets_many(self, indices: list[int]) -> list[dict[str, Any]]:
-        """targets(i) of each index: the parsed dicts copied in one pass where a subclass did
-        not change targets()."""
-        self._check(indices)
+        """targets(i) of each index: the parsed dicts copied in one pass and completed in one
+        call, where a subclass did not change targets()."""
+        indices = check_indices(indices, len(self._paths), type(self).__name__)
         if type(self).targets is not AnnotatedFiles.targets:
             return [self.targets(i) for i in indices]
-        return list(map(dict, map(self._targets.__getitem__, indices)))
+        out = list(map(dict, map(self._targets.__getitem__, indices)))
+        self._complete(out, indices)
+        return out
+
+    def _complete(self, targets: list[dict[str, Any]], indices: list[int]) -> None:
+        """Add to each copied dict what is made when its sample is read (nothing here)."""
 
     def read(self, i: int) -> Sample:
         """Read the bytes of sample i now (FileNotFoundError/OSError naming the path if gone)."""
@@ -78,17 +87,9 @@ class AnnotatedFiles:
         read_many without a Sample per file. Why: a Pipeline's reader threads made a Sample
         and called sources() and targets() per file, about 1 ms of a batch's 256 files under
         the GIL on an H200 host (py-spy), which the pipeline's other threads wait for."""
-        self._check(indices)
+        indices = check_indices(indices, len(self._paths), type(self).__name__)
         paths = list(map(self._paths.__getitem__, indices))
         return read_files(paths, self.max_bytes), paths, self.targets_many(indices)
-
-    def _check(self, indices: list[int]) -> None:
-        """An IndexError naming the reader where an index is out of range (one comparison of
-        the smallest and largest when they are all in range)."""
-        n = len(self._paths)
-        if len(indices) and not (0 <= min(indices) and max(indices) < n):
-            for i in indices:
-                check_index(i, n, type(self).__name__)
 
     def sources(self, i: int) -> str:
         """The path of sample i's image."""

@@ -139,6 +139,16 @@ def check_index(i: int, n: int, what: str) -> int:
     return i
 
 
+def check_indices(indices: Any, n: int, what: str) -> list[int]:
+    """check_index of each index, as a list of ints: for a list of ints all in range (what a
+    Pipeline's read-ahead gives), one comparison of the smallest and the largest instead of a
+    call per index."""
+    if type(indices) is list and indices and set(map(type, indices)) == {int} and (
+            0 <= min(indices) and max(indices) < n):
+        return indices
+    return [check_index(i, n, what) for i in indices]
+
+
 def check_skip(shard_id: int, skip: int, n_shards: int) -> tuple[int, int]:
     """Validate the arguments of iter_shard; return them as ints."""
     shard_id, skip = operator.index(shard_id), operator.index(skip)

@@ -134,23 +134,11 @@ class Coco(AnnotatedFiles):
             t["keypoints"] = kp
         return t, [(a.get("segmentation"), int(a["category_id"])) for a in kept]
 
-    def targets(self, i: int) -> dict[str, Any]:
-        """Sample i's targets, without reading its image (masks decoded now, if asked for)."""
-        t = super().targets(i)
+    def _complete(self, targets: list[dict[str, Any]], indices: list[int]) -> None:
+        """The samples' masks, rasterised now, where masks were asked for."""
         if self._mask is not None:
-            t["masks"] = self._rasterise(i)
-        return t
-
-    def targets_many(self, indices: list[int]) -> list[dict[str, Any]]:
-        """targets(i) of each index: the parsed dicts copied in one pass, and the masks."""
-        self._check(indices)
-        if type(self).targets is not Coco.targets:  # a subclass's own targets()
-            return [self.targets(i) for i in indices]
-        out = list(map(dict, map(self._targets.__getitem__, indices)))
-        if self._mask is not None:
-            for t, i in zip(out, indices):
+            for t, i in zip(targets, indices):
                 t["masks"] = self._rasterise(i)
-        return out
 
     def _rasterise(self, i: int) -> np.ndarray:
         """Sample i's label image. A polygon object is rasterised by pycocotools inside the

@@ -20,7 +20,7 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from ._base import MAX_BYTES, ReaderError, Sample, check_index, label_values
+from ._base import MAX_BYTES, ReaderError, Sample, check_index, check_indices, label_values
 from ._files import read_files, read_one
 
 __all__ = ["FileList"]
@@ -173,7 +173,7 @@ class FileList:
     def read_many(self, indices: list[int]) -> list[Sample | OSError]:
         """read(i) of each index, the files read in one call (readers._files): each sample,
         or the OSError reading its file raised."""
-        indices = self._checked(indices)
+        indices = check_indices(indices, len(self._paths), "FileList")
         labels = label_values(self._labels_np, indices)
         datas, sources = self._read(indices)
         return [d if isinstance(d, OSError) else Sample(d, lab, src, i)
@@ -183,17 +183,11 @@ class FileList:
         """Each index's bytes (or the OSError reading it raised) and its path: read_many
         without a Sample per file, for a Pipeline's reader threads, whose Python shares the GIL
         with the training loop."""
-        return self._read(self._checked(indices))
+        return self._read(check_indices(indices, len(self._paths), "FileList"))
 
     def _read(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
         names = list(map(self._name, indices))
         return read_files(names, self.max_bytes), list(map(os.fsdecode, names))
-
-    def _checked(self, indices: list[int]) -> list[int]:
-        n = len(self._paths)
-        if indices and all(type(i) is int for i in indices) and min(indices) >= 0 and max(indices) < n:
-            return indices
-        return [check_index(i, n, "FileList") for i in indices]
 
     @property
     def labels(self) -> torch.Tensor:

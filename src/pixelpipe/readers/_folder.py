@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, check_index
+from ._base import IMAGE_EXTENSIONS, MAX_BYTES, ReaderError, Sample, check_index, check_indices
 from ._files import read_files, read_one
 
 __all__ = ["Folder"]
@@ -247,7 +247,7 @@ class Folder:
     def read_raw(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
         """Each index's bytes (or the OSError reading it raised) and its path: read_many
         without a Sample per file (see FileList.read_raw)."""
-        paths = [self._paths[check_index(i, len(self._paths), "Folder")] for i in indices]
+        paths = list(map(self._paths.__getitem__, check_indices(indices, len(self._paths), "Folder")))
         return read_files(paths, self.max_bytes), paths
 
     def sources(self, i: int) -> str:

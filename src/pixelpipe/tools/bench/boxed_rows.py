@@ -85,17 +85,15 @@ def boxed_contenders(boxed: BoxedData, pipeline: str, device: torch.device, batc
         table = {"torchvision": [("torchvision", lambda: _none("torchvision", "maskrcnn", "dali does"), "")],
                  "kornia": [("kornia", lambda: _none("kornia", "maskrcnn", "dali does"), "")], "dali": dali}
     else:  # pixelpipe without boxes too, in the same rounds: what the boxes cost
-        if boxed.annotations is not None:  # the files row's twin: the same files, read as a file list
+        if boxed.files is not None:  # the files row's twin: the same files, read as a file list
             def plain_files() -> RunPass:
-                from ...readers import Coco
                 from .images import write_file_list
 
-                coco = Coco(boxed.annotations, boxed.root)
-                return over(write_file_list([coco.sources(i) for i in range(len(coco))]), total)
+                return over(write_file_list(boxed.files), total)
 
             rows.append(("without boxes (files)", plain_files,
                          f"pixelpipe over a file list of the same files, no boxes, {threads} threads"))
-        rows.append(("without boxes (memory)" if boxed.annotations is not None else "without boxes",
+        rows.append(("without boxes (memory)" if boxed.files is not None else "without boxes",
                      lambda: over(Memory(list(blobs)), total),
                      f"pixelpipe over the same images in memory, no boxes, {threads} threads"))
         table = {

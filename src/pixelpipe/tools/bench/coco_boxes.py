@@ -39,13 +39,15 @@ class BoxedData:
     the image as displayed), "labels" int64 [K] and, with masks, "masks" (uint8 [H, W] instance
     label image) per image. `annotations` and `root`: the
     COCO file and its image folder when the images came from a folder (None for the synthetic
-    set). `what` describes the data (with where the boxes came from) for the bench's header."""
+    set), and `files` the images' paths in the order of `blobs`. `what` describes the data
+    (with where the boxes came from) for the bench's header."""
 
     blobs: list[bytes]
     targets: list[dict[str, np.ndarray]]
     what: str
     annotations: str | None = None
     root: str | None = None
+    files: list[str] | None = None
 
     def samples(self) -> list[dict[str, Any]]:
         """Dict samples (image, boxes, labels) for a `Memory` reader."""
@@ -176,7 +178,8 @@ def boxed_data(data: str | None, n: int, k: int, seed: int = 0, masks: bool = Fa
         annotations, root = write_coco(data, image_files(data), k, seed, masks), data
         how = f"{k} random boxes{' and masks' if masks else ''} per image (seed {seed}) in a generated COCO file"
     coco = Coco(annotations, root)  # boxes only: the masks below come without pycocotools where they can
-    blobs = [Path(coco.sources(i)).read_bytes() for i in range(len(coco))]
+    files = [coco.sources(i) for i in range(len(coco))]
+    blobs = [Path(f).read_bytes() for f in files]
     targets = [{"boxes": np.asarray(t["boxes"], np.float32), "labels": np.asarray(t["labels"], np.int64)}
                for t in (coco.targets(i) for i in range(len(coco)))]
     if masks:
@@ -187,4 +190,4 @@ def boxed_data(data: str | None, n: int, k: int, seed: int = 0, masks: bool = Fa
             label_images = instance_masks(image_sizes(blobs), targets)
         for t, m in zip(targets, label_images):
             t["masks"] = m
-    return BoxedData(blobs, targets, f"{data} ({len(blobs)} files), {how}", annotations, root)
+    return BoxedData(blobs, targets, f"{data} ({len(blobs)} files), {how}", annotations, root, files)
