@@ -396,28 +396,33 @@ def gradient_images(n: int, seed: int, small: bool = False) -> list[torch.Tensor
 
 def count_pixel_forms(monkeypatch) -> list[tuple[str, int]]:
     """Make the engine record each pixel-op fast form it runs: the list fills with (the op's
-    type name, the rows of x) per form taken (kernels.pixel_forms.pixel_form, patched in
-    engine.pixels)."""
+    type name, the rows of x) per form taken (kernels.pixel_forms.pixel_form and finishing_form,
+    patched in engine.pixels; a finishing form is recorded as the name with " finishing")."""
     import pixelpipe.engine.pixels as pixels
-    from pixelpipe.kernels.pixel_forms import pixel_form
+    from pixelpipe.kernels.pixel_forms import finishing_form, pixel_form
 
     calls: list[tuple[str, int]] = []
 
-    def counting(op, x):
-        form = pixel_form(op, x)
-        if form is not None:
-            calls.append((type(op).__name__, x.shape[0]))
-        return form
+    def counting(find, suffix):
+        def found(op, x):
+            form = find(op, x)
+            if form is not None:
+                calls.append((type(op).__name__ + suffix, x.shape[0]))
+            return form
+        return found
 
-    monkeypatch.setattr(pixels, "pixel_form", counting)
+    monkeypatch.setattr(pixels, "pixel_form", counting(pixel_form, ""))
+    monkeypatch.setattr(pixels, "finishing_form", counting(finishing_form, " finishing"))
     return calls
 
 
 def no_pixel_forms(monkeypatch) -> None:
-    """Make the engine run every pixel op's apply(), the twins of the fast forms."""
+    """Make the engine run every pixel op's apply(), the twins of the fast forms (finishing
+    forms included)."""
     import pixelpipe.engine.pixels as pixels
 
     monkeypatch.setattr(pixels, "pixel_form", lambda op, x: None)
+    monkeypatch.setattr(pixels, "finishing_form", lambda op, x: None)
 
 
 # the policies the policy forms' tests run (tests/test_policy_kernel.py, test_policy_cpu.py)

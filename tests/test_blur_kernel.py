@@ -7,7 +7,12 @@ Tolerance: both sum float32 products tap by tap in the same order, without fused
 (the kernel is compiled with enable_fp_fusion=False), so the same numbers: exact under the
 interpreter; on a GPU within 1e-30, which only a product in float32's denormal range (below
 1.2e-38: a far tap of a small sigma) could reach, were the kernel compiled to flush those to
-zero."""
+zero.
+
+The finishing pass (blur_rows_into: the blur's last pass writing the output, normalised and
+cast) sums the same products, then rounds v * scale + bias once (a fused multiply-add) where
+torch's addcmul, the twin's Normalize, may round twice: within one unit in the last place of
+the output's dtype (relative; 1e-6 absolute where the sum cancels to about zero)."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from pixelpipe.ops.blur import _filter, gaussian_kernels
 DEVICE, INTERPRET = triton_device()
 
 from pixelpipe.kernels.pixel_forms import gaussian_blur_form  # noqa: E402
-from pixelpipe.kernels.triton.blur import blur_rows  # noqa: E402
+from pixelpipe.kernels.triton.blur import blur_rows, blur_rows_into  # noqa: E402
 
 ATOL = 0.0 if INTERPRET else 1e-30
 
@@ -80,6 +85,41 @@ def test_channels_last_input_and_no_rows():
     assert blur_rows(x, np.array([], dtype=np.int64), k[:0], k[:0], False) is x
 
 
+def ulp_close(got: torch.Tensor, want: torch.Tensor) -> None:
+    """got within one unit in the last place of its dtype of want (see the module's tolerance)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), rtol=torch.finfo(got.dtype).eps, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, layout, norm", [(torch.float32, "NCHW", False), (torch.float32, "NCHW", True),
+                                                 (torch.float16, "NCHW", True), (torch.bfloat16, "NHWC", True),
+                                                 (torch.float16, "NHWC", False)])
+@pytest.mark.parametrize("shape, size, rows", SHAPES[:5] + [((5, 3, 16, 16), (5, 5), [])])
+def test_blur_rows_into_is_the_tap_loop_then_normalize(shape, size, rows, dtype, layout, norm):
+    """The finishing pass: every sample into the output (blurred or not), normalised and cast."""
+    g = torch.Generator().manual_seed(shape[0] + 7)
+    x = torch.rand(*shape, generator=g).to(DEVICE)
+    rows = np.array(rows, dtype=np.int64)
+    sigma = np.linspace(0.1, 2.0, len(rows))
+    (kh, kw) = size
+    along_w = gaussian_kernels(kw, sigma) if kw > 1 else None
+    along_h = along_w if kh == kw else gaussian_kernels(kh, sigma) if kh > 1 else None
+    want = twin(x, rows, along_w, along_h) if len(rows) else x.clone()
+    c = shape[1]
+    scale = bias = None
+    if norm:
+        scale = torch.linspace(2.0, 4.5, c, device=DEVICE).view(1, c, 1, 1)
+        bias = torch.linspace(-2.1, -1.7, c, device=DEVICE).view(1, c, 1, 1)
+        want = torch.addcmul(bias, want, scale)
+    n, _, h, w = shape
+    out = torch.full((n, h, w, c) if layout == "NHWC" else shape, float("nan"), dtype=dtype, device=DEVICE)
+    view = out.permute(0, 3, 1, 2) if layout == "NHWC" else out
+    given = x.clone()
+    blur_rows_into(given, rows, along_w, along_h, view, scale, bias)
+    ulp_close(view, want.to(dtype))
+    assert torch.equal(given, x)  # x is read, never written
+
+
 @pytest.mark.parametrize("kernel_size, p", [(23, 0.5), ((5, 9), 1.0), (3, 0.0)])
 def test_form_is_gaussian_blurs_apply(kernel_size, p):
     """The form the engine runs gives GaussianBlur.apply's numbers, with the op's own params."""
@@ -103,6 +143,31 @@ def test_the_engine_runs_the_form_on_cuda(monkeypatch):
                     pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
     calls = count_pixel_forms(monkeypatch)
     fast = t(batch, seed=3)
-    assert calls == [("GaussianBlur", 16)]
+    assert calls == [("GaussianBlur finishing", 16)]  # the last op, Normalize after it: one pass writes the output
     no_pixel_forms(monkeypatch)
-    torch.testing.assert_close(fast, t(batch, seed=3), atol=ATOL, rtol=0)
+    ulp_close(fast, t(batch, seed=3))
+
+
+@pytest.mark.skipif(INTERPRET, reason="the engine runs the form on CUDA tensors only")
+@pytest.mark.parametrize("dtype, layout, normalize", [(torch.float16, "NCHW", True), (torch.bfloat16, "NHWC", True),
+                                                      (torch.float16, "NCHW", False), (torch.float32, "NCHW", False)])
+def test_the_blur_finishes_the_output_on_cuda(monkeypatch, dtype, layout, normalize):
+    """As the last pixel op the blur writes the output itself wherever the output needs a pass
+    (Normalize after it, another dtype, NHWC), and not otherwise (float32 NCHW without
+    Normalize: blurred in place); the twin's numbers within the finishing pass's tolerance; an
+    op after the blur takes it back to the in-place form."""
+    images = [torch.randint(0, 256, (40 + k, 44 + k, 3), dtype=torch.uint8) for k in range(12)]
+    batch = pp.ImageBatch.from_list(images).to("cuda")
+    ops = [pp.RandomResizedCrop(32), pp.GaussianBlur(7, p=0.5)]
+    ops += [pp.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])] if normalize else []
+    t = pp.Compose(ops, dtype=dtype, layout=layout)
+    calls = count_pixel_forms(monkeypatch)
+    fast = t(batch, seed=5)
+    finishes = normalize or dtype != torch.float32 or layout == "NHWC"
+    assert calls == [("GaussianBlur finishing" if finishes else "GaussianBlur", 12)]
+    no_pixel_forms(monkeypatch)
+    ulp_close(fast, t(batch, seed=5))
+    if normalize:
+        calls = count_pixel_forms(monkeypatch)
+        pp.Compose(ops[:2] + [pp.RandomErasing(p=1.0), ops[2]], dtype=dtype, layout=layout)(batch, seed=5)
+        assert calls[0] == ("GaussianBlur", 12)

@@ -59,3 +59,30 @@ def test_a_pipeline_leaves_the_users_threads_alone_and_its_pool_single_threaded(
     assert pool_counts == {1}
     assert torch.get_num_threads() == DEFAULT
     assert in_new_thread(torch.get_num_threads) == DEFAULT
+
+
+def test_default_threads_share_the_host_between_torchruns_ranks(monkeypatch):
+    """default_threads: every core the process may use, divided by LOCAL_WORLD_SIZE only when
+    the process may use the whole machine (a launcher that pinned each rank already split them);
+    an Engine, and so a Pipeline, takes it when no count is given."""
+    import os
+
+    import pixelpipe.data.threads as threads
+    from pixelpipe import Engine
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert threads.default_threads() == 32
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert threads.default_threads() == 8
+    assert Engine().num_threads == 8
+    assert Engine(num_threads=3).num_threads == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")
+    assert threads.default_threads() == 1  # never 0
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)), raising=False)
+    assert threads.default_threads() == 6  # pinned to 6 cores already: all of them
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
+    assert threads.default_threads() == 32

@@ -1,4 +1,5 @@
-"""One torch intra-op thread inside pixelpipe's own threads.
+"""One torch intra-op thread inside pixelpipe's own threads, and how many threads pixelpipe
+takes by default.
 
 torch runs CPU ops on an OpenMP team as large as the machine. pixelpipe's threads run either
 small planning ops (a few hundred numbers per batch) while other threads keep the cores busy
@@ -13,17 +14,40 @@ started later take. `one_torch_thread` keeps the first and puts the second back,
 threads (the main thread included) keep theirs. With torch's OpenMP builds the count is per
 thread; with a build whose pool is shared by all threads, nothing can be changed for one thread
 alone and the call leaves everything as it was.
+
+`default_threads()` is the thread count an Engine, a Pipeline, the video and volume loaders and
+the CPU decoder take when none is given: the cores this process may run on, shared out between
+the processes that torchrun starts on one host (LOCAL_WORLD_SIZE), since each rank's Pipeline
+would otherwise start a thread per core of the whole machine and the ranks would run G times
+as many threads as cores.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
 
-__all__ = ["one_torch_thread", "torch_threads_here"]
+__all__ = ["default_threads", "one_torch_thread", "torch_threads_here"]
 
 _LOCK = threading.Lock()
+
+
+def default_threads() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one, else the
+    machine's), divided by LOCAL_WORLD_SIZE (torchrun's processes on this host) when the
+    process may run on every core of the machine; a process whose affinity already holds fewer
+    cores (a launcher that pinned each rank) keeps them all. At least 1."""
+    machine = os.cpu_count() or 1
+    mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        local = 1
+    if local > 1 and mine >= machine:
+        mine //= local
+    return max(1, mine)
 
 
 def one_torch_thread() -> bool:

@@ -12,7 +12,6 @@ Every failure on the data (unknown format, corrupt, truncated, too many pixels) 
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageFile
 
 from ..data.batch import ImageBatch
+from ..data.threads import default_threads
 from .headers import DecodeError, ImageInfo, JpegLayout, parse_jpeg, read_header
 from .turbo import decode_jpeg_region
 from .webp import decode_webp_region
@@ -162,7 +162,7 @@ def decode_cpu(images: Sequence[bytes | bytearray | memoryview], rgb: bool = Fal
             raise DecodeError(f"sample {i}: {e}") from e
 
     n = len(images)
-    threads = min(num_threads or os.cpu_count() or 1, n)
+    threads = min(num_threads or default_threads(), n)
     if threads <= 1:
         arrays = [one(i) for i in range(n)]
     else:

@@ -13,7 +13,6 @@ batches overlap.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -26,7 +25,7 @@ from ..data.keypoint_pairs import mirror_keypoints
 from ..data.mask_boxes import boxes_from_masks
 from ..data.random import epochs
 from ..data.targets import Targets
-from ..data.threads import one_torch_thread
+from ..data.threads import default_threads, one_torch_thread
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
@@ -77,7 +76,7 @@ class Engine:
         if gpu is not None and not isinstance(gpu, GpuDecoding):
             raise TypeError(f"gpu must be a pixelpipe.GpuDecoding, got {type(gpu).__name__}")
         self.device = None if device is None else torch.device(device)
-        self.num_threads = num_threads or os.cpu_count() or 1
+        self.num_threads = num_threads or default_threads()
         self.max_pixels = max_pixels
         self.gpu = gpu or GpuDecoding()
         self.freeze_gc = bool(freeze_gc)

@@ -33,7 +33,7 @@ import torch
 from ..data.random import Draws, epochs
 from ..data.transfer import device_constant
 from ..kernels.cpu.stage import MapFn, for_each
-from ..kernels.pixel_forms import pixel_form
+from ..kernels.pixel_forms import finishing_form, pixel_form
 from ..plan import Stage, fast
 from ..plan.output import Output, finish_tensor
 
@@ -71,11 +71,19 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
     here when not given).
 
     An op with a fast form for x's device (kernels.pixel_forms: GaussianBlur's Triton kernel
-    on CUDA, its C pass on the CPU) runs that instead of its apply()."""
+    on CUDA, its C pass on the CPU) runs that instead of its apply(). When the output needs a
+    pass of its own after the ops (Normalize last, a cast, a layout, dest's rows) and the last op
+    has a finishing form (kernels.pixel_forms.finishing_form: GaussianBlur on CUDA), that form
+    writes the output itself, normalised and cast: one pass fewer."""
     norm_at = stage.normalize_at if stage.normalize is not None else -1
     if blocks is None:
         blocks = pixel_blocks(stage, prefixes)
     stores = _stores_after_cast(stage, norm_at, output, x)
+    norm_last = norm_at == len(stage.pixels) and norm_at > 0
+    # the output needs a pass of its own after the ops (Normalize, a cast, a layout, dest's rows):
+    # the last op may make that pass itself (kernels.pixel_forms.finishing_form)
+    last_pass = (output is not None and output.dtype != torch.uint8 and norm_at in (-1, len(stage.pixels))
+                 and (dest is not None or norm_last or output.layout == "NHWC" or output.dtype != x.dtype))
     for j, (pos, op) in enumerate(stage.pixels):
         if stores and j == norm_at:  # the ops left only store values: cast first (see _stores_after_cast)
             assert output is not None
@@ -87,6 +95,14 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
             owned = True  # in place, or a new tensor
         draws = Draws(seed, epoch, idx, pos, prefixes[j], blocks[j])
         sizes = np.tile(np.array(x.shape[-2:], dtype=np.float64), (x.shape[0], 1))
+        finish = finishing_form(op, x) if last_pass and j == len(stage.pixels) - 1 else None
+        if finish is not None:
+            assert output is not None
+            out = (dest or _new_output(output))(x)
+            scale, bias = _operands(stage, x) if norm_last else (None, None)
+            finish(x, op.sample(draws, sizes), out.permute(0, 3, 1, 2) if output.layout == "NHWC" else out,
+                   scale, bias)
+            return out
         form = pixel_form(op, x)
         if form is not None:
             y = form(x, op.sample(draws, sizes), owned, draws)
@@ -108,7 +124,6 @@ def run_pixels(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.nda
         if x is not out:
             out.copy_(x)
         return out
-    norm_last = norm_at == len(stage.pixels) and norm_at > 0
     if dest is None and output is not None and output.dtype != torch.uint8 and (
             output.layout == "NHWC" or (norm_last and output.dtype != x.dtype)):
         dest = _new_output(output)  # the last pass writes the output: Normalize casts as it stores
@@ -224,12 +239,17 @@ def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
 
 def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:
     """Normalize of the stage on float NCHW x, into `out` if given (cast as it is stored)."""
-    norm = stage.normalize
-    assert norm is not None
-    scale, bias = normalize_operands(norm.mean, norm.std, x.shape[1], x.device, x.dtype)
+    scale, bias = _operands(stage, x)
     if x.device.type != "cpu":  # one kernel
         return torch.addcmul(bias, x, scale) if out is None else torch.addcmul(bias, x, scale, out=out)
     return normalize_cpu(x, scale, bias, out)
+
+
+def _operands(stage: Stage, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale, bias) of the stage's Normalize for x's channels, device and dtype."""
+    norm = stage.normalize
+    assert norm is not None
+    return normalize_operands(norm.mean, norm.std, x.shape[1], x.device, x.dtype)
 
 
 _OPERANDS: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}

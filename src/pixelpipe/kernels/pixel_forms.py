@@ -8,6 +8,9 @@ the tests hold each form to.
 
 - GaussianBlur on CUDA, float32: two Triton launches (kernels.triton.blur) instead of a
   product and a sum per tap and axis.
+  As the stage's last pixel op, where the output form needs a pass anyway (Normalize after
+  it, or another dtype or layout): `finishing_form`, whose last launch reads every sample and
+  writes the output, normalised and cast (kernels.triton.blur.blur_rows_into).
 - GaussianBlur on the CPU, float32: one C call (kernels.cpu.blur, native/blur.c) where it was
   built and native code is on (not with PIXELPIPE_NATIVE=0 or inside native.disabled()).
 - A policy's pixel operations (AutoAugment, RandAugment, TrivialAugmentWide, TimmRandAugment:
@@ -38,11 +41,15 @@ from ..ops.policies import PolicySteps
 from .cpu.blur import blur_library, blur_rows_cpu
 from .cpu.policy import CODES, policy_library, policy_steps_cpu
 
-__all__ = ["PixelForm", "erasing_noise_form", "gaussian_blur_cpu_form", "gaussian_blur_form", "pixel_form",
+__all__ = ["FinishingForm", "PixelForm", "erasing_noise_form", "finishing_form", "gaussian_blur_cpu_form",
+           "gaussian_blur_finish", "gaussian_blur_form", "pixel_form",
            "policy_cpu_form", "policy_form"]
 
 # (x, the op's params, owned, the op's draws) -> the op's result; owned: x may be overwritten
 PixelForm = Callable[[torch.Tensor, Params, bool, Draws], torch.Tensor]
+# (x, the op's params, out, Normalize's scale and bias or None) -> None: the op's result
+# written into out (the stage's output rows, any float dtype and strides), normalised on the way
+FinishingForm = Callable[[torch.Tensor, Params, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], None]
 
 
 def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
@@ -66,6 +73,17 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
     if x.device.type == "cpu" and x.dim() == 4 and blur_library() is not None:
         return lambda x, params, owned, draws: gaussian_blur_cpu_form(op, x, params, owned)
     return None
+
+
+def finishing_form(op: Op, x: torch.Tensor) -> FinishingForm | None:
+    """A form of `op` for x (float32 [N, C, H, W]) that writes the stage's output itself, with
+    Normalize's scale and bias applied as it stores, or None: where op is the stage's last pixel
+    op and the output needs a pass of its own, the engine runs this instead of the op's form
+    and that pass. GaussianBlur on CUDA (kernels.triton.blur.blur_rows_into)."""
+    if (x.dtype != torch.float32 or x.device.type != "cuda" or x.dim() != 4 or not isinstance(op, GaussianBlur)
+            or type(op).apply is not GaussianBlur.apply or not _triton()):
+        return None
+    return lambda x, params, out, scale, bias: gaussian_blur_finish(op, x, params, out, scale, bias)
 
 
 def _policy_form_takes(op: PolicySteps, x: torch.Tensor) -> bool:
@@ -119,6 +137,17 @@ def gaussian_blur_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned:
     from .triton.blur import blur_rows
 
     return blur_rows(*_blur_arguments(op, x, params), owned)
+
+
+def gaussian_blur_finish(op: GaussianBlur, x: torch.Tensor, params: Params, out: torch.Tensor,
+                         scale: torch.Tensor | None, bias: torch.Tensor | None) -> None:
+    """GaussianBlur.apply(x, params), then x * scale + bias when given, written into `out` (any
+    float dtype and strides) by the Triton blur kernel's finishing pass (any device Triton runs
+    on)."""
+    from .triton.blur import blur_rows_into
+
+    x, rows, along_w, along_h = _blur_arguments(op, x, params)
+    blur_rows_into(x, rows, along_w, along_h, out, scale, bias)
 
 
 def gaussian_blur_cpu_form(op: GaussianBlur, x: torch.Tensor, params: Params, owned: bool) -> torch.Tensor:

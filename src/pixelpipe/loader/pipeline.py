@@ -75,9 +75,9 @@ class Pipeline(Reported):
             leaves no batch at all); otherwise the last batch is filled by repeating readable
             samples of the rank's epoch, marked False in "valid". A batch of padding only
             comes only after the rank's last sample (see docs/training.md for a safe loss).
-        num_threads: reading/decoding threads (default: the cores available). The Pipeline
-            runs its transforms on an Engine of its own (`pipe.engine`) with these threads,
-            `device`, `max_pixels` and `gpu`.
+        num_threads: reading/decoding threads (default: the cores available, shared between the
+            ranks torchrun starts on this host). The Pipeline runs its transforms on an Engine
+            of its own (`pipe.engine`) with these threads, `device`, `max_pixels` and `gpu`.
         prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
             next epoch's first batches are ready when the consumer starts it.
         shard: (rank, world_size); default from torch.distributed when it is initialised.

@@ -31,6 +31,7 @@ import torch
 
 from ..compose import Compose
 from ..data.clips import LAYOUTS, Clip, ClipSampler, clip_ids
+from ..data.threads import default_threads
 from ..data.transfer import Upload, to_device
 from ..decode.video_gpu import NvdecVideoDecoder, VideoDecodeStats
 from ..decode.video_index import VideoIndex
@@ -76,7 +77,8 @@ class VideoPipeline(Reported):
         drop_last: drop the videos that do not fill a batch on every rank; otherwise the last
             batch is filled with readable videos of the rank's epoch again, marked False in
             "valid".
-        num_threads: threads decoding videos (one file per thread; default: the cores).
+        num_threads: threads decoding videos (one file per thread; default: the cores,
+            shared between torchrun's ranks on this host).
         prefetch: batches decoded ahead of the consumer.
         shard: (rank, world_size); default from torch.distributed when it is initialised. Every
             rank gets the same number of batches.
@@ -133,7 +135,7 @@ class VideoPipeline(Reported):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
-        self.num_threads = num_threads if num_threads is not None else max(1, len(os.sched_getaffinity(0)))
+        self.num_threads = num_threads if num_threads is not None else default_threads()
         self.engine = Engine(self.device, self.num_threads)
         self.decode_stats = VideoDecodeStats()
         use_gpu = self.device.type == "cuda" if gpu_decode is None else flag("gpu_decode", gpu_decode)

@@ -9,7 +9,6 @@ Pipeline's (loader.sampler), so both loaders deal samples to ranks alike.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -20,6 +19,7 @@ import torch
 
 from ..compose3d import Compose3D
 from ..data.errors import SampleError
+from ..data.threads import default_threads
 from ..data.volumes import LABEL_DTYPES, VOLUME_DTYPES, VolumeBatch, VolumeHeaders
 from ..kernels.reference.warp3d import source_box
 from ..readers._nifti import Volumes, VolumeSample
@@ -62,7 +62,8 @@ class VolumePipeline:
         shard: (rank, world_size); default from torch.distributed when initialised.
         on_error: "raise" (a SampleError naming the sample and file), "skip" (leave it out:
             that batch is shorter) or "replace" (read a deterministic other sample instead).
-        num_threads: threads reading files (default: the cores available, at most 8).
+        num_threads: threads reading files (default: the cores available, shared
+            between torchrun's ranks on this host, at most 8).
 
     Each batch is Compose3D's dict ("image", "label" when the reader has label maps,
     "affine", "spacing", "index") plus "valid" (bool [B]). `len(pipe)` is the number of
@@ -99,7 +100,7 @@ class VolumePipeline:
         # voxels copied out of the files against the voxels the volumes hold (the plan is made
         # from the headers first, and only the box each warp reads is copied)
         self.voxels_read, self.voxels_total = 0, 0
-        self._pool = ThreadPoolExecutor(num_threads or min(8, os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(num_threads or min(8, default_threads()))
         if len(self) == 0:
             raise ValueError(f"{len(self.reader)} volumes make no batch of {batch_size} on {self.world} ranks "
                              "with drop_last=True")
