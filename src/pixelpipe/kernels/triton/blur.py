@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...data.transfer import Upload
+from ...data.transfer import to_device
 from ..filters import rows_output
 
 __all__ = ["blur_rows", "blur_rows_into"]
@@ -34,7 +34,7 @@ def _taps(base, hh, ww, inside, s_h, s_w, wrow, H, W, tile_h, tile_w,
           TAPS: tl.constexpr, AXIS: tl.constexpr, WIDE: tl.constexpr,
           BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     """The correlation of one sample's channel (at `base`, strides s_h, s_w) with the TAPS
-    weights at wrow, along AXIS (3: a row, 2: a column), over the output tile (hh, ww) whose
+    weights at wrow (float32 bits in an int32 table), along AXIS (3: a row, 2: a column), over the output tile (hh, ww) whose
     first row / column is tile_h / tile_w: float32 products summed tap by tap, borders mirrored."""
     if AXIS == 3:
         size = W
@@ -58,9 +58,9 @@ def _taps(base, hh, ww, inside, s_h, s_w, wrow, H, W, tile_h, tile_w,
         for t in tl.static_range(TAPS):
             v = tl.load(at + (t - TAPS // 2) * step, mask=inside, other=0.0)
             if t == 0:
-                acc = v * tl.load(wrow + t)
+                acc = v * tl.load(wrow + t).to(tl.float32, bitcast=True)
             else:
-                acc = acc + v * tl.load(wrow + t)
+                acc = acc + v * tl.load(wrow + t).to(tl.float32, bitcast=True)
     else:
         for t in tl.static_range(TAPS):
             k = along + (t - TAPS // 2)
@@ -77,16 +77,17 @@ def _taps(base, hh, ww, inside, s_h, s_w, wrow, H, W, tile_h, tile_w,
             else:
                 v = tl.load(base + m * s_h + ww * s_w, mask=inside, other=0.0)
             if t == 0:
-                acc = v * tl.load(wrow + t)
+                acc = v * tl.load(wrow + t).to(tl.float32, bitcast=True)
             else:
-                acc = acc + v * tl.load(wrow + t)
+                acc = acc + v * tl.load(wrow + t).to(tl.float32, bitcast=True)
     return acc
 
 
-# rows and weights come from one upload at offsets that are multiples of 8 bytes: not
-# specialised on 16-byte alignment (a new offset would compile a new variant mid-run)
-@triton.jit(do_not_specialize_on_alignment=["rows", "weights"])
-def _blur_pass(src, dst, rows, weights,
+# a call's tables are one int32 upload (the weights as float32 bits), each at an offset that
+# changes with the rows that blur: offsets not specialised (a new divisibility by 16 or a 1
+# would compile a new variant mid-run)
+@triton.jit(do_not_specialize=["rows_at", "weights_at"])
+def _blur_pass(src, dst, tables, rows_at, weights_at,  # rows: tables[rows_at:], weights: tables[weights_at:]
                src_sn, src_sc, src_sh, src_sw,  # src's strides (elements): sample, channel, row, column
                dst_sn, dst_sc, dst_sh, dst_sw,  # dst's strides
                C, H, W,  # channels, height, width (the same for src and dst)
@@ -99,7 +100,7 @@ def _blur_pass(src, dst, rows, weights,
     pid = tl.program_id(0)  # r * C + c: one blurred row's channel
     r = pid // C
     c = pid % C
-    sample = tl.load(rows + r).to(tl.int64)
+    sample = tl.load(tables + rows_at + r).to(tl.int64)
     if GATHER:
         src_n = sample
     else:
@@ -113,32 +114,33 @@ def _blur_pass(src, dst, rows, weights,
     hh = tile_h + tl.arange(0, BLOCK_H)[:, None]
     ww = tile_w + tl.arange(0, BLOCK_W)[None, :]
     inside = (hh < H) & (ww < W)
-    acc = _taps(src + src_n * src_sn + c * src_sc, hh, ww, inside, src_sh, src_sw, weights + r * TAPS, H, W,
+    acc = _taps(src + src_n * src_sn + c * src_sc, hh, ww, inside, src_sh, src_sw, tables + weights_at + r * TAPS, H, W,
                 tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
     tl.store(dst + dst_n * dst_sn + c * dst_sc + hh * dst_sh + ww * dst_sw, acc, mask=inside)
 
 
-@triton.jit(do_not_specialize_on_alignment=["src_of", "w_of", "weights"])
-def _blur_finish(x, part, dst, src_of, w_of, weights, scale, bias,
+@triton.jit(do_not_specialize=["weights_at"])
+def _blur_finish(x, part, dst, tables, weights_at, scale, bias,  # tables: src_of [N], w_of [N], weights at weights_at
                  x_sn, x_sc, x_sh, x_sw,  # x's strides: the samples that do not blur are read here
                  p_sn, p_sc, p_sh, p_sw,  # part's strides: the samples that blur, as the last pass reads them
                  d_sn, d_sc, d_sh, d_sw,  # dst's strides (the output's, any dtype)
-                 C, H, W,
+                 N, C, H, W,
                  TAPS: tl.constexpr, AXIS: tl.constexpr, WIDE: tl.constexpr,
                  NORM: tl.constexpr,  # v * scale[c] + bias[c] (one rounding) before the store
                  BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     pid = tl.program_id(0)  # n * C + c: every sample's channel
     n = pid // C
     c = pid % C
-    s = tl.load(src_of + n)  # part's sample for a sample that blurs, -1 for one that does not
+    s = tl.load(tables + n)  # src_of: part's sample for a sample that blurs, -1 for one that does not
     tile_h = tl.program_id(1) * BLOCK_H
     tile_w = tl.program_id(2) * BLOCK_W
     hh = tile_h + tl.arange(0, BLOCK_H)[:, None]
     ww = tile_w + tl.arange(0, BLOCK_W)[None, :]
     inside = (hh < H) & (ww < W)
     if s >= 0:
-        k = tl.load(w_of + n)
-        acc = _taps(part + s.to(tl.int64) * p_sn + c * p_sc, hh, ww, inside, p_sh, p_sw, weights + k * TAPS, H, W,
+        k = tl.load(tables + N + n)  # w_of: its row of the weights
+        acc = _taps(part + s.to(tl.int64) * p_sn + c * p_sc, hh, ww, inside, p_sh, p_sw, tables + weights_at + k * TAPS,
+                    H, W,
                     tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
     else:
         acc = tl.load(x + n.to(tl.int64) * x_sn + c * x_sc + hh * x_sh + ww * x_sw, mask=inside, other=0.0)
@@ -148,14 +150,28 @@ def _blur_finish(x, part, dst, src_of, w_of, weights, scale, bias,
              mask=inside)
 
 
-def _launch(src: torch.Tensor, dst: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, axis: int,
-            gather: bool, scatter: bool) -> None:
+def _launch(src: torch.Tensor, dst: torch.Tensor, tables: torch.Tensor, rows_at: int, weights_at: int, taps: int,
+            rows: int, axis: int, gather: bool, scatter: bool) -> None:
     c, h, w = src.shape[1:]
-    taps = weights.shape[1]
-    grid = (rows.shape[0] * c, triton.cdiv(h, BLOCK_H), triton.cdiv(w, BLOCK_W))
-    _blur_pass[grid](src, dst, rows, weights, *src.stride(), *dst.stride(), c, h, w,
+    grid = (rows * c, triton.cdiv(h, BLOCK_H), triton.cdiv(w, BLOCK_W))
+    _blur_pass[grid](src, dst, tables, rows_at, weights_at, *src.stride(), *dst.stride(), c, h, w,
                      TAPS=taps, AXIS=axis, GATHER=gather, SCATTER=scatter, WIDE=taps // 2 >= (w if axis == 3 else h),
                      BLOCK_H=BLOCK_H, BLOCK_W=BLOCK_W, num_warps=4, enable_fp_fusion=False)
+
+
+def _tables(parts: list[np.ndarray], device: torch.device) -> tuple[torch.Tensor, list[int]]:
+    """The int32 parts (float parts as their float32 bits) joined and sent in one copy, and
+    where each starts: one to_device, not a tensor view per part (on an H200 host an Upload of
+    the four tables took 136-141 us against 22-38 for one copy, in its views)."""
+    flat = [p.astype(np.float32).view(np.int32).reshape(-1) if p.dtype.kind == "f" else p.astype(np.int32).reshape(-1)
+            for p in parts]
+    starts = np.cumsum([0] + [len(f) for f in flat[:-1]]).tolist()
+    return to_device(np.concatenate(flat), device), starts
+
+
+def _passes(along_w: np.ndarray | None, along_h: np.ndarray | None) -> list[tuple[int, np.ndarray]]:
+    """(axis, kernels) of each pass: along the rows (3) first, then along the columns (2)."""
+    return [(3, k) for k in (along_w,) if k is not None] + [(2, k) for k in (along_h,) if k is not None]
 
 
 def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, along_h: np.ndarray | None,
@@ -166,25 +182,22 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
     mirrored. The other samples are x's. The kernels are made float32 on the host (the twin
     casts them on the device: the same rounding), and go up with the row numbers in one copy.
     owned: x may be overwritten (the result is x); else the result is a new tensor."""
-    passes = [(3, k) for k in (along_w,) if k is not None] + [(2, k) for k in (along_h,) if k is not None]
+    passes = _passes(along_w, along_h)
     if not passes or len(rows) == 0:
         return x
     c, h, w = x.shape[1:]
     r = len(rows)
-    upload = Upload()  # the row numbers and each distinct weight table in one copy
-    upload.add(rows, torch.int32)
-    tables = {id(k): k for _, k in passes}  # a square kernel's passes share one table
-    slot = {key: upload.add(k, torch.float32) for key, k in tables.items()}
-    sent = upload.send(x.device)
-    rows_t = sent[0]
-    weights = [sent[slot[id(k)]] for _, k in passes]  # [R, k] each
+    kernels = list({id(k): k for _, k in passes}.values())  # a square kernel's passes share one table
+    tables, starts = _tables([rows, *kernels], x.device)
+    at = {id(k): starts[1 + j] for j, k in enumerate(kernels)}
     out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
-    _launch(x, first, rows_t, weights[0], passes[0][0], gather=True, scatter=False)
+    (axis0, k0), last = passes[0], passes[-1]
+    _launch(x, first, tables, 0, at[id(k0)], k0.shape[1], r, axis0, gather=True, scatter=False)
     if len(passes) == 2:
-        _launch(first, out, rows_t, weights[1], passes[1][0], gather=False, scatter=True)
+        _launch(first, out, tables, 0, at[id(last[1])], last[1].shape[1], r, last[0], gather=False, scatter=True)
     else:
-        out.index_copy_(0, rows_t.to(torch.int64), first)
+        out.index_copy_(0, tables[:r].to(torch.int64), first)  # the rows, as uploaded
     return out
 
 
@@ -198,7 +211,7 @@ def blur_rows_into(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None
     and Normalize's cast into the output) are one, and the blurred rows are not written back
     into x and read again. Each value is the blur's float32 sum (blur_rows' numbers), then
     fma(v, scale, bias) (one rounding, as torch's addcmul rounds it on CUDA), then the cast."""
-    passes = [(3, k) for k in (along_w,) if k is not None] + [(2, k) for k in (along_h,) if k is not None]
+    passes = _passes(along_w, along_h)
     n, c, h, w = x.shape
     r = len(rows) if passes else 0
     src_of = np.full(n, -1, dtype=np.int32)  # the sample of `part` the last pass blurs, -1: none
@@ -206,26 +219,24 @@ def blur_rows_into(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None
     if r:
         w_of[rows] = np.arange(r, dtype=np.int32)
         src_of[rows] = w_of[rows] if len(passes) == 2 else rows  # pass one's rows, or x's samples
-    upload = Upload()  # the tables and each distinct weight table in one copy
-    for table in (rows if r else np.zeros(1), src_of, w_of):
-        upload.add(table, torch.int32)
-    tables = {id(k): k for _, k in passes} if r else {}
-    slot = {key: upload.add(k, torch.float32) for key, k in tables.items()}
-    sent = upload.send(x.device)
-    rows_t, src_t, w_t = sent[:3]
+    kernels = list({id(k): k for _, k in passes}.values()) if r else []  # a square kernel: one table
+    # src_of, w_of, the rows, each distinct kernel table: one copy
+    tables, starts = _tables([src_of, w_of, rows if r else np.zeros(1, np.int32), *kernels], x.device)
+    at = {id(k): starts[3 + j] for j, k in enumerate(kernels)}
     part = x
     if r and len(passes) == 2:
         part = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
-        _launch(x, part, rows_t, sent[slot[id(passes[0][1])]], passes[0][0], gather=True, scatter=False)
+        axis0, k0 = passes[0]
+        _launch(x, part, tables, starts[2], at[id(k0)], k0.shape[1], r, axis0, gather=True, scatter=False)
     axis, last = passes[-1] if r else (3, None)
-    weights = sent[slot[id(last)]] if last is not None else src_t  # no sample blurs: never read
     taps = last.shape[1] if last is not None else 1
     norm = scale is not None
     if norm:
         assert bias is not None
         scale, bias = scale.reshape(-1), bias.reshape(-1)
     grid = (n * c, triton.cdiv(h, BLOCK_H), triton.cdiv(w, BLOCK_W))
-    _blur_finish[grid](x, part, out, src_t, w_t, weights, scale if norm else x, bias if norm else x,
-                       *x.stride(), *part.stride(), *out.stride(), c, h, w,
+    _blur_finish[grid](x, part, out, tables, at[id(last)] if last is not None else 0,
+                       scale if norm else x, bias if norm else x,
+                       *x.stride(), *part.stride(), *out.stride(), n, c, h, w,
                        TAPS=taps, AXIS=axis, WIDE=taps // 2 >= (w if axis == 3 else h), NORM=norm,
                        BLOCK_H=BLOCK_H, BLOCK_W=BLOCK_W, num_warps=4, enable_fp_fusion=False)
