@@ -12,7 +12,7 @@ from PIL import Image, ImageEnhance, ImageFilter
 
 import pixelpipe as pp
 from pixelpipe.data.random import Draws
-from pixelpipe.ops.blur import motion_kernels
+from pixelpipe.ops.blur import TINY_WEIGHT, gaussian_kernels, motion_kernels
 from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
@@ -90,6 +90,19 @@ class TestGaussianBlur:
         kernel = np.outer(gaussian(11, 3.0), gaussian(11, 3.0))
         expect = np.stack([correlate(b, kernel, "reflect") for b in base])
         torch.testing.assert_close(out, torch.from_numpy(expect).float(), atol=1e-5, rtol=0)
+
+    @pytest.mark.parametrize("size", [1, 3, 5, 23, 31])
+    def test_kernel_table_is_the_formula_bit_for_bit(self, size):
+        """gaussian_kernels (computed on half the offsets and mirrored) gives the bits of the
+        formula over every offset: exp(-(o / sigma)^2 / 2) normalised, weights below
+        TINY_WEIGHT zeroed. The CPU and GPU blurs both take these numbers."""
+        sigma = np.random.default_rng(size).uniform(0.01, 10.0, 257)
+        offsets = np.arange(size, dtype=np.float64) - (size - 1) / 2
+        k = np.exp(-0.5 * (offsets[None, :] / sigma[:, None]) ** 2)
+        k = k / k.sum(1, keepdims=True)
+        k[k < TINY_WEIGHT] = 0.0
+        assert np.array_equal(gaussian_kernels(size, sigma), k)
+        assert gaussian_kernels(size, sigma[:0]).shape == (0, size)
 
     def test_sigma_drawn_per_image(self):
         p = params_of(pp.GaussianBlur(3, (0.1, 2.0), p=0.5), 4000)
