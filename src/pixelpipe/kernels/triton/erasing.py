@@ -49,7 +49,9 @@ def _uniform(state, key):
     return ((_mix(state ^ key) >> 8) & 0xFFFFFF).to(tl.float32) * (1.0 / 16777216.0)
 
 
-@triton.jit
+# R, the batch's rectangle count, changes from batch to batch: not specialised (a count that
+# happens to be 1 or a multiple of 16 would compile a new variant mid-run)
+@triton.jit(do_not_specialize=["R"])
 def _noise_kernel(out, tab, R, BLOCK: tl.constexpr, LIBDEVICE: tl.constexpr):
     """Program (t, r): values t * BLOCK .. of rectangle r (tab: ops.erasing.noise_table's rows,
     R columns) written into out at their sample's element."""

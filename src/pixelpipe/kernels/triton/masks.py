@@ -67,7 +67,9 @@ def _border(k, size, BORDER: tl.constexpr):
 
 # the tables come from one upload at offsets that are multiples of 8 bytes: not specialised on
 # 16-byte alignment (a new offset would compile a new variant mid-run); nor is the fill label
-@triton.jit(do_not_specialize=["fill"], do_not_specialize_on_alignment=["inverse", "sizes", "offsets"])
+# numel (the batch's mask elements) changes from batch to batch: not specialised (one that happens
+# to be a multiple of 16 would compile a new variant mid-run)
+@triton.jit(do_not_specialize=["fill", "numel"], do_not_specialize_on_alignment=["inverse", "sizes", "offsets"])
 def _mask_warp(flat, out, inverse, sizes, offsets,  # joined masks, [N, H, W, C] output, float64 [N, 9], int64 [N, 2], int64 [N]
                numel,  # elements of flat: every index is held inside it, as the twin's gather holds it
                H, W, C,  # output height and width, channels
