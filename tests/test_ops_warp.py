@@ -1,5 +1,5 @@
 """The Warp op (a user's matrix per sample) and the geometric ops' argument checks: each error
-names the argument. Split from test_ops_geometry.py (one class per op there)."""
+names the argument. The other geometric ops' classes are in test_ops_geometry.py."""
 
 from __future__ import annotations
 
