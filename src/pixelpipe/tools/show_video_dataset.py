@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.threads import default_threads
 from ..ops import Normalize
 from .video_data import open_videos
 
@@ -75,7 +76,7 @@ def show_video_dataset(data: Any, transforms: Any, n: int = 4, clips: int = 2, f
     picks = list(range(total)) if n >= total else [k * total // n for k in range(n)]
     pipe = VideoPipeline(_Picked(reader, picks), transforms, batch_size=len(picks),
                          clips=ClipSampler(frames_per_clip, stride, clips, start="uniform"), seed=seed,
-                         shuffle=False, on_error="skip", num_threads=min(len(picks), os.cpu_count() or 1))
+                         shuffle=False, on_error="skip", num_threads=min(len(picks), default_threads()))
     with pipe:
         try:
             batch = next(iter(pipe), None)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.threads import default_threads
 from ..decode import DecodeError, ImageInfo, decode_region, read_header
 from ..decode.headers import parse_jpeg
 from ..readers import ReaderError, TarShards, Unreadable, open_reader
@@ -303,7 +304,7 @@ def survey(data: Any, decode: bool = False, num_threads: int | None = None,
     reader = open_data(data)
     name = data if isinstance(data, str) else os.fspath(data) if isinstance(data, os.PathLike) else repr(reader)
     result = Survey(name, type(reader).__name__, decode)
-    threads = num_threads or os.cpu_count() or 1
+    threads = num_threads or default_threads()
 
     def check(source: str, label: Any, payload: Any) -> _Record:
         info, problem = check_sample(payload, decode, max_pixels)

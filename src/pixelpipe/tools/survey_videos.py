@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.threads import default_threads
 from ..readers import ReaderError
 from .progress import Progress
 from .survey import SHOWN, _count_classes, _run
@@ -184,7 +185,7 @@ def survey_videos(data: Any, decode: bool = False, num_threads: int | None = Non
 
     with Progress(len(reader), "inspect", quiet=quiet) as bar:
         for source, info, problem in _run((lambda i=i: check(i) for i in range(len(reader))),
-                                          num_threads or os.cpu_count() or 1):
+                                          num_threads or default_threads()):
             if problem is not None:
                 result.problems.append((source, problem))
             else:

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ...data.threads import default_threads
 from .coco_boxes import boxed_data
 from .images import image_files, load_images
 from .pipelines import BENCH_PIPELINES, DETECTION, pipeline_ops
@@ -105,7 +106,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if peers is None:
         peers = [] if device.startswith("cuda") else ["pillow"]
-    threads = threads or os.cpu_count() or 1
+    threads = threads or default_threads()
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise SystemExit(f"pixelpipe bench: --device {device}: torch sees no CUDA device "

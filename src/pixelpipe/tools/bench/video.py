@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ...data.threads import default_threads
 from .gpu_peers import bench_header, package_versions, peer_names, run_contender
 from .pipelines import CLIP_FRAMES, CLIP_STRIDE, VIDEO_MEAN, VIDEO_STD, video_ops
 from .timing import Result, in_rounds, report
@@ -237,7 +238,7 @@ def run_video_bench(data: str | None, device: str, batch: int | None, threads: i
             dev = torch.device("cuda", torch.cuda.current_device())
     names = parse_video_peers(peers, dev)  # exit on a bad name before any work
     batch = batch or 8
-    threads = threads or len(os.sched_getaffinity(0))
+    threads = threads or default_threads()
     if dev.type == "cpu":
         torch.set_num_threads(1)  # the frames' work runs on the engine's threads; OpenMP on top oversubscribes
     if "torchcodec" in names and dev.type == "cuda":
