@@ -115,6 +115,28 @@ def test_an_upload_gives_each_array_its_shape(device):
     assert g.shape == (2, 5) and torch.equal(g.cpu(), torch.from_numpy(grid.copy()).int())
 
 
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_an_upload_of_every_dtype_and_odd_lengths(device):
+    """Upload.send with parts of every dtype it takes, lengths that leave padding before the
+    next part, a part of one byte and bfloat16 (cast on the device): each tensor
+    has its array's values, dtype and shape."""
+    from pixelpipe.data.transfer import Upload
+
+    rng = np.random.default_rng(3)
+    parts = [(rng.random((3, 5)), torch.float32), (rng.integers(-9, 9, 7), torch.int64),
+             (rng.random(3) < 0.5, torch.bool), (rng.integers(0, 255, 1), torch.uint8),
+             (rng.integers(-9, 9, (2, 3)), torch.int16), (rng.integers(-9, 9, 5), torch.int8),
+             (np.array([2.5]), torch.float64), (rng.random(11), torch.float16), (rng.random((2, 2)), torch.bfloat16),
+             (rng.integers(0, 9, 9), torch.int32)]
+    up = Upload()
+    for a, dtype in parts:
+        up.add(a, dtype)
+    got = up.send(device)
+    for (a, dtype), t in zip(parts, got):
+        assert t.dtype == dtype and tuple(t.shape) == a.shape and t.device.type == device.type
+        assert torch.equal(t.cpu(), torch.from_numpy(np.asarray(a)).to(dtype))
+
+
 def test_cuda_staging_branches_with_pinned_allocation_stubbed(monkeypatch):
     """to_device, joined_to_device and Upload.send take their CUDA branch (numpy writes into
     the pinned buffer, one asynchronous copy) for a device whose type is "cuda"; here, without a
