@@ -198,7 +198,9 @@ def _sharpen(sb, c, HW, H, W, i, j, o, m, val, RECIPROCAL: tl.constexpr):
     return tl.where(inner, blended, v)
 
 
-@triton.jit(do_not_specialize_on_alignment=["codes", "values"])
+# stats and lut are the call's upload (an offset of 8 bytes' multiple) when no sample needs
+# statistics, tensors of their own otherwise: neither specialised on alignment, as codes and values
+@triton.jit(do_not_specialize_on_alignment=["codes", "values", "stats", "lut"])
 def _apply_kernel(src, dst, codes, values, stats, lut, H, W, C: tl.constexpr, RECIPROCAL: tl.constexpr,
                   BLOCK: tl.constexpr):
     """Program (t, n): pixels t * BLOCK.. of sample n through its operation, every channel."""
