@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import pixelpipe as pp
+from pixelpipe.data.threads import default_threads
 from pixelpipe.readers import ReaderError, open_reader
 from pixelpipe.tools.bench.pipelines import IMAGENET_MEAN, IMAGENET_STD, SHEAR_DEGREES, pipeline_ops
 
@@ -49,15 +50,8 @@ DATA_KINDS = ("a folder of images (one subfolder per class), a file list (.txt, 
               "or tar shards (a .tar path or a pattern such as 'shard-*.tar')")
 
 
-def cores_per_process() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one), shared among
-    torchrun's processes on this machine."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    workers = min(4, cores_per_process())
+    workers = min(4, default_threads())
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--data", help="folder, file list or tar shards (default: synthetic images)")
     p.add_argument("--synthetic", type=int, default=512, help="images in the default synthetic dataset")
@@ -72,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="decoding threads per process (default: cores / processes, "
-                                                f"{cores_per_process()} here)")
+                                                f"{default_threads()} here)")
     p.add_argument("--workers", type=int, default=workers,
                    help="DataLoader workers per process (--baseline; default: at most 4 and at most "
                         f"cores / processes, {workers} here)")
@@ -173,10 +167,10 @@ def num_classes(reader: Any, given: int | None) -> int:
 def pixelpipe_batches(args: argparse.Namespace, reader: Any, device: torch.device, world: int) -> pp.Pipeline:
     dtype = torch.bfloat16 if args.amp else torch.float32
     layout = "NHWC" if args.channels_last else "NCHW"
-    threads = args.threads or cores_per_process()
     compose = pp.Compose(pipeline_ops(args.pipeline, args.image_size), dtype=dtype, layout=layout)
+    # num_threads None: the Pipeline's default, the cores shared between torchrun's processes
     return pp.Pipeline(reader, compose, batch_size=args.batch_size, device=str(device), seed=args.seed,
-                       num_threads=threads)
+                       num_threads=args.threads)
 
 
 class Baseline:

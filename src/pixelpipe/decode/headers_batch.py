@@ -47,8 +47,10 @@ def parse_jpegs(blobs: Sequence[Any], to_scan: bool = True) -> list[tuple[ImageI
     usable = blobs
     if set(map(type, blobs)) != {bytes}:  # what is not `bytes` is left to parse_jpeg
         usable = [b if type(b) is bytes else None for b in blobs]
+        lengths = np.fromiter((0 if b is None else len(b) for b in usable), np.int64, n)
+    else:  # the usual batch: the lengths in one C loop
+        lengths = np.fromiter(map(len, blobs), np.int64, n)
     data, _owner = bytes_pointers(usable)
-    lengths = np.fromiter((0 if b is None else len(b) for b in usable), np.int64, n)
     out = np.empty((n, 9), dtype=np.int64)
     lib.pp_parse_jpegs(n, data, lengths.ctypes.data, int(to_scan), out.ctypes.data)
     got: list[tuple[ImageInfo, JpegLayout] | None] = []
