@@ -11,7 +11,7 @@ the larger, planning bounds the rate, not the kernel. With --ops N, each pipelin
 its N torch operations of most host time per call (with their count per call: host
 synchronisations such as aten::item or aten::nonzero show up there) and its N kernels of most
 GPU time per call. With --cprofile N, the N Python functions of most own time per call
-(cProfile over 10 calls). Needs CUDA and Triton.
+(cProfile over 10 calls; then the N of most cumulative time). Needs CUDA and Triton.
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ def main() -> None:
                 t(images, seed=0, epoch=e, indices=idx)
             torch.cuda.synchronize()
             prof.disable()
-            out = io.StringIO()
-            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.cprofile)
-            print("    cProfile over 10 calls (seconds):")
-            print("\n".join("    " + line for line in out.getvalue().splitlines()[6:] if line.strip()))
+            for order in ("tottime", "cumulative"):
+                out = io.StringIO()
+                pstats.Stats(prof, stream=out).sort_stats(order).print_stats(args.cprofile)
+                print(f"    cProfile over 10 calls (seconds), by {order}:")
+                print("\n".join("    " + line for line in out.getvalue().splitlines()[4:] if line.strip()))
         engine.close()
 
 

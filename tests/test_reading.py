@@ -104,6 +104,12 @@ def test_read_files_equals_reading_each_file_and_refuses_what_is_no_regular_file
         assert isinstance(g, OSError) and g.filename == p, g
     assert "not a regular file" in str(got[-3]) and "not a regular file" in str(got[-2])
     assert isinstance(_read_python(odd[0]), OSError)  # the twin refuses the FIFO too
+    usual = paths[3:]  # every file of a size read in C: the chunk's path without a look at each size
+    assert read_files(usual) == [open(p, "rb").read() for p in usual]
+    assert read_files([p.encode() for p in usual]) == read_files(usual)
+    over = read_files(usual, max_bytes=4096)  # one file over the limit: refused, the others read
+    assert over[:3] == [open(p, "rb").read() for p in usual[:3]]
+    assert isinstance(over[3], OSError) and "more than max_bytes=4,096" in str(over[3])
 
 
 def test_a_pipeline_over_a_folder_with_a_fifo_does_not_hang(tmp_path):
@@ -155,6 +161,37 @@ def test_items_read_ahead_in_bulk_equal_items_read_one_by_one(tmp_path, monkeypa
     assert all(source == str(files[i]) for i, _, source, *_ in items)
 
 
+@pytest.mark.parametrize("labels", ["ints", "lists", "none"])
+def test_memory_items_taken_in_bulk_equal_items_taken_one_by_one(monkeypatch, labels):
+    """fill's bulk path for a Memory reader gives the items, labels, sources, validity and
+    targets the slot-by-slot path gives, over epochs whose last batch is padded, and stops
+    before a sample that failed this epoch (the slot-by-slot path takes it from there)."""
+    from pixelpipe.loader import reading
+
+    blobs = [bytes([k]) * (100 + k) for k in range(11)]
+    samples = {"ints": [(b, k % 3) for k, b in enumerate(blobs)], "lists": [(b, [k, 2 * k]) for k, b in enumerate(blobs)],
+               "none": [(b, None) for b in blobs]}[labels]
+    got = {}
+    for bulk in (True, False):
+        with pp.Pipeline(pp.readers.Memory(samples), [pp.Resize((8, 8))], 4, seed=3, num_threads=2) as pipe:
+            pipe._reading._memory = bulk
+            import threading
+
+            out = []
+            for epoch in range(2):
+                run = pipe._open(epoch, 0, 0, threading.Event())
+                if epoch == 1:
+                    run.failed.add(int(run.slots.peek(3)[0][2]))  # failed earlier this epoch
+                for _ in range(3):
+                    pipe._reading.fill(run)
+                    out += [(it.index, it.label, it.source, it.valid, it.data, it.attempt, it.targets)
+                            for it in run.pending[:4]]
+                    run.pending = run.pending[4:]
+            got[bulk] = out
+    assert got[True] == got[False] and len(got[True]) >= 20
+    assert reading.Reading(pp.readers.Memory(samples), "raise", 0, 4, 0, None)._memory
+
+
 def test_filelist_read_many_joins_paths_as_read_does(tmp_path):
     """read_many's bytes joining equals os.path.join: a root with and without its slash, an
     absolute path in the list, one label per line; an index out of range is an IndexError."""
@@ -172,6 +209,24 @@ def test_filelist_read_many_joins_paths_as_read_does(tmp_path):
         assert type(many[1].label) is int
     with pytest.raises(IndexError, match="out of range"):
         reader.read_many([0, 2])
+
+
+def test_filelist_sources_are_the_paths_os_fsdecode_gives(tmp_path):
+    """A list without a root and a name that is not UTF-8: each chunk's sources (read_raw, as
+    the read-ahead takes them) are what os.fsdecode gives for the listed bytes, and read names
+    them the same way."""
+    name = b"caf\xe9.jpg"  # Latin-1, not UTF-8: a surrogate escape in the str
+    path = os.fsencode(str(tmp_path)) + b"/" + name
+    with open(path, "wb") as f:
+        f.write(b"x" * 100)
+    (tmp_path / "ok.jpg").write_bytes(b"y" * 100)
+    listed = tmp_path / "l.txt"
+    listed.write_bytes(path + b" 0\n" + os.fsencode(str(tmp_path / "ok.jpg")) + b" 1\n")
+    reader = pp.readers.FileList(str(listed))
+    datas, sources = reader.read_raw([0, 1, 0])
+    assert sources == [os.fsdecode(path), str(tmp_path / "ok.jpg"), os.fsdecode(path)]
+    assert datas == [b"x" * 100, b"y" * 100, b"x" * 100]
+    assert reader.read(0).source == sources[0] == reader.sources(0)
 
 
 def test_a_subclass_that_changes_read_many_keeps_it_on_the_read_ahead(tmp_path, monkeypatch):

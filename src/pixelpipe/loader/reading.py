@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import repeat
 from typing import Any
 
 from ..engine import SampleError
-from ..readers import Sample, Unreadable
+from ..readers import Memory, Sample, Unreadable
 from ..readers._base import label_values
 from .producer import ArraySlots, Run
 from .sampler import Entry, replacement
@@ -73,6 +74,8 @@ class Reading:
         self._pool: ThreadPoolExecutor | None = None
         self._ahead: dict[int, Future] = {}  # sample index -> the chunk reading it
         self._raw = _reads_raw(type(reader))  # its chunks as bytes and paths, no Sample per file
+        # an in-memory reader whose reads are Memory's: a batch's items taken in one pass
+        self._memory = isinstance(reader, Memory) and type(reader).read is Memory.read
 
     def fill(self, run: Run) -> bool:
         """Read slots until a batch is pending (reading errors go through the policy here);
@@ -80,6 +83,8 @@ class Reading:
         if self._threads:
             self._read_ahead(run)
             self._take_read(run)
+        elif self._memory:
+            self._take_memory(run)
         while len(run.pending) < self.batch_size:
             slot = next(run.slots, None)
             if slot is None:
@@ -129,6 +134,31 @@ class Reading:
             taken += 1
         slots.skip(taken)
         run.cursor += taken
+
+    def _take_memory(self, run: Run) -> None:
+        """fill's bulk path for a Memory reader: the next slots of an indexable order taken as
+        items in one pass (Memory.read_items, the labels gathered in one call), up to the first
+        slot that failed this epoch or is cached, which the slot-by-slot path takes from there.
+        The same items as that path, which cost the planning thread about a quarter of its
+        time holding the GIL on an H200 host (py-spy, rn50 from memory at 23k images/s)."""
+        need = self.batch_size - len(run.pending)
+        slots = run.slots
+        if need <= 0 or not isinstance(slots, ArraySlots):
+            return
+        index, valid = slots.peek(need)
+        if not len(index):
+            return
+        order, failed, records = index.tolist(), run.failed, self.records
+        if failed or records:  # stop before the first slot the slot-by-slot path must take
+            order = order[: next((k for k, i in enumerate(order) if i in failed or i in records), len(order))]
+            if not order:
+                return
+        datas, own, sources, targets = self.reader.read_items(order)
+        labels = label_values(self.labels, index[: len(order)]) if self.labels is not None else own
+        run.pending.extend(map(Item, datas, labels, order, sources, valid[: len(order)].tolist(),
+                               repeat(0, len(order)), targets))
+        slots.skip(len(order))
+        run.cursor += len(order)
 
     def read(self, run: Run, slot: Any, attempt: int = 0) -> Item | None:
         """One slot as an item: from the cache's records, the reader, or (a failure) the policy."""

@@ -14,9 +14,12 @@ named like an image cannot block a reader thread. */
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* sizes[i] = the size of paths[i] in bytes, or -errno (-EINVAL: not a regular file). */
-void pp_file_sizes(const char *const *paths, int64_t n, int64_t *sizes)
+/* sizes[i] = the size of paths[i] in bytes, or -errno (-EINVAL: not a regular file). Returns how
+   many sizes fall outside [smallest, largest] (the errors among them): 0 for the usual chunk,
+   whose files the caller then reads without looking at each size. */
+int64_t pp_file_sizes(const char *const *paths, int64_t n, int64_t *sizes, int64_t smallest, int64_t largest)
 {
+    int64_t outside = 0;
     for (int64_t i = 0; i < n; i++) {
         struct stat st;
         if (stat(paths[i], &st) != 0)
@@ -25,7 +28,9 @@ void pp_file_sizes(const char *const *paths, int64_t n, int64_t *sizes)
             sizes[i] = -(int64_t)EINVAL;
         else
             sizes[i] = (int64_t)st.st_size;
+        outside += sizes[i] < smallest || sizes[i] > largest;
     }
+    return outside;
 }
 
 static int read_one(const char *path, char *out, int64_t size)
@@ -69,10 +74,15 @@ static int read_one(const char *path, char *out, int64_t size)
     return err;
 }
 
-/* outs[i]: a buffer of sizes[i] bytes for paths[i]; status[i] = 0 or an errno. */
-void pp_read_files(const char *const *paths, int64_t n, char *const *outs, const int64_t *sizes,
-                   int64_t *status)
+/* outs[i]: a buffer of sizes[i] bytes for paths[i]; status[i] = 0 or an errno. Returns how many
+   statuses are not 0. */
+int64_t pp_read_files(const char *const *paths, int64_t n, char *const *outs, const int64_t *sizes,
+                      int64_t *status)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t failed = 0;
+    for (int64_t i = 0; i < n; i++) {
         status[i] = sizes[i] < 0 ? -sizes[i] : read_one(paths[i], outs[i], sizes[i]);
+        failed += status[i] != 0;
+    }
+    return failed;
 }

@@ -15,6 +15,8 @@ import csv
 import io
 import itertools
 import os
+import sys
+from itertools import repeat
 from typing import NoReturn
 
 import numpy as np
@@ -22,6 +24,8 @@ import torch
 
 from ._base import MAX_BYTES, ReaderError, Sample, check_index, check_indices, label_values
 from ._files import read_files, read_one
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsdecode's
 
 __all__ = ["FileList"]
 
@@ -186,8 +190,11 @@ class FileList:
         return self._read(check_indices(indices, len(self._paths), "FileList"))
 
     def _read(self, indices: list[int]) -> tuple[list[bytes | OSError], list[str]]:
-        names = list(map(self._name, indices))
-        return read_files(names, self.max_bytes), list(map(os.fsdecode, names))
+        # a path per index in C loops (map), not a Python call each: a reader thread holds the
+        # GIL for this, which the pipeline's other threads wait for
+        names = list(map(self._paths.__getitem__, indices)) if not self._root_bytes else list(map(self._name, indices))
+        return read_files(names, self.max_bytes), list(map(bytes.decode, names, repeat(_FS_ENCODING, len(names)),
+                                                           repeat(_FS_ERRORS, len(names))))
 
     @property
     def labels(self) -> torch.Tensor:

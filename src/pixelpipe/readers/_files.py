@@ -28,6 +28,7 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -38,8 +39,8 @@ from ..native.pointers import bytes_pointers
 __all__ = ["open_regular", "read_files", "read_one"]
 
 _SIGNATURES = {
-    "pp_file_sizes": (None, [C.c_void_p, C.c_int64, C.c_void_p]),
-    "pp_read_files": (None, [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p, C.c_void_p]),
+    "pp_file_sizes": (C.c_int64, [C.c_void_p, C.c_int64, C.c_void_p, C.c_int64, C.c_int64]),
+    "pp_read_files": (C.c_int64, [C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p, C.c_void_p]),
 }
 SMALLEST = 64  # smaller files are read in Python (tiny bytes objects may be shared singletons)
 _NEW_BYTES = C.pythonapi.PyBytes_FromStringAndSize  # (NULL, size): a bytes object, not zeroed
@@ -59,19 +60,23 @@ def read_files(paths: Sequence[str | bytes], max_bytes: int | None = None) -> li
     if lib is None or not paths:
         return [_read_python(os.fsdecode(p), max_bytes) for p in paths]
     n = len(paths)
-    encoded = [p if type(p) is bytes else os.fsencode(p) for p in paths]
+    encoded = paths if set(map(type, paths)) == {bytes} else [p if type(p) is bytes else os.fsencode(p) for p in paths]
     names, _names = bytes_pointers(encoded)
     sizes = np.empty(n, dtype=np.int64)
-    lib.pp_file_sizes(names, n, native.address(sizes))
-    listed = sizes.tolist()
     limit = max_bytes if max_bytes is not None else 1 << 62
+    outside = lib.pp_file_sizes(names, n, native.address(sizes), SMALLEST, limit)
+    listed = sizes.tolist()
     # not zeroed: written whole below, or dropped
-    bufs = [_NEW_BYTES(None, s) if SMALLEST <= s <= limit else None for s in listed]
-    read = np.array([s if b is not None else -22 for s, b in zip(listed, bufs)], dtype=np.int64)  # -EINVAL: skip
+    if not outside:  # the usual chunk: every file readable, of a size to read here
+        bufs: list[Any] = list(map(_NEW_BYTES, repeat(None, n), listed))
+        read = sizes
+    else:
+        bufs = [_NEW_BYTES(None, s) if SMALLEST <= s <= limit else None for s in listed]
+        read = np.array([s if b is not None else -22 for s, b in zip(listed, bufs)], dtype=np.int64)  # -EINVAL: skip
     status = np.empty(n, dtype=np.int64)
     outs, _outs = bytes_pointers(bufs)
-    lib.pp_read_files(names, n, outs, native.address(read), native.address(status))
-    if not status.any() and None not in bufs:  # every file read: the usual batch
+    failed = lib.pp_read_files(names, n, outs, native.address(read), native.address(status))
+    if not failed and not outside:  # every file read: the usual batch
         return bufs
     out: list[bytes | OSError] = []
     for path, buf, size, err in zip(map(os.fsdecode, paths), bufs, listed, status.tolist()):

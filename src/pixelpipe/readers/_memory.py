@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ._base import ReaderError, Sample, check_index, labels_tensor, split_item
+from ._base import ReaderError, Sample, check_index, check_indices, labels_tensor, split_item
 
 __all__ = ["Memory"]
 
@@ -56,6 +56,14 @@ class Memory:
     def read(self, i: int) -> Sample:
         i = check_index(i, len(self._data), "Memory")
         return Sample(self._data[i], self._label_list[i], f"memory[{i}]", i, self._targets[i])
+
+    def read_items(self, indices: list[int]) -> tuple[list[Any], list[Any], list[str], list[Any]]:
+        """read(i) of each index without a Sample each: (images, labels, sources, targets), the
+        items as they are stored. A Pipeline's planning thread takes its batches' items so, in
+        one pass (loader/reading.py), while the pipeline's other threads wait for the GIL."""
+        indices = check_indices(indices, len(self._data), "Memory")
+        return (list(map(self._data.__getitem__, indices)), list(map(self._label_list.__getitem__, indices)),
+                [f"memory[{i}]" for i in indices], list(map(self._targets.__getitem__, indices)))
 
     def sources(self, i: int) -> str:
         return f"memory[{check_index(i, len(self._data), 'Memory')}]"
