@@ -48,6 +48,27 @@ def test_prefix_equal_and_equal_to_the_torch_hash():
     assert np.array_equal(d._hash_np(2).astype(np.int64), hash32(11, 3, torch.from_numpy(idx[:50]), 4, 2).numpy())
 
 
+def test_draws_hashed_in_c_equal_numpy():
+    """Draws' hashes of draw arrays and of single draws (hashed 8 at a time) from planner.c
+    equal numpy's fold, with and without a prefix given, for several ops and draws past the
+    first block; the prefix too."""
+    rng = np.random.default_rng(2)
+    idx = rng.integers(-(2**40), 2**40, 200).astype(np.int64)
+    draws = np.array([0, 3, 7, 8, 21, 2**33, -5], dtype=np.int64)
+    for op in (0, 5, 2**35):
+        for given in (False, True):
+            def hashed(op=op, given=given):
+                d = Draws(11, 4, torch.from_numpy(idx), op, prefix(11, 4, idx) if given else None)
+                return d._hash_np(draws), [d._hash_np(k) for k in (0, 9, 17)], d.uniforms_np(12)
+            fast, slow = both(hashed)
+            assert np.array_equal(fast[0], slow[0]) and fast[0].dtype == np.uint32 and fast[0].shape == (200, 7)
+            assert all(np.array_equal(f, s) for f, s in zip(fast[1], slow[1]))
+            assert np.array_equal(fast[2], slow[2])
+    # draw 3 of op 5 is hash32's (an independent path: torch int64 arithmetic)
+    d = Draws(11, 4, torch.from_numpy(idx), 5)
+    assert np.array_equal(d._hash_np(np.array([3]))[:, 0].astype(np.int64), hash32(11, 4, torch.from_numpy(idx), 5, 3).numpy())
+
+
 def test_op_blocks_equal():
     rng = np.random.default_rng(1)
     pre = rng.integers(0, 2**32, 300, dtype=np.uint64).astype(np.uint32)

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import native
 from .field_units import field_units, rectangle_units
 from .transfer import to_device
 
-__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "prefix", "uniform"]
+__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "op_blocks_numpy", "prefix",
+           "prefix_numpy", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -133,8 +135,26 @@ def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
     """The hash state (uint32 [N]) after (seed, epoch, indices) for `Draws(prefix=...)`: folded
     once per batch instead of once per op. Computed on the host whatever the indices' device
     (the same bits as on it). indices: int64 [N] (a tensor on any device, or numpy); epoch: an
-    int, or int64 [N] per-sample epochs (see `epochs`). The planner takes planner.c's twin
-    (pixelpipe.plan.fast.prefix)."""
+    int, or int64 [N] per-sample epochs (see `epochs`). In one call of the C planner where it is
+    built, else `prefix_numpy`: the same bits."""
+    lib = native.library()
+    if lib is None:
+        return prefix_numpy(seed, epoch, indices)
+    idx = as_indices(indices)
+    per = epochs(epoch)
+    scalar = isinstance(per, int)
+    if not scalar and np.shape(per) != idx.shape:  # numpy broadcasts them: let it say how
+        return prefix_numpy(seed, epoch, indices)
+    h = fold_numpy(SEED_STATE, (int(seed), per) if scalar else (int(seed),))  # a Python int
+    per_arr = None if scalar else np.ascontiguousarray(per)
+    out = np.empty(idx.shape, dtype=np.uint32)
+    lib.pp_prefix(h, None if per_arr is None else native.address(per_arr), native.address(idx), len(idx),
+                  native.address(out))
+    return out
+
+
+def prefix_numpy(seed: int, epoch: Any, indices: Any) -> np.ndarray:
+    """prefix in numpy (the reference)."""
     return fold_numpy(SEED_STATE, (int(seed), epochs(epoch), as_indices(indices)))
 
 
@@ -168,11 +188,27 @@ def epochs(epoch: Any) -> int | np.ndarray:
 
 def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
     """Per op k, uint32 [N, draws[k]]: hash32(seed, epoch, index, ops[k], d) for d < draws[k],
-    from the batch's prefix (uint32 [N]), for all ops of a stage in one evaluation: the same
-    bits as folding each op and each draw separately (the fold is elementwise, so it
-    broadcasts), at the cost of hashing one op (a planner's time is numpy's per-call overhead).
-    The (op, draw) pairs sit side by side as columns, so each op hashes only the draws it uses
-    (a flip's one, not a crop's 22)."""
+    from the batch's prefix (uint32 [N]), for all ops of a stage in one evaluation. In one call
+    of the C planner where it is built (native/planner.c), else `op_blocks_numpy`: the same
+    bits."""
+    ops, draws = list(ops), [int(d) for d in draws]
+    lib = native.library()
+    if lib is None or not ops:
+        return op_blocks_numpy(prefix, ops, draws)
+    pre = np.ascontiguousarray(np.asarray(prefix).reshape(-1), dtype=np.uint32)
+    op_arr, draw_arr = np.array(ops, dtype=np.int64), np.array(draws, dtype=np.int64)
+    out = np.empty((len(pre), sum(draws)), dtype=np.uint32)
+    lib.pp_op_blocks(native.address(pre), len(pre), native.address(op_arr), native.address(draw_arr), len(ops),
+                     native.address(out))
+    ends = np.cumsum([0, *draws]).tolist()
+    return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+def op_blocks_numpy(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
+    """op_blocks in numpy (the reference): the same bits as folding each op and each draw
+    separately (the fold is elementwise, so it broadcasts), at the cost of hashing one op. The
+    (op, draw) pairs sit side by side as columns, so each op hashes only the draws it uses (a
+    flip's one, not a crop's 22)."""
     ops, draws = list(ops), [int(d) for d in draws]
     if not ops:
         return []
@@ -233,6 +269,13 @@ class Draws:
                     return given[:, draw]
             elif 0 <= draw < given.shape[1]:
                 return given[:, draw]
+        if isinstance(draw, np.ndarray) and (lib := native.library()) is not None:  # one C call
+            pre = self.prefix_np()
+            draws = np.ascontiguousarray(draw.reshape(-1), dtype=np.int64)
+            out = np.empty((len(pre), len(draws)), dtype=np.uint32)
+            lib.pp_draw_hashes(native.address(pre), len(pre), self.op, native.address(draws), len(draws),
+                               native.address(out))
+            return out
         if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
             pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
             self._state = fold_numpy(pre, (self.op,))

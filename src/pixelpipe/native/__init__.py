@@ -61,6 +61,7 @@ _P, _I64, _F64, _U32, _INT = C.c_void_p, C.c_int64, C.c_double, C.c_uint32, C.c_
 _SIGNATURES = {
     "pp_prefix": (None, [_U32, _P, _P, _I64, _P]),
     "pp_op_blocks": (None, [_P, _I64, _P, _P, _I64, _P]),
+    "pp_draw_hashes": (None, [_P, _I64, _I64, _P, _I64, _P]),
     "pp_random_resized_crop": (None, [_P, _I64, _P, _I64, _I64, _F64, _F64, _F64, _F64, _F64, _F64, _P]),
     "pp_affine_regions": (_I64, [_P, _P, _P, _I64, _INT, _F64, _P, _P]),
     "pp_warp_rows": (_I64, [_P, _P, _P, _P, _I64, _INT, _F64, _F64, _P]),

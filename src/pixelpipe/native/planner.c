@@ -21,6 +21,16 @@ void pp_prefix(uint32_t h, const int64_t *epochs, const int64_t *indices, int64_
     }
 }
 
+/* Draws._hash_np: out [n, d], row i's draws[c] of op `op` (the prefix folded with the op, then
+   with the draw, then mixed). */
+void pp_draw_hashes(const uint32_t *prefix, int64_t n, int64_t op, const int64_t *draws, int64_t d,
+                    uint32_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t s = fold(prefix[i], op);
+        for (int64_t c = 0; c < d; c++) *out++ = mix(fold(s, draws[c]));
+    }
+}
+
 /* random.op_blocks: out [n, sum(draws)], op k's draws 0..draws[k]-1 side by side. */
 void pp_op_blocks(const uint32_t *prefix, int64_t n, const int64_t *ops, const int64_t *draws, int64_t k,
                   uint32_t *out) {

@@ -19,7 +19,7 @@ the op's own `sample`, `transform` and `color`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,37 +38,9 @@ __all__ = ["block_draws", "color", "move_targets", "op_blocks", "plan_geometry",
 
 
 # ----------------------------------------------------------------------------- draws
-def prefix(seed: int, epoch: Any, indices: Any) -> np.ndarray:
-    """random.prefix (uint32 [N]) from planner.c where it is built: the same bits."""
-    lib = native.library()
-    if lib is None:
-        return rnd.prefix(seed, epoch, indices)
-    idx = rnd.as_indices(indices)
-    per = rnd.epochs(epoch)
-    scalar = isinstance(per, int)
-    if not scalar and np.shape(per) != idx.shape:  # numpy broadcasts them: let it say how
-        return rnd.prefix(seed, epoch, indices)
-    h = rnd.fold_numpy(rnd.SEED_STATE, (int(seed), per) if scalar else (int(seed),))  # a Python int
-    per_arr = None if scalar else np.ascontiguousarray(per)
-    out = np.empty(idx.shape, dtype=np.uint32)
-    lib.pp_prefix(h, None if per_arr is None else native.address(per_arr), native.address(idx), len(idx),
-                  native.address(out))
-    return out
-
-
-def op_blocks(pre: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
-    """random.op_blocks from planner.c, in one call, where it is built: the same bits."""
-    ops, draws = list(ops), [int(d) for d in draws]
-    lib = native.library()
-    if lib is None or not ops:
-        return rnd.op_blocks(pre, ops, draws)
-    pre = np.ascontiguousarray(pre.reshape(-1), dtype=np.uint32)
-    op_arr, draw_arr = np.array(ops, dtype=np.int64), np.array(draws, dtype=np.int64)
-    out = np.empty((len(pre), sum(draws)), dtype=np.uint32)
-    lib.pp_op_blocks(native.address(pre), len(pre), native.address(op_arr), native.address(draw_arr), len(ops),
-                     native.address(out))
-    ends = np.cumsum([0, *draws]).tolist()
-    return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
+# the batch's hash prefix and a stage's leading draws: data.random's, which call planner.c
+prefix = rnd.prefix
+op_blocks = rnd.op_blocks
 
 
 def block_draws(op: Op) -> int:
