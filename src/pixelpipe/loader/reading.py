@@ -103,11 +103,7 @@ class Reading:
         which the slot-by-slot path takes from there. The same items as that path, for half
         the producer's time in fill (3.0 -> 1.45 ms of thread CPU per batch of 256, measured on
         a 2-core VM), time it spends holding the GIL it shares with the training loop."""
-        need = self.batch_size - len(run.pending)
-        slots = run.slots
-        if need <= 0 or not isinstance(slots, ArraySlots):
-            return
-        index, valid = slots.peek(need)
+        index, valid = self._next_slots(run)
         if not len(index):
             return
         labels = label_values(self.labels, index) if self.labels is not None else None
@@ -132,8 +128,7 @@ class Reading:
             del ahead[i]
             pending.append(item)
             taken += 1
-        slots.skip(taken)
-        run.cursor += taken
+        self._taken(run, taken)
 
     def _take_memory(self, run: Run) -> None:
         """fill's bulk path for a Memory reader: the next slots of an indexable order taken as
@@ -141,11 +136,7 @@ class Reading:
         slot that failed this epoch or is cached, which the slot-by-slot path takes from there.
         The same items as that path, which cost the planning thread about a quarter of its
         time holding the GIL on an H200 host (py-spy, rn50 from memory at 23k images/s)."""
-        need = self.batch_size - len(run.pending)
-        slots = run.slots
-        if need <= 0 or not isinstance(slots, ArraySlots):
-            return
-        index, valid = slots.peek(need)
+        index, valid = self._next_slots(run)
         if not len(index):
             return
         order, failed, records = index.tolist(), run.failed, self.records
@@ -157,8 +148,21 @@ class Reading:
         labels = label_values(self.labels, index[: len(order)]) if self.labels is not None else own
         run.pending.extend(map(Item, datas, labels, order, sources, valid[: len(order)].tolist(),
                                repeat(0, len(order)), targets))
-        slots.skip(len(order))
-        run.cursor += len(order)
+        self._taken(run, len(order))
+
+    def _next_slots(self, run: Run) -> tuple[Any, Any]:
+        """The bulk paths' slots: (index, valid) arrays of the slots that would complete the
+        pending batch, without taking them; empty where the order is not indexable's arrays."""
+        need = self.batch_size - len(run.pending)
+        if need <= 0 or not isinstance(run.slots, ArraySlots):
+            return (), ()
+        return run.slots.peek(need)
+
+    @staticmethod
+    def _taken(run: Run, k: int) -> None:
+        """The bulk paths took the next k slots as items."""
+        run.slots.skip(k)
+        run.cursor += k
 
     def read(self, run: Run, slot: Any, attempt: int = 0) -> Item | None:
         """One slot as an item: from the cache's records, the reader, or (a failure) the policy."""
