@@ -39,7 +39,11 @@ POLICIES = [pp.RandAugment(2, 9), pp.RandAugment(4, 5, num_magnitude_bins=11), p
 @pytest.mark.parametrize("policy", POLICIES, ids=repr)
 def test_one_pass_is_the_pair_form(policy):
     part = geometry_part(policy)
-    assert GeometryProgram.of(part.ops) is not None
+    program = GeometryProgram.of(part.ops)
+    assert program is not None
+    # torchvision's operations in one pass of their own (Primitives); timm's by operation
+    covered = program.primitives is not None and program.primitives.covers.all()
+    assert covered == (not isinstance(policy, pp.TimmRandAugment))
     rng = np.random.default_rng(3)
     n = 500
     sizes = rng.integers(20, 600, (n, 2)).astype(np.float64)
