@@ -367,3 +367,17 @@ def test_round_spread_for_each_of_pixelpipes_rows_against_each_peer(capsys):
                        "pixelpipe (files) / dali (memory) over 3 rounds: median 1.10, range 1.00-1.20",
                        "pixelpipe (memory) / dali (files) over 3 rounds: median 2.20, range 2.00-2.40",
                        "pixelpipe (memory) / dali (memory) over 3 rounds: median 2.20, range 2.00-2.40"]
+
+
+def test_the_built_in_set_is_written_to_files_for_the_files_rows(capsys):
+    """On a GPU the built-in set goes through a Pipeline over files too: written to a temporary
+    folder in order, byte for byte; the GPU rows then read them (here on the CPU device)."""
+    from pixelpipe.tools.bench.images import load_images, written
+
+    blobs, what = load_images(None, 5)
+    paths = written(blobs)
+    assert [open(p, "rb").read() for p in paths] == blobs and paths == sorted(paths)
+    results = gpu_peers.run_gpu_bench(blobs, what, "rn50", "cpu", 2, 1, [], 1, True, True, files=paths)
+    assert [r.name for r in results] == ["pixelpipe (files)", "pixelpipe (memory)"]
+    assert all(r.images == 5 and r.rate > 0 for r in results)
+    capsys.readouterr()

@@ -33,6 +33,24 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
     return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
 
 
+def written(blobs: Sequence[bytes], suffix: str = ".jpg") -> list[str]:
+    """The blobs written as files (image00000.jpg, ...) in a temporary folder removed at exit,
+    their paths in order: the built-in set read from disk, as users' files are."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="pixelpipe-bench-images-")
+    atexit.register(shutil.rmtree, folder, True)
+    paths = []
+    for i, blob in enumerate(blobs):
+        path = os.path.join(folder, f"image{i:05d}{suffix}")
+        with open(path, "wb") as f:
+            f.write(blob)
+        paths.append(path)
+    return paths
+
+
 def write_file_list(paths: Sequence[str]) -> str:
     """A DALI-style file list ("path 0" per line) of `paths` in a temporary file, read by
     pixelpipe's FileList and DALI's fn.readers.file alike (removed at exit)."""

@@ -32,7 +32,7 @@ import torch
 
 from ...data.threads import default_threads
 from .coco_boxes import boxed_data
-from .images import image_files, load_images
+from .images import image_files, load_images, written
 from .pipelines import BENCH_PIPELINES, DETECTION, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
@@ -113,8 +113,12 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
                              f"(torch {torch.__version__}); use --device cpu")
         from .gpu_peers import run_gpu_bench
 
-        # read from disk, as users do (with boxes, boxed_rows.py reads the COCO file instead)
-        files = None if data is None or boxed is not None else [str(p) for p in image_files(data)]
+        # read from disk, as users do (with boxes, boxed_rows.py reads the COCO file instead); the
+        # built-in set is written to a temporary folder for that
+        files = None
+        if boxed is None and not augment_only:
+            files = written(blobs) if data is None else [str(p) for p in image_files(data)]
+            what += ", written to a temporary folder for the files rows" if data is None else ""
         return run_gpu_bench(blobs, what, pipeline, device, batch or 256, threads, peers, passes, as_json, quiet,
                              augment_only=augment_only, cache=cache, rounds=rounds, seconds=seconds, files=files,
                              boxed=boxed)
