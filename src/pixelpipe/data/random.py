@@ -269,18 +269,15 @@ class Draws:
                     return given[:, draw]
             elif 0 <= draw < given.shape[1]:
                 return given[:, draw]
-        if isinstance(draw, np.ndarray) and (lib := native.library()) is not None:  # one C call
-            pre = self.prefix_np()
-            draws = np.ascontiguousarray(draw.reshape(-1), dtype=np.int64)
-            out = np.empty((len(pre), len(draws)), dtype=np.uint32)
-            lib.pp_draw_hashes(native.address(pre), len(pre), self.op, native.address(draws), len(draws),
-                               native.address(out))
-            return out
-        if self._state is None:  # (seed, epoch, index) then op: [N], folded once per op
-            pre = self._prefix if self._prefix is not None else prefix(self.seed, self.epoch, self._indices)
-            self._state = fold_numpy(pre, (self.op,))
         if isinstance(draw, np.ndarray):
-            return _mix_u32(fold_numpy(self._state.reshape(-1, 1), (draw.reshape(1, -1),)))
+            if (lib := native.library()) is not None:  # one C call
+                pre = self.prefix_np()
+                draws = np.ascontiguousarray(draw.reshape(-1), dtype=np.int64)
+                out = np.empty((len(pre), len(draws)), dtype=np.uint32)
+                lib.pp_draw_hashes(native.address(pre), len(pre), self.op, native.address(draws), len(draws),
+                                   native.address(out))
+                return out
+            return _mix_u32(fold_numpy(self._op_state().reshape(-1, 1), (draw.reshape(1, -1),)))
         if draw >= 0:
             block = self._blocks.get(draw // _BLOCK)
             if block is None:
@@ -288,7 +285,13 @@ class Draws:
                 block = self._hash_np(np.arange(first, first + _BLOCK))
                 self._blocks[draw // _BLOCK] = block
             return block[:, draw % _BLOCK]
-        return _mix_u32(fold_numpy(self._state, (draw,)))
+        return _mix_u32(fold_numpy(self._op_state(), (draw,)))
+
+    def _op_state(self) -> np.ndarray:
+        """uint32 [N]: the prefix with this op folded in (numpy's path), folded once per op."""
+        if self._state is None:
+            self._state = fold_numpy(self.prefix_np(), (self.op,))
+        return self._state
 
     def __len__(self) -> int:
         return int(self._indices.shape[0])
