@@ -58,14 +58,18 @@ print("RATE", rate if "fail" not in sys.argv[2] else 0.0)
 '''
 
 
-def test_pipeline_ab_alternates_the_trees_and_sums_up(tmp_path, monkeypatch, capsys):
+def _ab(tmp_path, monkeypatch, capsys, *args: str) -> str:
+    """pipeline_ab's output over two stand-in trees, the child the FAKE above."""
     for name in ("old", "new"):
         (tmp_path / name / "src").mkdir(parents=True)
     monkeypatch.setattr(pipeline_ab, "CHILD", FAKE)
-    monkeypatch.setattr(sys, "argv", ["pipeline_ab.py", "--trees", f"{tmp_path / 'old'},{tmp_path / 'new'}",
-                                      "--data", "somewhere", "--rounds", "2", "--seconds", "0.1"])
+    monkeypatch.setattr(sys, "argv", ["pipeline_ab.py", "--trees", f"{tmp_path / 'old'},{tmp_path / 'new'}", *args])
     pipeline_ab.main()
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_pipeline_ab_alternates_the_trees_and_sums_up(tmp_path, monkeypatch, capsys):
+    out = _ab(tmp_path, monkeypatch, capsys, "--data", "somewhere", "--rounds", "2", "--seconds", "0.1")
     runs = [line.split()[1:4] for line in out.splitlines() if line.startswith("round")]
     assert [r[2] for r in runs] == ["old", "new", "old", "new", "new", "old", "new", "old"]
     assert "memory: old 20,000 (20,000-20,000), new 22,000 (22,000-22,000), new / old per round 1.10 (1.10-1.10)" in out
@@ -73,11 +77,5 @@ def test_pipeline_ab_alternates_the_trees_and_sums_up(tmp_path, monkeypatch, cap
 
 
 def test_pipeline_ab_says_a_failed_run(tmp_path, monkeypatch, capsys):
-    for name in ("old", "new"):
-        (tmp_path / name / "src").mkdir(parents=True)
-    monkeypatch.setattr(pipeline_ab, "CHILD", FAKE)
-    monkeypatch.setattr(sys, "argv", ["pipeline_ab.py", "--trees", f"{tmp_path / 'old'},{tmp_path / 'new'}",
-                                      "--data", "fail", "--rounds", "1", "--modes", "files"])
-    pipeline_ab.main()
-    out = capsys.readouterr().out
+    out = _ab(tmp_path, monkeypatch, capsys, "--data", "fail", "--rounds", "1", "--modes", "files")
     assert out.count("failed") == 2 and "files: no pair of runs" in out
