@@ -19,13 +19,12 @@ range, and the per-round ratios NEW / OLD.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from train_ab import spread, tree_env  # the same tree's PYTHONPATH and summary as train_ab's
 
 CHILD = """
 import sys, torch
@@ -46,11 +45,9 @@ print("RATE", run_contender(mode, make, 1, len(files), True, "", dev, seconds).r
 
 def one_run(tree: Path, mode: str, args: argparse.Namespace) -> float | None:
     """Images/s of one Pipeline run of `tree` (None: it failed or timed out; its output is shown)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-c", CHILD, mode, args.data, str(args.seconds), args.pipeline]
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.seconds * 10 + 120)
+        done = subprocess.run(cmd, env=tree_env(tree), capture_output=True, text=True, timeout=args.seconds * 10 + 120)
     except subprocess.TimeoutExpired:
         return None
     rates = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("RATE ")]
@@ -58,12 +55,6 @@ def one_run(tree: Path, mode: str, args: argparse.Namespace) -> float | None:
         print((done.stdout + done.stderr).strip()[-2000:], file=sys.stderr)
         return None
     return rates[-1]
-
-
-def spread(values: list[float]) -> str:
-    if not values:
-        return "no run"
-    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def main() -> None:

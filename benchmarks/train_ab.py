@@ -32,11 +32,9 @@ LINE = re.compile(r"train\s+([\d,]+) img/s.*waiting\s+([\d.]+)%.*loader alone\s+
 
 def one_run(tree: Path, args: list[str], timeout: float) -> tuple[float, float, float] | None:
     """(training images/s, waiting %, loader alone images/s) of one train_throughput run, or None."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, str(HERE / "train_throughput.py"), "--loaders", "pixelpipe", *args]
     try:
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout).stdout
+        out = subprocess.run(cmd, env=tree_env(tree), capture_output=True, text=True, timeout=timeout).stdout
     except subprocess.TimeoutExpired:
         return None
     m = LINE.search(out)
@@ -46,7 +44,15 @@ def one_run(tree: Path, args: list[str], timeout: float) -> tuple[float, float, 
     return float(m.group(1).replace(",", "")), float(m.group(2)), alone
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """This process's environment with `tree`'s src, then the benchmarks, first on PYTHONPATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")])
+    return env
+
+
 def spread(values: list[float]) -> str:
+    """median (min-max) of rates, or "no run"."""
     if not values:
         return "no run"
     return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"

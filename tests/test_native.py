@@ -19,9 +19,8 @@ import torch
 
 import pixelpipe as pp
 from pixelpipe import native
-from pixelpipe.data.random import Draws, hash32
+from pixelpipe.data.random import Draws, hash32, op_blocks, prefix
 from pixelpipe.plan import fast as planner
-from pixelpipe.plan.fast import op_blocks, prefix
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: the planner runs in numpy only")
 

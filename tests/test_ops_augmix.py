@@ -13,10 +13,9 @@ import torch
 from helpers import check_op, make_image, run, torchvision_pixel_op
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.augmix import affine_warp
 from pixelpipe.ops.structure import inner_draws
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 GEOMETRIC = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}

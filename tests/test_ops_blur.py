@@ -11,9 +11,8 @@ from helpers import check_op, make_image, run, varied_images
 from PIL import Image, ImageEnhance, ImageFilter
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.blur import TINY_WEIGHT, gaussian_kernels, motion_kernels
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 

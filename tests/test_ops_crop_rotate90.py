@@ -10,8 +10,7 @@ import torch
 from helpers import check_op, hwc, make_image, run, varied_images
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
-from pixelpipe.plan.fast import prefix
+from pixelpipe.data.random import Draws, prefix
 
 U8 = torch.uint8
 NP_MODE = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "wrap": "wrap"}

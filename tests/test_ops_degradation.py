@@ -13,8 +13,7 @@ from helpers import check_op, make_image, run, varied_images
 from PIL import Image
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
-from pixelpipe.plan.fast import prefix
+from pixelpipe.data.random import Draws, prefix
 
 SIZE = [pp.Resize((16, 16))]
 U8 = torch.uint8

@@ -12,8 +12,7 @@ import torch
 from helpers import check_op, run, varied_images
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
-from pixelpipe.plan.fast import prefix
+from pixelpipe.data.random import Draws, prefix
 
 SIZE = [pp.Resize((16, 16))]
 

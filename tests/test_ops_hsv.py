@@ -11,9 +11,8 @@ import torch
 from helpers import check_op, make_image, run, varied_images
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.hsv import hsv_to_rgb, rgb_to_hsv
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 

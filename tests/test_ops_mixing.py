@@ -14,9 +14,8 @@ import torch
 from helpers import DTYPES, LAYOUTS, varied_images
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.mixing import beta_np
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 K = 7

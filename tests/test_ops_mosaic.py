@@ -12,8 +12,7 @@ import torch
 from helpers import DTYPES, LAYOUTS, make_image, varied_images
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
-from pixelpipe.plan.fast import prefix
+from pixelpipe.data.random import Draws, prefix
 
 H, W = 16, 20
 SIZE = [pp.Resize((H, W))]

@@ -12,8 +12,7 @@ from helpers import check_op, make_image, run, varied_images
 from PIL import Image, ImageOps
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
-from pixelpipe.plan.fast import prefix
+from pixelpipe.data.random import Draws, prefix
 
 SIZE = [pp.Resize((16, 16))]
 TOL = {"atol": 2e-6, "rtol": 0}  # float32 rounding of values in [0, 1]

@@ -18,10 +18,9 @@ import torch
 from helpers import check_op, make_image, run, torchvision_pixel_op
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.policies import POLICIES
 from pixelpipe.ops.structure import inner_draws
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 CHI2_999 = {13: 34.53, 25: 52.62}  # chi-square 0.1% critical values by degrees of freedom

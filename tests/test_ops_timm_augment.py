@@ -15,9 +15,8 @@ from helpers import check_op, make_image, run
 from PIL import Image, ImageEnhance, ImageOps
 
 import pixelpipe as pp
-from pixelpipe.data.random import Draws
+from pixelpipe.data.random import Draws, prefix
 from pixelpipe.ops.timm_augment import INCREASING, PLAIN
-from pixelpipe.plan.fast import prefix
 
 SIZE = [pp.Resize((16, 16))]
 

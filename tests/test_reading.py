@@ -174,7 +174,7 @@ def test_memory_items_taken_in_bulk_equal_items_taken_one_by_one(monkeypatch, la
     got = {}
     for bulk in (True, False):
         with pp.Pipeline(pp.readers.Memory(samples), [pp.Resize((8, 8))], 4, seed=3, num_threads=2) as pipe:
-            pipe._reading._memory = bulk
+            pipe._reading._items = bulk
             import threading
 
             out = []
@@ -189,7 +189,13 @@ def test_memory_items_taken_in_bulk_equal_items_taken_one_by_one(monkeypatch, la
                     run.pending = run.pending[4:]
             got[bulk] = out
     assert got[True] == got[False] and len(got[True]) >= 20
-    assert reading.Reading(pp.readers.Memory(samples), "raise", 0, 4, 0, None)._memory
+    assert reading.Reading(pp.readers.Memory(samples), "raise", 0, 4, 0, None)._items
+
+    class Shifted(pp.readers.Memory):  # a subclass whose read differs: read_items no longer agrees
+        def read(self, i):
+            return super().read((i + 1) % len(self))
+
+    assert not reading.Reading(Shifted(samples), "raise", 0, 4, 0, None)._items
 
 
 def test_filelist_read_many_joins_paths_as_read_does(tmp_path):

@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.random import Draws, epochs
+from ..data.random import Draws, epochs, op_blocks, prefix
 from ..data.transfer import device_constant
 from ..kernels.cpu.stage import MapFn, for_each
 from ..kernels.pixel_forms import finishing_form, pixel_form
-from ..plan import Stage, fast
+from ..plan import Stage
 from ..plan.output import Output, finish_tensor
 
 __all__ = ["PIECE", "normalize_cpu", "pixel_blocks", "pixel_pieces", "pixel_prefixes", "run_pixels"]
@@ -220,7 +220,7 @@ def pixel_pieces(stage: Stage, x: torch.Tensor, seed: int, epoch: Any, idx: np.n
 
 def pixel_prefixes(stage: Stage, seed: int, epoch: Any, idx: np.ndarray, frames: Any = None) -> list[np.ndarray]:
     """Each pixel op's draw prefixes of the batch's rows (per frame for per-frame ops on clips)."""
-    return stage.prefixes(fast.prefix(seed, epoch, idx), frames, [pos for pos, _ in stage.pixels])
+    return stage.prefixes(prefix(seed, epoch, idx), frames, [pos for pos, _ in stage.pixels])
 
 
 def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
@@ -232,7 +232,7 @@ def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
     out: list[np.ndarray] = [np.empty(0)] * len(ops)
     for pre in {id(p): p for p in prefixes}.values():
         ks = [k for k, p in enumerate(prefixes) if p is pre]
-        for k, block in zip(ks, fast.op_blocks(pre, [ops[k][0] for k in ks], [ops[k][1].draws for k in ks])):
+        for k, block in zip(ks, op_blocks(pre, [ops[k][0] for k in ks], [ops[k][1].draws for k in ks])):
             out[k] = block
     return out
 

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from .. import native
-from ..data import random as rnd
 from ..data.random import Draws
 from ..data.targets import Boxes, Targets
 from ..ops.color import GREY_WEIGHTS, HUE_BASIS, ColorJitter
@@ -34,15 +33,10 @@ from ..ops.detection import RandomIoUCrop
 from ..ops.geometry import RandomAffine, RandomFlip
 from ..ops.kinds import ColorOp, GeometryOp, Op, Params
 
-__all__ = ["block_draws", "color", "move_targets", "op_blocks", "plan_geometry", "plan_seeing", "prefix", "sample"]
+__all__ = ["block_draws", "color", "move_targets", "plan_geometry", "plan_seeing", "sample"]
 
 
 # ----------------------------------------------------------------------------- draws
-# the batch's hash prefix and a stage's leading draws: data.random's, which call planner.c
-prefix = rnd.prefix
-op_blocks = rnd.op_blocks
-
-
 def block_draws(op: Op) -> int:
     """How many leading draws a stage hashes for `op` up front: the op's `draws`, or 0 when
     its C path runs and hashes its own (planner.c hashes only the tries a crop window takes:

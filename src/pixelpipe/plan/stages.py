@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.random import Draws, epochs, frame_prefix
+from ..data.random import Draws, epochs, frame_prefix, op_blocks, prefix
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
@@ -88,7 +88,7 @@ class Stage:
         op's input."""
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
-        prefixes = self.prefixes(fast.prefix(seed, epoch, indices), frames, [pos for pos, _ in self.ops])
+        prefixes = self.prefixes(prefix(seed, epoch, indices), frames, [pos for pos, _ in self.ops])
         blocks = _blocks(prefixes, self.ops) if n else None
         matrix: np.ndarray | None = None
         cur = sizes
@@ -164,7 +164,7 @@ def _blocks(prefixes: list[np.ndarray], ops: list[tuple[int, Op]]) -> list[np.nd
     out: list[np.ndarray] = [np.empty(0)] * len(ops)
     for pre in {id(p): p for p in prefixes}.values():
         ks = [k for k, p in enumerate(prefixes) if p is pre]
-        got = fast.op_blocks(pre, [ops[k][0] for k in ks], [fast.block_draws(ops[k][1]) for k in ks])
+        got = op_blocks(pre, [ops[k][0] for k in ks], [fast.block_draws(ops[k][1]) for k in ks])
         for k, block in zip(ks, got):
             out[k] = block
     return out
@@ -211,7 +211,7 @@ class Program:
         if not self.batch_ops:
             return batch
         per = epochs(epoch)
-        shared = fast.prefix(seed, per, indices)
+        shared = prefix(seed, per, indices)
         sizes = np.tile(np.asarray(batch["image"].shape[-2:] if self.output.layout == "NCHW"
                                    else batch["image"].shape[1:3], dtype=np.float64), (len(indices), 1))
         for pos, op in self.batch_ops:

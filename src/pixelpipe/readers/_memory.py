@@ -60,7 +60,8 @@ class Memory:
     def read_items(self, indices: list[int]) -> tuple[list[Any], list[Any], list[str], list[Any]]:
         """read(i) of each index without a Sample each: (images, labels, sources, targets), the
         items as they are stored. A Pipeline's planning thread takes its batches' items so, in
-        one pass (loader/reading.py), while the pipeline's other threads wait for the GIL."""
+        one pass (loader/reading.py, for any reader with a read_items that agrees with its
+        read), while the pipeline's other threads wait for the GIL."""
         indices = check_indices(indices, len(self._data), "Memory")
         return (list(map(self._data.__getitem__, indices)), list(map(self._label_list.__getitem__, indices)),
                 [f"memory[{i}]" for i in indices], list(map(self._targets.__getitem__, indices)))

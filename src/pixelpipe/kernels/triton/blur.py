@@ -169,6 +169,16 @@ def _tables(parts: list[np.ndarray], device: torch.device) -> tuple[torch.Tensor
     return to_device(np.concatenate(flat), device), starts
 
 
+def _with_kernels(head: list[np.ndarray], passes: list[tuple[int, np.ndarray]],
+                  device: torch.device) -> tuple[torch.Tensor, list[int], dict[int, int]]:
+    """_tables of the `head` parts followed by each distinct kernel table of the passes (a
+    square kernel's two passes share one): (tables, the head parts' starts, each kernel's start
+    by id)."""
+    kernels = list({id(k): k for _, k in passes}.values())
+    tables, starts = _tables([*head, *kernels], device)
+    return tables, starts[: len(head)], {id(k): starts[len(head) + j] for j, k in enumerate(kernels)}
+
+
 def _passes(along_w: np.ndarray | None, along_h: np.ndarray | None) -> list[tuple[int, np.ndarray]]:
     """(axis, kernels) of each pass: along the rows (3) first, then along the columns (2)."""
     return [(3, k) for k in (along_w,) if k is not None] + [(2, k) for k in (along_h,) if k is not None]
@@ -187,9 +197,7 @@ def blur_rows(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None, alo
         return x
     c, h, w = x.shape[1:]
     r = len(rows)
-    kernels = list({id(k): k for _, k in passes}.values())  # a square kernel's passes share one table
-    tables, starts = _tables([rows, *kernels], x.device)
-    at = {id(k): starts[1 + j] for j, k in enumerate(kernels)}
+    tables, _, at = _with_kernels([rows], passes, x.device)
     out = rows_output(x, r, owned)
     first = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
     (axis0, k0), last = passes[0], passes[-1]
@@ -219,10 +227,9 @@ def blur_rows_into(x: torch.Tensor, rows: np.ndarray, along_w: np.ndarray | None
     if r:
         w_of[rows] = np.arange(r, dtype=np.int32)
         src_of[rows] = w_of[rows] if len(passes) == 2 else rows  # pass one's rows, or x's samples
-    kernels = list({id(k): k for _, k in passes}.values()) if r else []  # a square kernel: one table
     # src_of, w_of, the rows, each distinct kernel table: one copy
-    tables, starts = _tables([src_of, w_of, rows if r else np.zeros(1, np.int32), *kernels], x.device)
-    at = {id(k): starts[3 + j] for j, k in enumerate(kernels)}
+    tables, starts, at = _with_kernels([src_of, w_of, rows if r else np.zeros(1, np.int32)], passes if r else [],
+                                       x.device)
     part = x
     if r and len(passes) == 2:
         part = torch.empty((r, c, h, w), dtype=torch.float32, device=x.device)
