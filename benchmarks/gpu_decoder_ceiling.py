@@ -1,6 +1,6 @@
 """The GPU decoder's ceiling: nvImageCodec's decode call alone, as the pipeline makes it.
 
-    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8] [--dali]
+    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8] [--dali] [--shares 0.75 0.9 none]
 
 Code streams, the output buffer and the images of every batch are made beforehand (a Pipeline
 makes them on its planning thread), so only `CDecoder.decode` is timed: rn50's random-crop
@@ -11,7 +11,9 @@ the hardware decoder (busy / (rate x share); share 1 where it takes every JPEG i
 kernel runs: a pipeline cannot decode faster than this. With --dali, DALI's mixed decoder
 (fn.decoders.image_random_crop over the same bytes, nothing after it) is timed the same way in
 the same process, at hw_decoder_load 0.9 (its default) and 0.75. Needs CUDA and nvImageCodec
-0.9 (the C API pixelpipe mirrors); --dali needs nvidia-dali.
+0.9 (the C API pixelpipe mirrors); --dali needs nvidia-dali. With --shares, only the call as a
+Pipeline's decoder makes it (8 threads, pixelpipe's allocators, preallocate_batch_size=256) at
+each hardware share given (a number, or none: every JPEG the hardware decoder takes).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class Setting(NamedTuple):
     whole: bool = False  # whole images instead of rn50's regions
     own_allocators: bool = False  # pixelpipe's allocators, as a Pipeline's decoder has
     decoders: int = 1  # decoders on as many threads, alternate batches (GpuDecoding(lanes=N))
+    split: float = 0.0  # > 0: this share of each batch on a hardware-only decoder, the rest on a
+    # CUDA-only one, each on its own thread (`split_rate`)
 
 
 PREALLOCATE = "nvjpeg_hw_decoder:preallocate_batch_size=256"
@@ -105,6 +109,55 @@ def call_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any,
     return rate, usage
 
 
+def split_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any, epochs: int,
+               meter: Any) -> tuple[float, Any, tuple[float, float]]:
+    """Images/s when each batch is split by the caller: `setting.split` of its images (the
+    largest regions) to a decoder whose first backend is the hardware one (it takes every JPEG it can), the rest to a
+    decoder without it, each decoder on its own thread and stream, batch after batch. Returns
+    the rate (all images over the slower thread's time), the engines' use and both threads'
+    seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
+
+    device = torch.cuda.current_device()
+    kinds = [[("HW_GPU_ONLY", None), ("GPU_ONLY", None)], [("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]]
+    decoders = [nvimgcodec_c.CDecoder(api, device, setting.threads, backends,
+                                      f":fancy_upsampling=0 {setting.options}".strip(),
+                                      nvimgcodec_alloc.allocators(device)) for backends in kinds]
+    streams = [torch.cuda.Stream() for _ in decoders]
+    n = len(blobs)
+    parts: list[list[tuple[list[bytes], list[Any], list[tuple[int, int]]]]] = [[], []]
+    for e in range(epochs + 1):
+        for k in range(0, n, BATCH):
+            box = list(regions[e][k : k + BATCH])
+            order = sorted(range(len(box)), key=lambda i: -(box[i][2] - box[i][0]) * (box[i][3] - box[i][1]))
+            cut = round(setting.split * len(box))
+            for j, picked in enumerate((order[:cut], order[cut:])):  # the largest regions to the hardware
+                parts[j].append(([blobs[k + i] for i in picked], [box[i] for i in picked],
+                                 [(box[i][2] - box[i][0], box[i][3] - box[i][1]) for i in picked]))
+    opened = [[decoders[j].open(*w, streams[j]) for w in parts[j]] for j in range(2)]
+    first = len(range(0, n, BATCH))
+
+    def run(j: int, items: range) -> float:
+        t0 = time.perf_counter()
+        for i in items:
+            if parts[j][i][0]:
+                decoders[j].decode(*parts[j][i], streams[j], opened[j][i])
+        streams[j].synchronize()
+        return time.perf_counter() - t0
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, range(2), [range(first)] * 2))  # warm-up epoch
+        if meter is not None:
+            meter.start()
+        times = list(pool.map(run, range(2), [range(first, len(parts[0]))] * 2))
+    usage = meter.stop() if meter is not None else None
+    for dec in decoders:
+        dec.close()
+    return epochs * n / max(times), usage, (times[0], times[1])
+
+
 def dali_rate(blobs: list[bytes], epochs: int, threads: int, hw_load: float, meter: Any) -> tuple[float, Any]:
     """Images/s of DALI's mixed decoder alone (fn.decoders.image_random_crop, torchvision's
     crop ranges, fed the same bytes from memory in full batches), and the engines' use."""
@@ -152,7 +205,18 @@ def main() -> None:
     ap = arguments(__doc__)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--dali", action="store_true", help="DALI's mixed decoder alone too, in the same process")
+    ap.add_argument("--shares", nargs="+", default=None,
+                    help="only the Pipeline's decoder at these hardware shares (numbers or none)")
+    ap.add_argument("--splits", nargs="+", default=[],
+                    help="also each batch split by the caller: this share to a hardware-only decoder, the rest "
+                         "to a CUDA-only one, on two threads")
     args = ap.parse_args()
+    settings = list(SETTINGS) if args.shares is None else [
+        Setting(f"8 threads, share {s}, preallocate_batch_size=256, pixelpipe's allocators", 8,
+                None if s.lower() == "none" else float(s), PREALLOCATE, own_allocators=True)
+        for s in args.shares]
+    settings += [Setting(f"split {s}: hardware and CUDA decoders on two threads, 8 executor threads each",
+                         8, float(s), PREALLOCATE, split=float(s)) for s in args.splits]
     from pixelpipe.decode import nvimgcodec_c, read_header
 
     api = nvimgcodec_c.load()
@@ -163,7 +227,12 @@ def main() -> None:
     meter = open_meter(torch.device("cuda", torch.cuda.current_device()))
     print(f"{'setting':72s} {'images/s':>9s}  NVJPG  us/HW image")
     full = [read_header(b).oriented_size for b in blobs]
-    for setting in SETTINGS:
+    for setting in settings:
+        if setting.split:
+            rate, usage, (hw_s, cuda_s) = split_rate(api, setting, blobs, regions, args.epochs, meter)
+            print(row(setting.label, rate, usage, setting.split), f"  threads {hw_s:.2f} s / {cuda_s:.2f} s",
+                  flush=True)
+            continue
         rate, usage = call_rate(api, setting, blobs, regions, full, args.epochs, meter)
         print(row(setting.label, rate, usage, setting.share), flush=True)
     for load in (0.9, 0.75) if args.dali else ():
