@@ -85,8 +85,7 @@ def file_list(data: str | Path, repeat: int) -> tuple[str, int]:
 
 def add_gpu_decoding(ap: argparse.ArgumentParser) -> None:
     """The --hw-fraction, --roi and --lanes options of gpu_decoding."""
-    ap.add_argument("--hw-fraction", default=None,
-                    help="pixelpipe's GpuDecoding hw_fraction (a number, none or auto)")
+    ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
     ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
     ap.add_argument("--lanes", type=int, default=None, help="pixelpipe's GpuDecoding lanes")
 
@@ -97,8 +96,7 @@ def gpu_decoding(args: argparse.Namespace) -> Any:
 
     settings: dict[str, Any] = {}
     if args.hw_fraction is not None:
-        text = args.hw_fraction.lower()
-        settings["hw_fraction"] = None if text == "none" else text if text == "auto" else float(text)
+        settings["hw_fraction"] = None if args.hw_fraction == "none" else float(args.hw_fraction)
     if args.roi is not None:
         settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
     if getattr(args, "lanes", None) is not None:

@@ -21,7 +21,7 @@ from pixelpipe.decode.gpu import GpuDecoder
 
 PILLOW_MEAN, PILLOW_MAX = 1.5, 40
 REGION_MEAN, REGION_MAX = 0.5, 40
-HW_FRACTIONS = [None, 0.0, 1.0, "auto"]
+HW_FRACTIONS = [None, 0.0, 1.0]
 CUDA = torch.device("cuda")
 
 

@@ -78,7 +78,6 @@ from .gpu_binding import BindingPath
 from .gpu_fallback import CpuUpload, SampleDecodeError, decode_sample
 from .gpu_plan import Planned, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, slot_row, view_row
-from .hw_split import AUTO_FIXED, CUDA_ONLY, HW_FIRST, HardwareSplit, check_hw_fraction
 from .nvimgcodec_open import Slot
 from .roi_probe import LAST_FAILURE, roi_decode_safe
 from .steady import HighWater
@@ -95,10 +94,7 @@ class GpuDecoder(BindingPath):
             H100, ...), in [0, 1]; the rest go to the CUDA (hybrid) decoder, which also takes
             what the hardware one refuses (progressive JPEGs, for example). None: the
             Backend defaults (load hint 1: the hardware decoder takes every JPEG it can).
-            0 leaves the hardware decoder out. "auto": with the C API, two decoders of its
-            own (one with the hardware decoder first, one without), each batch split between
-            them by a share of its pixels that follows their decode times (`hw_split`;
-            `lanes` must be 1); with the Python binding, 0.75.
+            0 leaves the hardware decoder out.
         num_cpu_threads: threads of nvImageCodec's executor (hybrid Huffman decoding, parsing)
             and of the CPU fallback decoder; >= 1.
         roi_decode: let nvImageCodec decode only each region (ROI code streams). False
@@ -160,7 +156,7 @@ class GpuDecoder(BindingPath):
     def __init__(
         self,
         device: torch.device,
-        hw_fraction: float | str | None = None,
+        hw_fraction: float | None = None,
         num_cpu_threads: int = 8,
         *,
         roi_decode: bool | str = "auto",
@@ -176,10 +172,8 @@ class GpuDecoder(BindingPath):
         device = torch.device(device)
         if device.type != "cuda":
             raise ValueError(f"device must be a CUDA device ('cuda' or 'cuda:N'), got {device}")
-        check_hw_fraction(hw_fraction)
-        if hw_fraction == "auto" and lanes != 1:
-            raise ValueError(f'hw_fraction="auto" splits each batch over two decoders of its own; lanes must be 1, '
-                             f"got {lanes}")
+        if hw_fraction is not None and not 0.0 <= hw_fraction <= 1.0:
+            raise ValueError(f"hw_fraction must be None or in [0, 1], got {hw_fraction}")
         if num_cpu_threads < 1:
             raise ValueError(f"num_cpu_threads must be >= 1, got {num_cpu_threads}")
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
@@ -209,10 +203,8 @@ class GpuDecoder(BindingPath):
         self._nvc = nvc
         if api not in ("auto", "c", "python"):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
-        backends = _backends(AUTO_FIXED if hw_fraction == "auto" else hw_fraction)
+        backends = _backends(hw_fraction)
         capi = nvimgcodec_c.load() if api != "python" else None
-        # "auto" with the C API: lane 0 the hardware decoder first, lane 1 the CUDA decoder alone
-        per_lane = [HW_FIRST, CUDA_ONLY] if hw_fraction == "auto" else [backends] * lanes
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
         ahead = decode_ahead and os.environ.get("PIXELPIPE_DECODE_AHEAD", "1") != "0"
         if api == "c" and capi is None:
@@ -221,10 +213,9 @@ class GpuDecoder(BindingPath):
         self._c: list[nvimgcodec_c.CDecoder] = []  # the lanes (C API), each with a stream
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
             try:
-                threads = max(1, num_cpu_threads // len(per_lane))
-                for lane_backends in per_lane:
-                    self._c.append(nvimgcodec_c.CDecoder(capi, device.index, threads, lane_backends, options,
-                                                         alloc, ahead))
+                for _ in range(lanes):
+                    self._c.append(nvimgcodec_c.CDecoder(capi, device.index, max(1, num_cpu_threads // lanes),
+                                                         backends, options, alloc, ahead))
             except RuntimeError as e:
                 for made in self._c:
                     made.close()
@@ -233,8 +224,6 @@ class GpuDecoder(BindingPath):
                     raise
                 print(f"pixelpipe: nvImageCodec's C API failed ({e}); using its Python binding", file=sys.stderr)
         self.lanes = len(self._c) or 1
-        # the hardware share of "auto" (C API), moved after each batch; None: nvImageCodec's split
-        self.split = HardwareSplit(AUTO_FIXED) if hw_fraction == "auto" and self._c else None
         if self._c:
             self._decoder: Any = self._c
         else:
@@ -347,8 +336,7 @@ class GpuDecoder(BindingPath):
         thread, so that the decoding thread only decodes. lane: the
         decoder lane that decodes the whole batch (with the C API; batches planned for
         different lanes may decode on different threads at the same time); None splits the
-        batch over every lane (with hw_fraction="auto", every batch is split and `lane` is
-        ignored). Raises ValueError for a region outside its image ("sample i:
+        batch over every lane. Raises ValueError for a region outside its image ("sample i:
         ...") or a lane this decoder does not have, RuntimeError once the decoder is closed
         (also when close() runs on another thread meanwhile: it waits for an open batch to
         be made, then releases it)."""
@@ -375,8 +363,7 @@ class GpuDecoder(BindingPath):
         pending = self._start_cpu(blobs, regions, exif, sorted(why))
         if lanes:  # code streams, buffers and images made here, on the planning thread
             parts, rows = [], {}
-            split = (self.split.split(jobs) if self.split is not None else split_by_pixels(jobs, len(lanes))
-                     if lane is None else [(lane, jobs)] if jobs else [])
+            split = split_by_pixels(jobs, len(lanes)) if lane is None else [(lane, jobs)] if jobs else []
             for k, part in split:
                 opened = lanes[k].open([blobs[job.index] for job in part], [job.region for job in part],
                                          [job.decoded_size for job in part], self._c_streams[k])
@@ -477,13 +464,6 @@ class GpuDecoder(BindingPath):
                 fut.exception()
         for fut in others:
             results.extend(fut.result())
-        if self.split is not None:  # each lane's (pixels, decode seconds) moves the share
-            timed: list[tuple[int, float] | None] = [None, None]
-            for lane, part, _ in parts:
-                times = self._c[lane].last_times
-                if times is not None:
-                    timed[lane] = (sum(h * w for h, w in (job.decoded_size for job in part)), times[1] - times[0])
-            self.split.observe(timed[0], timed[1])
         out: dict[int, tuple[Job, Any, Row]] = {}
         for job, res in zip(planned.decodable, results):
             if isinstance(res, str):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decode.hw_split import check_hw_fraction
-
 __all__ = ["GpuDecoding"]
 
 
@@ -17,10 +15,7 @@ class GpuDecoding:
         hw_fraction: the share of JPEGs for the hardware decoder (default 0.75); the rest go to
             the CUDA decoder, at the same time (None: the hardware decoder takes every JPEG it
             can). Measured in a Pipeline on an H100 (rn50, 500 ImageNet JPEGs, batch 256,
-            alternating rounds): 0.75 beat None in every round, by 8-25%. "auto": each batch
-            split by pixelpipe between a hardware and a CUDA decoder, the share following
-            their decode times, since the best share depends on the images
-            (`pixelpipe.decode.hw_split`; needs `lanes=1`).
+            alternating rounds): 0.75 beat None in every round, by 8-25%.
         roi: let nvImageCodec decode only each sample's region (True), or decode whole images
             and let the warp read the region (False). "auto" (default): regions when a
             one-time probe in a child process decoded them cleanly on this GPU, since
@@ -47,7 +42,7 @@ class GpuDecoding:
             (docs/benchmarks.md).
     """
 
-    hw_fraction: float | str | None = 0.75
+    hw_fraction: float | None = 0.75
     roi: bool | str = "auto"
     fancy_upsampling: bool = False
     lanes: int = 1
@@ -60,10 +55,8 @@ class GpuDecoding:
         return "" if self.hw_batch is None else f"nvjpeg_hw_decoder:preallocate_batch_size={self.hw_batch}"
 
     def __post_init__(self) -> None:
-        check_hw_fraction(self.hw_fraction)
-        if self.hw_fraction == "auto" and self.lanes != 1:
-            raise ValueError(f'hw_fraction="auto" splits each batch over two decoders of its own; lanes must be 1, '
-                             f"got {self.lanes}")
+        if self.hw_fraction is not None and not 0.0 <= self.hw_fraction <= 1.0:
+            raise ValueError(f"hw_fraction must be None or in [0, 1], got {self.hw_fraction}")
         if self.roi not in (True, False, "auto"):
             raise ValueError(f'roi must be True, False or "auto", got {self.roi!r}')
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:

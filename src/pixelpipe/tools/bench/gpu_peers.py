@@ -145,9 +145,7 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
             result.note += f"; {stats.cpu_fallback / stats.total:.0%} decoded on the CPU (not JPEGs nvImageCodec takes)"
         decoder = getattr(run, "decoder", lambda: None)()  # the settings its GPU decoder ran with
         if decoder is not None:
-            split = getattr(decoder, "split", None)  # hw_fraction="auto": the share it came to
-            share = decoder.hw_fraction if split is None else f"auto (share {split.share:.2f} at the end)"
-            result.note += (f"; nvImageCodec {decoder.api} API, hw_fraction {share}, "
+            result.note += (f"; nvImageCodec {decoder.api} API, hw_fraction {decoder.hw_fraction}, "
                             f"regions {'on' if decoder.roi_decode else 'off'}, {decoder.lanes} lane(s)")
         return result
     except ImportError as e:
