@@ -5,7 +5,8 @@
 
 The JPEGs of DIR listed `--repeat` times in a file list, read by a Pipeline (batch 256, float16,
 default threads) made once per run with `GpuDecoding(**setting)`, a setting being
-comma-separated key=value pairs (numbers, true, false or none); a run times `--seconds` after
+comma-separated key=value pairs (numbers, true, false or none; `threads=N` sets the Pipeline's
+num_threads instead, e.g. `--settings threads=8 threads=16`); a run times `--seconds` after
 10 batches. Each round runs every setting once, the order reversed every other round, so that
 a drift of the machine falls on all of them. Prints each run, then per setting the median
 images/s and the range. With hardware names: whether the JPEG engines bound the rate (if they
@@ -28,22 +29,24 @@ BATCH = 256
 
 
 def setting(text: str) -> dict[str, Any]:
-    """GpuDecoding keyword arguments from "key=value,key=value" (numbers, true, false, none)."""
+    """GpuDecoding keyword arguments from "key=value,key=value" (numbers, true, false, none), and
+    `threads`, the Pipeline's num_threads (default: all cores)."""
     out: dict[str, Any] = {}
     for pair in filter(None, text.split(",")):
         key, _, value = pair.partition("=")
         low = value.strip().lower()
         out[key.strip()] = (None if low == "none" else True if low == "true" else False if low == "false"
                             else int(low) if low.lstrip("-").isdigit() else float(low))
-    pp.GpuDecoding(**out)  # checked before the runs
+    pp.GpuDecoding(**{k: v for k, v in out.items() if k != "threads"})  # checked before the runs
     return out
 
 
 def run(listed: str, preset: str, settings: dict[str, Any], seconds: float, seed: int) -> float:
     """Images/s of one Pipeline over the list, timed for `seconds` after 10 batches."""
     transforms = getattr(pp.presets, preset)(dtype=torch.float16)
+    gpu = {k: v for k, v in settings.items() if k != "threads"}
     pipe = pp.Pipeline(listed, transforms, batch_size=BATCH, device="cuda", seed=seed, drop_last=True,
-                       gpu=pp.GpuDecoding(**settings))
+                       num_threads=settings.get("threads"), gpu=pp.GpuDecoding(**gpu))
     try:
         batches = (b for _ in itertools.count() for b in pipe)  # epoch after epoch
         for _ in itertools.islice(batches, 10):  # warm-up

@@ -1,5 +1,6 @@
 """benchmarks/heldout_set.py (a held-out JPEG set, the same files on every run) and
-benchmarks/pipeline_ab.py (a Pipeline alone, two trees alternating) on stand-ins, no GPU."""
+benchmarks/pipeline_ab.py (a Pipeline alone, two trees alternating) on stand-ins, and
+gpu_decoding_ab.py's settings; no GPU."""
 
 from __future__ import annotations
 
@@ -79,3 +80,15 @@ def test_pipeline_ab_alternates_the_trees_and_sums_up(tmp_path, monkeypatch, cap
 def test_pipeline_ab_says_a_failed_run(tmp_path, monkeypatch, capsys):
     out = _ab(tmp_path, monkeypatch, capsys, "--data", "fail", "--rounds", "1", "--modes", "files")
     assert out.count("failed") == 2 and "files: no pair of runs" in out
+
+
+def test_decoding_ab_settings_split_the_pipelines_threads_from_the_decoders() -> None:
+    """benchmarks/gpu_decoding_ab.py's settings: GpuDecoding's keywords checked before any run,
+    `threads` kept for the Pipeline's num_threads."""
+    gpu_decoding_ab = pytest.importorskip("gpu_decoding_ab")
+    assert gpu_decoding_ab.setting("threads=8,hw_fraction=0.9") == {"threads": 8, "hw_fraction": 0.9}
+    assert gpu_decoding_ab.setting("hw_fraction=none,roi=false") == {"hw_fraction": None, "roi": False}
+    with pytest.raises(ValueError, match="hw_fraction"):
+        gpu_decoding_ab.setting("hw_fraction=2")
+    with pytest.raises(TypeError):
+        gpu_decoding_ab.setting("threads_per_lane=3")

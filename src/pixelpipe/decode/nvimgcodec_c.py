@@ -465,16 +465,13 @@ class CDecoder:
     def _run_steps(self, streams: Any, images: Any, n: int, status: Any, size: C.c_size_t) -> None:
         free, held = self._api.free, self._api.held
         future = _P()
-        issued = time.perf_counter()
         _check(free.nvimgcodecDecoderDecode(self._decoder, streams, images, n, C.byref(self._params),
                                             C.byref(future)), "decoding")
         try:
             _check(free.nvimgcodecFutureWaitForAll(future), "waiting for the decode")
-            waited = time.perf_counter()
             _check(held.nvimgcodecFutureGetProcessingStatus(future, status, C.byref(size)), "reading the statuses")
         finally:
             held.nvimgcodecFutureDestroy(future)
-        self.last_times = (issued, waited, waited)  # as decode.c's, which this is the twin of
 
 
 def _drain(batches: collections.deque[Opened]) -> list[Opened]:
