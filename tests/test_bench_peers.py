@@ -24,6 +24,7 @@ from pixelpipe.tools.bench.gpu_peers import (
     run_contender,
     run_gpu_bench,
 )
+from pixelpipe.tools.bench.machine import cpu_model
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -122,7 +123,7 @@ class TestHeader:
                      "threads=16", "passes=2", "data=synthetic (256 JPEGs)"):
             assert part in first
         assert str(datetime.now().year) in second and "NVIDIA H100 80GB HBM3" in second
-        assert "CPUs" in second
+        assert "CPUs" in second and f"({cpu_model()})" in second
         assert "torch 2.11.0+cu130, triton 3.6.0, dali 2.4.0, kornia 0.9.0" in second
         assert "torchvision" not in second  # absent packages are left out
 
@@ -134,6 +135,16 @@ class TestHeader:
         assert list(v) == [k for k in PACKAGES if k in v]  # a stable order
         assert ("kornia" in v) == (importlib.util.find_spec("kornia") is not None)
         assert ("torchvision" in v) == (importlib.util.find_spec("torchvision") is not None)
+
+    def test_the_cpu_model_comes_from_cpuinfo(self, tmp_path):
+        info = tmp_path / "cpuinfo"
+        info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R)  Xeon(R) Platinum 8480C\n"
+                        "processor\t: 1\nmodel name\t: Intel(R)  Xeon(R) Platinum 8480C\n")
+        assert cpu_model(info) == "Intel(R) Xeon(R) Platinum 8480C"
+        info.write_text("processor\t: 0\nModel\t\t: Raspberry Pi 4 Model B\n")  # ARM boards say Model
+        assert cpu_model(info) == "Raspberry Pi 4 Model B"
+        info.write_text("processor\t: 0\n")
+        assert cpu_model(info) and cpu_model(tmp_path / "missing")  # platform's answer, never empty
 
     def test_the_cpu_header_says_there_is_no_gpu(self):
         assert "no GPU" in bench_header("rn50", "cpu", 4, 1, 1, "x", False, versions={})

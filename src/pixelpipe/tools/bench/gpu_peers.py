@@ -45,6 +45,7 @@ from .batches import augment_spans, decode_head, drainer, head, spans
 from .coco_boxes import BoxedData
 from .engine_use import open_meter
 from .images import write_file_list
+from .machine import cpu_model
 from .pipelines import pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
@@ -97,7 +98,7 @@ def package_versions() -> dict[str, str]:
 def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: int, what: str,
                  augment_only: bool, versions: dict[str, str] | None = None,
                  gpu: str | None = None) -> str:
-    """Two lines: the run's settings, then date, GPU, CPU count and package versions."""
+    """Two lines: the run's settings, then date, GPU, CPU count and model, and package versions."""
     versions = package_versions() if versions is None else versions
     if gpu is None:
         dev = torch.device(device)
@@ -107,7 +108,7 @@ def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: i
     date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     return (f"pixelpipe bench: pipeline={pipeline} mode={mode} device={device} batch={batch} "
             f"threads={threads} passes={passes} data={what}\n"
-            f"{date} | {gpu} | {cpus} CPUs | "
+            f"{date} | {gpu} | {cpus} CPUs ({cpu_model()}) | "
             + ", ".join(f"{k} {v}" for k, v in versions.items()))
 
 

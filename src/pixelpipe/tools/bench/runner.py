@@ -22,7 +22,6 @@ same on the GPU; the other pipelines' peers run without boxes, so
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ import torch
 from ...data.threads import default_threads
 from .coco_boxes import boxed_data
 from .images import image_files, load_images, written
+from .machine import cpu_model
 from .pipelines import BENCH_PIPELINES, DETECTION, pipeline_ops
 from .timing import Result, in_rounds, report, time_runs
 
@@ -151,7 +151,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         jobs.append(lambda: ours(blobs, WITHOUT_BOXES, f"pixelpipe, the same images without boxes, {threads} threads"))
     results, per_round = in_rounds(jobs + [lambda p=p: theirs(p) for p in peers], rounds)
     header = (f"pixelpipe bench: pipeline={pipeline} device=cpu batch={batch} threads={threads} "
-              f"passes={passes} rounds={rounds} data={what}\n{platform.processor() or platform.machine()}, "
+              f"passes={passes} rounds={rounds} data={what}\n{cpu_model()}, "
               f"{os.cpu_count()} cores, torch {torch.__version__}")
     if boxed is not None and peers:
         header += f"\nboxes: pixelpipe's first row carries {boxes} per image; {', '.join(peers)} run without"
