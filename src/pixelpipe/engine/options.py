@@ -15,7 +15,11 @@ class GpuDecoding:
         hw_fraction: the share of JPEGs for the hardware decoder (default 0.75); the rest go to
             the CUDA decoder, at the same time (None: the hardware decoder takes every JPEG it
             can). Measured in a Pipeline on an H100 (rn50, 500 ImageNet JPEGs, batch 256,
-            alternating rounds): 0.75 beat None in every round, by 8-25%.
+            alternating rounds): 0.75 beat None in every round, by 8-25%. The best share
+            depends on the images: on two held-out sets nvImageCodec's call alone was fastest
+            at 0.6, while a Pipeline's rate at 0.75, 0.9 and None stayed within its rounds'
+            spread on one H200 and was best with None on another (docs/benchmarks.md, "The
+            hardware share on images it was not tuned on").
         roi: let nvImageCodec decode only each sample's region (True), or decode whole images
             and let the warp read the region (False). "auto" (default): regions when a
             one-time probe in a child process decoded them cleanly on this GPU, since
