@@ -1,6 +1,7 @@
 """The GPU decoder's ceiling: nvImageCodec's decode call alone, as the pipeline makes it.
 
-    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8] [--dali] [--shares 0.75 0.9 none]
+    python benchmarks/gpu_decoder_ceiling.py [--data DIR] [--epochs 8] [--dali] \
+        [--shares 0.75 0.9 none] [--splits 0.6 0.7]
 
 Code streams, the output buffer and the images of every batch are made beforehand (a Pipeline
 makes them on its planning thread), so only `CDecoder.decode` is timed: rn50's random-crop
@@ -13,7 +14,8 @@ kernel runs: a pipeline cannot decode faster than this. With --dali, DALI's mixe
 the same process, at hw_decoder_load 0.9 (its default) and 0.75. Needs CUDA and nvImageCodec
 0.9 (the C API pixelpipe mirrors); --dali needs nvidia-dali. With --shares, only the call as a
 Pipeline's decoder makes it (8 threads, pixelpipe's allocators, preallocate_batch_size=256) at
-each hardware share given (a number, or none: every JPEG the hardware decoder takes).
+each hardware share given (a number, or none: every JPEG the hardware decoder takes). --splits:
+also each batch split by the caller between two decoders on two threads (`split_rate`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class Setting(NamedTuple):
     whole: bool = False  # whole images instead of rn50's regions
     own_allocators: bool = False  # pixelpipe's allocators, as a Pipeline's decoder has
     decoders: int = 1  # decoders on as many threads, alternate batches (GpuDecoding(lanes=N))
-    split: float = 0.0  # > 0: this share of each batch on a hardware-only decoder, the rest on a
-    # CUDA-only one, each on its own thread (`split_rate`)
+    split: float = 0.0  # > 0: this share of each batch (its largest regions) on a decoder with the
+    # hardware decoder first, the rest on a CUDA-only one, each on its own thread (`split_rate`)
 
 
 PREALLOCATE = "nvjpeg_hw_decoder:preallocate_batch_size=256"
@@ -112,8 +114,9 @@ def call_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any,
 def split_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any, epochs: int,
                meter: Any) -> tuple[float, Any, tuple[float, float]]:
     """Images/s when each batch is split by the caller: `setting.split` of its images (the
-    largest regions) to a decoder whose first backend is the hardware one (it takes every JPEG it can), the rest to a
-    decoder without it, each decoder on its own thread and stream, batch after batch. Returns
+    largest regions) to a decoder whose first backend is the hardware one (it takes every JPEG
+    it can; the CUDA decoder after it takes what it refuses), the rest to a decoder without it,
+    each decoder on its own thread and stream, batch after batch. Returns
     the rate (all images over the slower thread's time), the engines' use and both threads'
     seconds."""
     from concurrent.futures import ThreadPoolExecutor
@@ -208,8 +211,8 @@ def main() -> None:
     ap.add_argument("--shares", nargs="+", default=None,
                     help="only the Pipeline's decoder at these hardware shares (numbers or none)")
     ap.add_argument("--splits", nargs="+", default=[],
-                    help="also each batch split by the caller: this share to a hardware-only decoder, the rest "
-                         "to a CUDA-only one, on two threads")
+                    help="also each batch split by the caller: this share (the largest regions) to a "
+                         "hardware-first decoder, the rest to a CUDA-only one, on two threads")
     args = ap.parse_args()
     settings = list(SETTINGS) if args.shares is None else [
         Setting(f"8 threads, share {s}, preallocate_batch_size=256, pixelpipe's allocators", 8,
