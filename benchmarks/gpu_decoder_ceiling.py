@@ -65,50 +65,65 @@ SETTINGS = [
 ]
 
 
-def call_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any,
-              full: list[tuple[int, int]], epochs: int, meter: Any) -> tuple[float, Any]:
-    """Images/s of the decode call alone for one setting, and the engines' use meanwhile."""
+Work = tuple[list[bytes], list[Any], list[tuple[int, int]]]  # a decode call's blobs, regions, sizes
+
+
+def time_lanes(api: Any, setting: Setting, backends: list[list[tuple[str, float | None]]],
+               work: list[list[Work]], warm: list[int], meter: Any) -> tuple[list[float], Any]:
+    """Decoder j (backends[j], on its own thread and stream) decodes work[j], call after call:
+    its first warm[j] calls untimed (its share of a warm-up epoch), then the rest. Returns each lane's seconds
+    for the rest and the engines' use meanwhile. Every call's code streams and images are made
+    beforehand, as a Pipeline's planning thread makes them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
 
-    backends = [("HW_GPU_ONLY", setting.share), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
     device = torch.cuda.current_device()
-    decoders = [nvimgcodec_c.CDecoder(api, device, setting.threads, backends,
+    decoders = [nvimgcodec_c.CDecoder(api, device, setting.threads, kinds,
                                       f":fancy_upsampling=0 {setting.options}".strip(),
                                       nvimgcodec_alloc.allocators(device) if setting.own_allocators else None)
-                for _ in range(setting.decoders)]
+                for kinds in backends]
     streams = [torch.cuda.Stream() for _ in decoders]
-    n = len(blobs)
-    work: list[tuple[list[bytes], list[Any], list[tuple[int, int]]]] = []
-    for e in range(epochs + 1):
-        for k in range(0, n, BATCH):
-            if setting.whole:
-                work.append((blobs[k : k + BATCH], [None] * len(blobs[k : k + BATCH]), full[k : k + BATCH]))
-                continue
-            box = regions[e][k : k + BATCH]
-            work.append((blobs[k : k + BATCH], box, [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]))
-    lane = [i % len(decoders) for i in range(len(work))]
-    opened = [decoders[j].open(b, r, z, streams[j]) for (b, r, z), j in zip(work, lane)]
-    first = len(range(0, n, BATCH))
+    opened = [[dec.open(*w, stream) for w in calls] for dec, stream, calls in zip(decoders, streams, work)]
 
-    def run(j: int, items: range) -> None:
-        for i in items:
-            if lane[i] == j:
-                decoders[j].decode(*work[i], streams[j], opened[i])
+    def run(j: int, timed: bool) -> float:
+        t0 = time.perf_counter()
+        for i in range(warm[j], len(work[j])) if timed else range(warm[j]):
+            if work[j][i][0]:
+                decoders[j].decode(*work[j][i], streams[j], opened[j][i])
         streams[j].synchronize()
+        return time.perf_counter() - t0
 
+    lanes = range(len(decoders))
     with ThreadPoolExecutor(len(decoders)) as pool:
-        list(pool.map(run, range(len(decoders)), [range(first)] * len(decoders)))  # warm-up epoch
+        list(pool.map(run, lanes, [False] * len(decoders)))
         if meter is not None:
             meter.start()
-        t0 = time.perf_counter()
-        list(pool.map(run, range(len(decoders)), [range(first, len(work))] * len(decoders)))
-        rate = epochs * n / (time.perf_counter() - t0)
+        times = list(pool.map(run, lanes, [True] * len(decoders)))
     usage = meter.stop() if meter is not None else None
     for dec in decoders:
         dec.close()
-    return rate, usage
+    return times, usage
+
+
+def call_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any,
+              full: list[tuple[int, int]], epochs: int, meter: Any) -> tuple[float, Any]:
+    """Images/s of the decode call alone for one setting (batches alternating over
+    `setting.decoders` decoders), and the engines' use meanwhile."""
+    n, lanes = len(blobs), setting.decoders
+    calls: list[Work] = []
+    for e in range(epochs + 1):
+        for k in range(0, n, BATCH):
+            if setting.whole:
+                calls.append((blobs[k : k + BATCH], [None] * len(blobs[k : k + BATCH]), full[k : k + BATCH]))
+                continue
+            box = regions[e][k : k + BATCH]
+            calls.append((blobs[k : k + BATCH], box, [(y1 - y0, x1 - x0) for y0, x0, y1, x1 in box]))
+    backends = [("HW_GPU_ONLY", setting.share), ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
+    first = len(range(0, n, BATCH))  # the warm-up epoch's calls, dealt out as the rest
+    times, usage = time_lanes(api, setting, [backends] * lanes, [calls[j::lanes] for j in range(lanes)],
+                              [len(range(j, first, lanes)) for j in range(lanes)], meter)
+    return epochs * n / max(times), usage
 
 
 def split_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any, epochs: int,
@@ -116,21 +131,10 @@ def split_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any, epo
     """Images/s when each batch is split by the caller: `setting.split` of its images (the
     largest regions) to a decoder whose first backend is the hardware one (it takes every JPEG
     it can; the CUDA decoder after it takes what it refuses), the rest to a decoder without it,
-    each decoder on its own thread and stream, batch after batch. Returns
-    the rate (all images over the slower thread's time), the engines' use and both threads'
-    seconds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from pixelpipe.decode import nvimgcodec_alloc, nvimgcodec_c
-
-    device = torch.cuda.current_device()
-    kinds = [[("HW_GPU_ONLY", None), ("GPU_ONLY", None)], [("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]]
-    decoders = [nvimgcodec_c.CDecoder(api, device, setting.threads, backends,
-                                      f":fancy_upsampling=0 {setting.options}".strip(),
-                                      nvimgcodec_alloc.allocators(device)) for backends in kinds]
-    streams = [torch.cuda.Stream() for _ in decoders]
+    each decoder on its own thread and stream, batch after batch. Returns the rate (all images
+    over the slower thread's time), the engines' use and both threads' seconds."""
     n = len(blobs)
-    parts: list[list[tuple[list[bytes], list[Any], list[tuple[int, int]]]]] = [[], []]
+    parts: list[list[Work]] = [[], []]
     for e in range(epochs + 1):
         for k in range(0, n, BATCH):
             box = list(regions[e][k : k + BATCH])
@@ -139,25 +143,8 @@ def split_rate(api: Any, setting: Setting, blobs: list[bytes], regions: Any, epo
             for j, picked in enumerate((order[:cut], order[cut:])):  # the largest regions to the hardware
                 parts[j].append(([blobs[k + i] for i in picked], [box[i] for i in picked],
                                  [(box[i][2] - box[i][0], box[i][3] - box[i][1]) for i in picked]))
-    opened = [[decoders[j].open(*w, streams[j]) for w in parts[j]] for j in range(2)]
-    first = len(range(0, n, BATCH))
-
-    def run(j: int, items: range) -> float:
-        t0 = time.perf_counter()
-        for i in items:
-            if parts[j][i][0]:
-                decoders[j].decode(*parts[j][i], streams[j], opened[j][i])
-        streams[j].synchronize()
-        return time.perf_counter() - t0
-
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(run, range(2), [range(first)] * 2))  # warm-up epoch
-        if meter is not None:
-            meter.start()
-        times = list(pool.map(run, range(2), [range(first, len(parts[0]))] * 2))
-    usage = meter.stop() if meter is not None else None
-    for dec in decoders:
-        dec.close()
+    backends = [[("HW_GPU_ONLY", None), ("GPU_ONLY", None)], [("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]]
+    times, usage = time_lanes(api, setting, backends, parts, [len(range(0, n, BATCH))] * 2, meter)
     return epochs * n / max(times), usage, (times[0], times[1])
 
 
@@ -219,7 +206,7 @@ def main() -> None:
                 None if s.lower() == "none" else float(s), PREALLOCATE, own_allocators=True)
         for s in args.shares]
     settings += [Setting(f"split {s}: hardware and CUDA decoders on two threads, 8 executor threads each",
-                         8, float(s), PREALLOCATE, split=float(s)) for s in args.splits]
+                         8, float(s), PREALLOCATE, own_allocators=True, split=float(s)) for s in args.splits]
     from pixelpipe.decode import nvimgcodec_c, read_header
 
     api = nvimgcodec_c.load()

@@ -37,16 +37,20 @@ def setting(text: str) -> dict[str, Any]:
         low = value.strip().lower()
         out[key.strip()] = (None if low == "none" else True if low == "true" else False if low == "false"
                             else int(low) if low.lstrip("-").isdigit() else float(low))
-    pp.GpuDecoding(**{k: v for k, v in out.items() if k != "threads"})  # checked before the runs
+    decoding(out)  # checked before the runs
     return out
+
+
+def decoding(settings: dict[str, Any]) -> pp.GpuDecoding:
+    """The GpuDecoding of a setting (every key but `threads`)."""
+    return pp.GpuDecoding(**{k: v for k, v in settings.items() if k != "threads"})
 
 
 def run(listed: str, preset: str, settings: dict[str, Any], seconds: float, seed: int) -> float:
     """Images/s of one Pipeline over the list, timed for `seconds` after 10 batches."""
     transforms = getattr(pp.presets, preset)(dtype=torch.float16)
-    gpu = {k: v for k, v in settings.items() if k != "threads"}
     pipe = pp.Pipeline(listed, transforms, batch_size=BATCH, device="cuda", seed=seed, drop_last=True,
-                       num_threads=settings.get("threads"), gpu=pp.GpuDecoding(**gpu))
+                       num_threads=settings.get("threads"), gpu=decoding(settings))
     try:
         batches = (b for _ in itertools.count() for b in pipe)  # epoch after epoch
         for _ in itertools.islice(batches, 10):  # warm-up

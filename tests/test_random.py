@@ -242,6 +242,22 @@ def test_numpy_mixer_wraps_like_the_masked_int64_form():
     assert _mix_u32(x.copy()).tolist() == [_mix(int(v)) for v in x]
 
 
+def test_op_blocks_by_prefix_hash_each_op_with_its_own_prefix():
+    """Ops of one stage whose prefixes differ (per-frame ops of clips: another array) get the
+    blocks op_blocks gives with their own prefix, in the ops' order."""
+    from pixelpipe.data.random import op_blocks, op_blocks_by_prefix, prefix
+
+    idx = torch.tensor([3, 1, 4, 1, 5])
+    shared, other = prefix(2, 0, idx), prefix(2, 1, idx)
+    ops, widths = [0, 1, 4, 6], [2, 5, 0, 1]
+    got = op_blocks_by_prefix([shared, other, shared, other], ops, widths)
+    for k, pre in enumerate([shared, other, shared, other]):
+        want = op_blocks(pre, [ops[k]], [widths[k]])[0]
+        assert got[k].shape == (5, widths[k]) and np.array_equal(got[k], want), k
+    assert not np.array_equal(got[1], op_blocks(shared, [1], [5])[0])  # its own prefix, not the first
+    assert op_blocks_by_prefix([], [], []) == []
+
+
 def test_op_blocks_equal_each_op_and_draw_hashed_alone():
     """A stage hashes the leading draws of all its ops in one evaluation, as many per op as it
     states: every entry must be the full hash of its five keys, and Draws handed its op's

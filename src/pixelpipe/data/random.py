@@ -20,8 +20,8 @@ from .. import native
 from .field_units import field_units, rectangle_units
 from .transfer import to_device
 
-__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "op_blocks_numpy", "prefix",
-           "prefix_numpy", "uniform"]
+__all__ = ["Draws", "epochs", "frame_prefix", "hash32", "normal_keyed", "op_blocks", "op_blocks_by_prefix",
+           "op_blocks_numpy", "prefix", "prefix_numpy", "uniform"]
 
 _MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D  # odd multipliers of a well-mixing 32-bit finalizer (avalanche-tested constants)
@@ -202,6 +202,18 @@ def op_blocks(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> l
                      native.address(out))
     ends = np.cumsum([0, *draws]).tolist()
     return [out[:, a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+def op_blocks_by_prefix(prefixes: Sequence[np.ndarray], ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:
+    """op_blocks for ops whose prefixes may differ (prefixes[k]: op k's, the same array object
+    for ops that share one, as Stage.prefixes gives them): one evaluation per distinct prefix,
+    op k's block at position k."""
+    out: list[np.ndarray] = [np.empty(0)] * len(ops)
+    for pre in {id(p): p for p in prefixes}.values():
+        ks = [k for k, p in enumerate(prefixes) if p is pre]
+        for k, block in zip(ks, op_blocks(pre, [ops[k] for k in ks], [draws[k] for k in ks])):
+            out[k] = block
+    return out
 
 
 def op_blocks_numpy(prefix: np.ndarray, ops: Sequence[int], draws: Sequence[int]) -> list[np.ndarray]:

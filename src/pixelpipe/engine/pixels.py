@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.random import Draws, epochs, op_blocks, prefix
+from ..data.random import Draws, epochs, op_blocks_by_prefix, prefix
 from ..data.transfer import device_constant
 from ..kernels.cpu.stage import MapFn, for_each
 from ..kernels.pixel_forms import finishing_form, pixel_form
@@ -228,13 +228,7 @@ def pixel_blocks(stage: Stage, prefixes: list[np.ndarray]) -> list[np.ndarray]:
     hashed in one evaluation per prefix for all the stage's pixel ops (as the stage does for
     its other ops), then sliced per piece: without them each piece hashed each op's draws
     itself (RandomErasing's 23 of them, a policy's choices), numpy calls holding the GIL."""
-    ops = stage.pixels
-    out: list[np.ndarray] = [np.empty(0)] * len(ops)
-    for pre in {id(p): p for p in prefixes}.values():
-        ks = [k for k, p in enumerate(prefixes) if p is pre]
-        for k, block in zip(ks, op_blocks(pre, [ops[k][0] for k in ks], [ops[k][1].draws for k in ks])):
-            out[k] = block
-    return out
+    return op_blocks_by_prefix(prefixes, [pos for pos, _ in stage.pixels], [op.draws for _, op in stage.pixels])
 
 
 def normalize(x: torch.Tensor, stage: Stage, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.random import Draws, epochs, frame_prefix, op_blocks, prefix
+from ..data.random import Draws, epochs, frame_prefix, op_blocks_by_prefix, prefix
 from ..data.targets import TargetForm, Targets
 from ..ops.color import Normalize
 from ..ops.kinds import BatchOp, ColorOp, CompoundOp, GeometryOp, Op, Params, PixelOp, TargetsOp
@@ -89,7 +89,9 @@ class Stage:
         sizes = host(sizes).reshape(-1, 2)
         n = sizes.shape[0]
         prefixes = self.prefixes(prefix(seed, epoch, indices), frames, [pos for pos, _ in self.ops])
-        blocks = _blocks(prefixes, self.ops) if n else None
+        # every op's leading draws, hashed in one evaluation per prefix
+        blocks = op_blocks_by_prefix(prefixes, [pos for pos, _ in self.ops],
+                                     [fast.block_draws(op) for _, op in self.ops]) if n else None
         matrix: np.ndarray | None = None
         cur = sizes
         color_params: list[tuple[ColorOp, Params]] = []
@@ -157,17 +159,6 @@ def _resized_crops(ops: list[tuple[int, Op]]) -> set[int]:
     geo = [k for k, (_, op) in enumerate(ops) if isinstance(op, GeometryOp)]
     return {k for k, nxt in zip(geo, geo[1:])
             if hasattr(ops[k][1], "resampled") and ops[nxt][1].resamples_window}  # type: ignore[attr-defined]
-
-
-def _blocks(prefixes: list[np.ndarray], ops: list[tuple[int, Op]]) -> list[np.ndarray]:
-    """The leading draws of every op, hashed in one evaluation per prefix (random.op_blocks)."""
-    out: list[np.ndarray] = [np.empty(0)] * len(ops)
-    for pre in {id(p): p for p in prefixes}.values():
-        ks = [k for k, p in enumerate(prefixes) if p is pre]
-        got = op_blocks(pre, [ops[k][0] for k in ks], [fast.block_draws(ops[k][1]) for k in ks])
-        for k, block in zip(ks, got):
-            out[k] = block
-    return out
 
 
 @dataclass
