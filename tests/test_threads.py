@@ -86,3 +86,26 @@ def test_default_threads_share_the_host_between_torchruns_ranks(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
     assert threads.default_threads() == 32
+
+
+def test_gpu_engines_take_at_most_eight_threads_by_default(monkeypatch):
+    """On a CUDA device an Engine (and so a Pipeline) takes default_threads() capped at
+    GPU_THREADS; on the CPU, or given a count, it takes what it did."""
+    import os
+
+    import pixelpipe.data.threads as threads
+    from pixelpipe import Engine
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert threads.GPU_THREADS == 8
+    assert threads.default_gpu_threads() == 8
+    assert Engine("cuda").num_threads == 8
+    assert Engine("cuda:1").num_threads == 8
+    assert Engine("cpu").num_threads == 32
+    assert Engine().num_threads == 32  # the input's device: CPU decoding
+    assert Engine("cuda", num_threads=16).num_threads == 16
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert threads.default_gpu_threads() == 4  # a rank's share of the host, under the cap
+    assert Engine("cuda").num_threads == 4

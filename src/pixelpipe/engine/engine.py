@@ -25,7 +25,7 @@ from ..data.keypoint_pairs import mirror_keypoints
 from ..data.mask_boxes import boxes_from_masks
 from ..data.random import epochs
 from ..data.targets import Targets
-from ..data.threads import default_threads, one_torch_thread
+from ..data.threads import default_gpu_threads, default_threads, one_torch_thread
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
@@ -45,7 +45,8 @@ class Engine:
     Args:
         device: where the work and the output go; None: the input batch's device (the CPU for
             encoded images and lists of CPU arrays).
-        num_threads: decoding threads for encoded images (default: all cores).
+        num_threads: decoding threads for encoded images (default: the cores available, at most
+            8 on a CUDA device: data.threads.default_gpu_threads).
         max_pixels: encoded images whose header claims more pixels fail (SampleError) before
             anything is decoded.
         gpu: how JPEGs are decoded on a GPU (`GpuDecoding`; defaults when None).
@@ -76,7 +77,8 @@ class Engine:
         if gpu is not None and not isinstance(gpu, GpuDecoding):
             raise TypeError(f"gpu must be a pixelpipe.GpuDecoding, got {type(gpu).__name__}")
         self.device = None if device is None else torch.device(device)
-        self.num_threads = num_threads or default_threads()
+        on_gpu = self.device is not None and self.device.type == "cuda"
+        self.num_threads = num_threads or (default_gpu_threads() if on_gpu else default_threads())
         self.max_pixels = max_pixels
         self.gpu = gpu or GpuDecoding()
         self.freeze_gc = bool(freeze_gc)

@@ -76,7 +76,8 @@ class Pipeline(Reported):
             samples of the rank's epoch, marked False in "valid". A batch of padding only
             comes only after the rank's last sample (see docs/training.md for a safe loss).
         num_threads: reading/decoding threads (default: the cores available, shared between the
-            ranks torchrun starts on this host). The Pipeline runs its transforms on an Engine
+            ranks torchrun starts on this host; at most 8 on a GPU, where more were measured
+            slower: data.threads.default_gpu_threads). The Pipeline runs its transforms on an Engine
             of its own (`pipe.engine`) with these threads, `device`, `max_pixels` and `gpu`.
         prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
             next epoch's first batches are ready when the consumer starts it.

@@ -117,7 +117,7 @@ def _bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crop", type=int, default=96, help="(volume) the crop's side")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--batch", type=int, help="batch size (default 64 on cpu, 256 on cuda)")
-    p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: the cores this process may use)")
+    p.add_argument("--threads", type=int, help="CPU threads for every contender but the torchvision CPU DataLoader, which gets one worker per core (default: the cores this process may use, at most 8 on a GPU)")
     p.add_argument("--peers", default=None,
                    help="comma-separated peers: pillow (cpu; the default there), torchvision (cpu: its DataLoader; cuda); dali, kornia "
                         "(cuda); none for no peer")
