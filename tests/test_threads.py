@@ -106,6 +106,8 @@ def test_gpu_engines_take_at_most_eight_threads_by_default(monkeypatch):
     assert Engine("cpu").num_threads == 32
     assert Engine().num_threads == 32  # the input's device: CPU decoding
     assert Engine("cuda", num_threads=16).num_threads == 16
+    assert [threads.default_threads_for(d) for d in ("cuda", "cuda:1", torch.device("cuda", 0), "cpu", None)] == [
+        8, 8, 8, 32, 32]
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     assert threads.default_gpu_threads() == 4  # a rank's share of the host, under the cap
     assert Engine("cuda").num_threads == 4

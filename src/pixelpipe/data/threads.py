@@ -20,7 +20,7 @@ the CPU decoder take when none is given: the cores this process may run on, shar
 the processes that torchrun starts on one host (LOCAL_WORLD_SIZE), since each rank's Pipeline
 would otherwise start a thread per core of the whole machine and the ranks would run G times
 as many threads as cores. `default_gpu_threads()` is what an Engine or a Pipeline on a GPU
-takes: at most 8 of those, since there the threads feed nvImageCodec's host side (headers,
+takes (`default_threads_for(device)` picks between the two): at most 8 of those, since there the threads feed nvImageCodec's host side (headers,
 Huffman decoding of the share not on the hardware decoder) and more of them contend with the
 Pipeline's own threads and the training loop. Measured on an H200 with 16 cores
 (`benchmarks/gpu_decoding_ab.py --settings threads=8 threads=16`, docs/benchmarks.md): 8 threads
@@ -35,7 +35,8 @@ import threading
 
 import torch
 
-__all__ = ["GPU_THREADS", "default_gpu_threads", "default_threads", "one_torch_thread", "torch_threads_here"]
+__all__ = ["GPU_THREADS", "default_gpu_threads", "default_threads", "default_threads_for", "one_torch_thread",
+           "torch_threads_here"]
 
 _LOCK = threading.Lock()
 
@@ -63,6 +64,13 @@ def default_gpu_threads() -> int:
     """The thread count of an Engine or a Pipeline on a GPU when none is given:
     default_threads(), at most GPU_THREADS."""
     return min(GPU_THREADS, default_threads())
+
+
+def default_threads_for(device: str | torch.device | None) -> int:
+    """The default thread count of work on `device`: default_gpu_threads() on a CUDA device
+    ("cuda", "cuda:N" or a torch.device), default_threads() otherwise (None: the CPU's)."""
+    on_gpu = device is not None and str(device).split(":")[0] == "cuda"
+    return default_gpu_threads() if on_gpu else default_threads()
 
 
 def one_torch_thread() -> bool:

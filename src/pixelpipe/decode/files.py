@@ -33,7 +33,8 @@ def decode(
             closes it and gives its GPU memory back.
         rgb: convert grey images to 3 channels; False keeps them at 1 channel.
         num_threads: decoding threads (Pillow releases the GIL while decoding); default
-            the cores this process may run on (data.threads.default_threads). On CUDA: nvImageCodec's threads (default 8).
+            the cores this process may run on (data.threads.default_threads). On CUDA:
+            nvImageCodec's threads (default 8).
         exif: apply each JPEG's EXIF orientation.
         fancy_upsampling: on CUDA, libjpeg's chroma filter so that pixels match the CPU
             decoder's; the default replicates chroma (about 1.7x faster, 0.14 grey levels

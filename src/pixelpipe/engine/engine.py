@@ -25,7 +25,7 @@ from ..data.keypoint_pairs import mirror_keypoints
 from ..data.mask_boxes import boxes_from_masks
 from ..data.random import epochs
 from ..data.targets import Targets
-from ..data.threads import default_gpu_threads, default_threads, one_torch_thread
+from ..data.threads import default_threads_for, one_torch_thread
 from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
@@ -77,8 +77,7 @@ class Engine:
         if gpu is not None and not isinstance(gpu, GpuDecoding):
             raise TypeError(f"gpu must be a pixelpipe.GpuDecoding, got {type(gpu).__name__}")
         self.device = None if device is None else torch.device(device)
-        on_gpu = self.device is not None and self.device.type == "cuda"
-        self.num_threads = num_threads or (default_gpu_threads() if on_gpu else default_threads())
+        self.num_threads = num_threads or default_threads_for(self.device)
         self.max_pixels = max_pixels
         self.gpu = gpu or GpuDecoding()
         self.freeze_gc = bool(freeze_gc)

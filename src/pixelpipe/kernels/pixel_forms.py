@@ -66,7 +66,7 @@ def pixel_form(op: Op, x: torch.Tensor) -> PixelForm | None:
             and type(op).apply_owned is RandomErasing.apply_owned and op.value == "random"
             and x.device.type == "cuda" and x.dim() == 4 and _triton()):
         return lambda x, params, owned, draws: erasing_noise_form(op, x, params, owned, draws)
-    if not isinstance(op, GaussianBlur) or type(op).apply is not GaussianBlur.apply:
+    if not _plain_blur(op):
         return None
     if x.device.type == "cuda" and _triton():
         return lambda x, params, owned, draws: gaussian_blur_form(op, x, params, owned)
@@ -80,10 +80,15 @@ def finishing_form(op: Op, x: torch.Tensor) -> FinishingForm | None:
     Normalize's scale and bias applied as it stores, or None: where op is the stage's last pixel
     op and the output needs a pass of its own, the engine runs this instead of the op's form
     and that pass. GaussianBlur on CUDA (kernels.triton.blur.blur_rows_into)."""
-    if (x.dtype != torch.float32 or x.device.type != "cuda" or x.dim() != 4 or not isinstance(op, GaussianBlur)
-            or type(op).apply is not GaussianBlur.apply or not _triton()):
+    if x.dtype != torch.float32 or x.device.type != "cuda" or x.dim() != 4 or not _plain_blur(op) or not _triton():
         return None
     return lambda x, params, out, scale, bias: gaussian_blur_finish(op, x, params, out, scale, bias)
+
+
+def _plain_blur(op: Op) -> bool:
+    """Whether op is a GaussianBlur whose apply() is GaussianBlur's (a subclass that changed it
+    runs its own)."""
+    return isinstance(op, GaussianBlur) and type(op).apply is GaussianBlur.apply
 
 
 def _policy_form_takes(op: PolicySteps, x: torch.Tensor) -> bool:

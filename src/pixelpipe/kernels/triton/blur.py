@@ -34,8 +34,8 @@ def _taps(base, hh, ww, inside, s_h, s_w, wrow, H, W, tile_h, tile_w,
           TAPS: tl.constexpr, AXIS: tl.constexpr, WIDE: tl.constexpr,
           BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     """The correlation of one sample's channel (at `base`, strides s_h, s_w) with the TAPS
-    weights at wrow (float32 bits in an int32 table), along AXIS (3: a row, 2: a column), over the output tile (hh, ww) whose
-    first row / column is tile_h / tile_w: float32 products summed tap by tap, borders mirrored."""
+    weights at wrow (float32 bits in an int32 table), along AXIS (3: a row, 2: a column), over
+    the output tile (hh, ww) whose first row / column is tile_h / tile_w: float32 products summed tap by tap, borders mirrored."""
     if AXIS == 3:
         size = W
         along = ww
@@ -114,8 +114,8 @@ def _blur_pass(src, dst, tables, rows_at, weights_at,  # rows: tables[rows_at:],
     hh = tile_h + tl.arange(0, BLOCK_H)[:, None]
     ww = tile_w + tl.arange(0, BLOCK_W)[None, :]
     inside = (hh < H) & (ww < W)
-    acc = _taps(src + src_n * src_sn + c * src_sc, hh, ww, inside, src_sh, src_sw, tables + weights_at + r * TAPS, H, W,
-                tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
+    acc = _taps(src + src_n * src_sn + c * src_sc, hh, ww, inside, src_sh, src_sw, tables + weights_at + r * TAPS,
+                H, W, tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
     tl.store(dst + dst_n * dst_sn + c * dst_sc + hh * dst_sh + ww * dst_sw, acc, mask=inside)
 
 
@@ -139,9 +139,8 @@ def _blur_finish(x, part, dst, tables, weights_at, scale, bias,  # tables: src_o
     inside = (hh < H) & (ww < W)
     if s >= 0:
         k = tl.load(tables + N + n)  # w_of: its row of the weights
-        acc = _taps(part + s.to(tl.int64) * p_sn + c * p_sc, hh, ww, inside, p_sh, p_sw, tables + weights_at + k * TAPS,
-                    H, W,
-                    tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
+        acc = _taps(part + s.to(tl.int64) * p_sn + c * p_sc, hh, ww, inside, p_sh, p_sw,
+                    tables + weights_at + k * TAPS, H, W, tile_h, tile_w, TAPS, AXIS, WIDE, BLOCK_H, BLOCK_W)
     else:
         acc = tl.load(x + n.to(tl.int64) * x_sn + c * x_sc + hh * x_sh + ww * x_sw, mask=inside, other=0.0)
     if NORM:

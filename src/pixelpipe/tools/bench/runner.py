@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ...data.threads import default_gpu_threads, default_threads
+from ...data.threads import default_threads_for
 from .coco_boxes import boxed_data
 from .images import image_files, load_images, written
 from .machine import cpu_model
@@ -106,7 +106,7 @@ def run_bench(data: str | None, pipeline: str, device: str, batch: int | None, t
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if peers is None:
         peers = [] if device.startswith("cuda") else ["pillow"]
-    threads = threads or (default_gpu_threads() if device.startswith("cuda") else default_threads())
+    threads = threads or default_threads_for(device)
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise SystemExit(f"pixelpipe bench: --device {device}: torch sees no CUDA device "
