@@ -84,14 +84,17 @@ def file_list(data: str | Path, repeat: int) -> tuple[str, int]:
 
 
 def add_gpu_decoding(ap: argparse.ArgumentParser) -> None:
-    """The --hw-fraction, --roi and --lanes options of gpu_decoding."""
+    """The --hw-fraction, --roi, --lanes and --ahead-fraction options of gpu_decoding."""
     ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")
     ap.add_argument("--roi", default=None, help="pixelpipe's GpuDecoding roi: true, false or auto")
     ap.add_argument("--lanes", type=int, default=None, help="pixelpipe's GpuDecoding lanes")
+    ap.add_argument("--ahead-fraction", default=None,
+                    help="pixelpipe's GpuDecoding ahead_fraction (a number, none or off)")
 
 
 def gpu_decoding(args: argparse.Namespace) -> Any:
-    """pixelpipe's GpuDecoding with --hw-fraction / --roi / --lanes where given, else its defaults."""
+    """pixelpipe's GpuDecoding with --hw-fraction / --roi / --lanes / --ahead-fraction where given,
+    else its defaults."""
     import pixelpipe as pp
 
     settings: dict[str, Any] = {}
@@ -101,4 +104,7 @@ def gpu_decoding(args: argparse.Namespace) -> Any:
         settings["roi"] = {"true": True, "false": False}.get(args.roi, args.roi)
     if getattr(args, "lanes", None) is not None:
         settings["lanes"] = args.lanes
+    ahead = getattr(args, "ahead_fraction", None)
+    if ahead is not None:
+        settings["ahead_fraction"] = ahead if ahead == "off" else None if ahead == "none" else float(ahead)
     return pp.GpuDecoding(**settings)

@@ -5,7 +5,7 @@
 
 The JPEGs of DIR listed `--repeat` times in a file list, read by a Pipeline (batch 256, float16,
 default threads) made once per run with `GpuDecoding(**setting)`, a setting being
-comma-separated key=value pairs (numbers, true, false or none; `threads=N` sets the Pipeline's
+comma-separated key=value pairs (numbers, true, false, none or off; `threads=N` sets the Pipeline's
 num_threads instead, e.g. `--settings threads=8 threads=16`); a run times `--seconds` after
 10 batches. Each round runs every setting once, the order reversed every other round, so that
 a drift of the machine falls on all of them. Prints each run, then per setting the median
@@ -29,14 +29,14 @@ BATCH = 256
 
 
 def setting(text: str) -> dict[str, Any]:
-    """GpuDecoding keyword arguments from "key=value,key=value" (numbers, true, false, none), and
+    """GpuDecoding keyword arguments from "key=value,key=value" (numbers, true, false, none, off), and
     `threads`, the Pipeline's num_threads (default: all cores)."""
     out: dict[str, Any] = {}
     for pair in filter(None, text.split(",")):
         key, _, value = pair.partition("=")
         low = value.strip().lower()
         out[key.strip()] = (None if low == "none" else True if low == "true" else False if low == "false"
-                            else int(low) if low.lstrip("-").isdigit() else float(low))
+                            else int(low) if low.lstrip("-").isdigit() else low if low == "off" else float(low))
     decoding(out)  # checked before the runs
     return out
 

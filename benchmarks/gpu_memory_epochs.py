@@ -1,6 +1,7 @@
 """GPU memory of a Pipeline over epochs: does it grow, and does close() give it back?
 
     python benchmarks/gpu_memory_epochs.py [--data DIR] [--pipelines rn50,rich] [--epochs 5] [--repeat 1] [--cache] [--dali]
+        [--sleep SECONDS] [--ahead-fraction off|none|F] [--hw-fraction F]
 
 Issue 4 asks for the peak after epoch 1 and after epoch 5 within 1%. A Pipeline's memory has
 two owners: torch's caching allocator (the kernels' outputs and buffers) and nvImageCodec's
@@ -15,16 +16,19 @@ epochs in the same process afterwards: only the device's used memory applies to 
 allocates through its own pools, outside torch), from before its pipeline is built.
 Batch 256, 8 threads, float16 NCHW, as `pixelpipe bench`. --repeat k lists the files k times (as samples of their own, with their own random
 crops): the peak is the largest batch's buffers so far, a running maximum over random region
-sizes, so an epoch of two batches has not met its largest one yet. Needs CUDA (and
-nvImageCodec for the GPU decoder).
+sizes, so an epoch of two batches has not met its largest one yet. --sleep S: the consumer
+waits S seconds after each batch (a training step), so that the Pipeline runs ahead of it (and
+a decoder that follows its consumer, GpuDecoding(ahead_fraction=...), decodes on its second
+decoder). Needs CUDA (and nvImageCodec for the GPU decoder).
 """
 
 from __future__ import annotations
 
 import gc
+import time
 
 import torch
-from _common import arguments, read_jpegs
+from _common import add_gpu_decoding, arguments, gpu_decoding, read_jpegs
 
 MIB = 2**20
 
@@ -55,6 +59,8 @@ def main() -> None:
     ap.add_argument("--cache", action="store_true", help='Pipeline(cache="gpu")')
     ap.add_argument("--repeat", type=int, default=1, help="list the files this many times")
     ap.add_argument("--dali", action="store_true", help="DALI's pipelines too (device memory only)")
+    ap.add_argument("--sleep", type=float, default=0.0, help="seconds the consumer waits after each batch")
+    add_gpu_decoding(ap)
     args = ap.parse_args()
     if args.epochs < 1:
         raise SystemExit("--epochs must be >= 1")
@@ -71,11 +77,13 @@ def main() -> None:
         torch.cuda.reset_peak_memory_stats()
         before = used()
         pipe = pp.Pipeline(Memory(list(blobs)), pp.Compose(pipeline_ops(name), dtype=torch.float16), 256,
-                           device="cuda", num_threads=8, prefetch=2, cache="gpu" if args.cache else None)
+                           device="cuda", num_threads=8, prefetch=2, cache="gpu" if args.cache else None,
+                           gpu=gpu_decoding(args))
         peaks = []
         for epoch in range(1, args.epochs + 1):
             for batch in pipe:
                 del batch  # the last batch is not kept past the epoch
+                time.sleep(args.sleep)
             torch.cuda.synchronize()
             peaks.append(torch.cuda.max_memory_allocated())
             print(f"{name:10s}{epoch:7d}{peaks[-1] / MIB:12.1f}{torch.cuda.memory_reserved() / MIB:10.1f}"

@@ -60,7 +60,15 @@ def pixelpipe_loader(args: argparse.Namespace, listed: str) -> Loader:
     pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device="cuda",
                        seed=0, drop_last=True, num_threads=args.threads, gpu=gpu_decoding(args),
                        prefetch=args.prefetch)
-    return endless(lambda: (b["image"] for b in pipe)), pipe.close
+
+    def stop() -> None:
+        if pipe.engine.gpu.follows_consumer:
+            first, second = pipe.engine.lanes.counts
+            print(f"pixelpipe: {second} of {first + second} batches planned ahead of the loop, on the second "
+                  f"decoder (share {pipe.engine.gpu.ahead_fraction})", flush=True)
+        pipe.close()
+
+    return endless(lambda: (b["image"] for b in pipe)), stop
 
 
 def dali_loader(args: argparse.Namespace, listed: str) -> Loader:

@@ -241,3 +241,28 @@ def test_batches_on_different_lanes_decode_at_once(photos: list[bytes], roi_safe
             assert torch.equal(g.table, w.table) and torch.equal(g.data, w.data)
     dec.close()
     one.close()
+
+
+def test_lanes_of_their_own_shares_decode_what_a_decoder_of_that_share_decodes(photos: list[bytes],
+                                                                               roi_safe: str) -> None:
+    """lane_fractions: each lane is a decoder of its own hardware share (bit for bit what a
+    decoder of that share gives); a batch planned without a lane decodes on the first, whole."""
+    with pytest.raises(ValueError, match="lane_fractions"):
+        GpuDecoder(CUDA, lane_fractions=[0.5, None], lanes=2)
+    with pytest.raises(ValueError, match="lane_fractions"):
+        GpuDecoder(CUDA, lane_fractions=[1.5])
+    dec = GpuDecoder(CUDA, roi_decode=True, api="c", lane_fractions=[0.0, None])
+    assert dec.lanes == 2 and "lane_fractions=[0.0, None]" in repr(dec)
+    for k, share in enumerate([0.0, None]):
+        one = GpuDecoder(CUDA, hw_fraction=share, roi_decode=True, api="c")
+        want = one.decode_regions(photos)[0]
+        planned = dec.plan(photos, lane=k)
+        assert [lane for lane, _, _ in planned.opened] == [k]
+        views, fell, _ = dec.decode_views(photos, planned=planned)
+        got = views.contiguous()
+        views.retire(torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        assert fell == [] and torch.equal(got.data, want.data) and torch.equal(got.table, want.table)
+        one.close()
+    assert [lane for lane, _, _ in dec.plan(photos).opened] == [0]
+    dec.close()

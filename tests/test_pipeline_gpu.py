@@ -5,6 +5,7 @@ the decoders' tolerance. Needs CUDA and nvImageCodec; skips otherwise."""
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pytest
@@ -225,3 +226,25 @@ def test_the_gpu_cache_is_filled_by_nvimagecodec() -> None:
     assert fallback == [3]
     for i in range(6):
         assert torch.equal(stored[i], want[i]), i
+
+
+def test_a_decoder_following_its_consumer_uses_the_second_decoder_while_ahead() -> None:
+    """GpuDecoding(ahead_fraction=None): a consumer slower than the Pipeline gets batches
+    planned on the second decoder (the hardware decoder takes every JPEG it can), a consumer
+    that waits for every batch gets the first decoder's; the batches are the same samples,
+    the same crops, within the two decoders' difference (a few grey levels at most)."""
+    samples = [(_jpeg(i), i) for i in range(48)]
+    off = Pipeline(Memory(samples), _ops(), 4, device="cuda", shuffle=False)
+    want = [b["image"].cpu() for b in off]
+    pipe = Pipeline(Memory(samples), _ops(), 4, device="cuda", shuffle=False, gpu=GpuDecoding(ahead_fraction=None))
+    got = []
+    for b in pipe:
+        got.append(b["image"].cpu())
+        time.sleep(0.05)  # a consumer much slower than the Pipeline
+    first, second = pipe.engine.lanes.counts
+    assert second > first > 0  # the first batches found nothing waiting; then it ran ahead
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and (g - w).abs().mean() < 1.5 / 255 and (g - w).abs().max() < 40 / 255
+    off.close()
+    pipe.close()

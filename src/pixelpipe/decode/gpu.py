@@ -117,6 +117,10 @@ class GpuDecoder(BindingPath):
             there while other lanes decode other batches on other threads; a batch planned
             with lane=None is split into parts of about equal pixel counts, one per lane,
             decoded at the same time. Default 1. The Python binding always uses one.
+        lane_fractions: instead of equal lanes, one lane per given hardware share (as
+            hw_fraction), each with num_cpu_threads executor threads; a caller chooses a
+            batch's lane (`plan(lane=k)`), and a batch planned with lane=None decodes on the
+            first. A Pipeline with `GpuDecoding(ahead_fraction=...)` uses two. Needs lanes=1.
         allocators: with the C API, hand nvImageCodec pixelpipe's device and pinned allocators
             with 32 MiB / 4 MiB of padding (`nvimgcodec_alloc`), so that its decoders' buffers
             stop growing (each growth waited for the whole device): its decode call alone
@@ -168,6 +172,7 @@ class GpuDecoder(BindingPath):
         decode_ahead: bool = True,
         max_pixels: int = 100_000_000,
         steady_buffers: bool = False,
+        lane_fractions: list[float | None] | None = None,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -180,6 +185,14 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
         if max_pixels < 1:
             raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+        if lane_fractions is not None:
+            lane_fractions = list(lane_fractions)
+            if lanes != 1 or not lane_fractions:
+                raise ValueError(f"lane_fractions replaces lanes: give one or more shares and lanes=1, got "
+                                 f"{len(lane_fractions)} shares and lanes={lanes}")
+            for f in lane_fractions:
+                if f is not None and not 0.0 <= f <= 1.0:
+                    raise ValueError(f"lane_fractions: each share must be None or in [0, 1], got {f}")
         self.max_pixels = int(max_pixels)
         nvc = nvimgcodec_module()
         if not torch.cuda.is_available():
@@ -203,7 +216,12 @@ class GpuDecoder(BindingPath):
         self._nvc = nvc
         if api not in ("auto", "c", "python"):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
-        backends = _backends(hw_fraction)
+        self.lane_fractions = lane_fractions
+        if lane_fractions is None:  # equal lanes sharing the executor threads
+            made = [(_backends(hw_fraction), max(1, num_cpu_threads // lanes))] * lanes
+        else:  # decoders of their own shares, each with every thread (one of them is mostly idle)
+            made = [(_backends(f), num_cpu_threads) for f in lane_fractions]
+        backends = made[0][0]
         capi = nvimgcodec_c.load() if api != "python" else None
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
         ahead = decode_ahead and os.environ.get("PIXELPIPE_DECODE_AHEAD", "1") != "0"
@@ -213,9 +231,9 @@ class GpuDecoder(BindingPath):
         self._c: list[nvimgcodec_c.CDecoder] = []  # the lanes (C API), each with a stream
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
             try:
-                for _ in range(lanes):
-                    self._c.append(nvimgcodec_c.CDecoder(capi, device.index, max(1, num_cpu_threads // lanes),
-                                                         backends, options, alloc, ahead))
+                for lane_backends, threads in made:
+                    self._c.append(nvimgcodec_c.CDecoder(capi, device.index, threads, lane_backends, options,
+                                                         alloc, ahead))
             except RuntimeError as e:
                 for made in self._c:
                     made.close()
@@ -277,7 +295,8 @@ class GpuDecoder(BindingPath):
         return (f"GpuDecoder(device={self.device}, hw_fraction={self.hw_fraction}, "
                 f"num_cpu_threads={self.num_cpu_threads}, roi_decode={self.roi_decode}, "
                 f"fancy_upsampling={self.fancy_upsampling}, api={self.api!r}, lanes={self.lanes}, "
-                f"allocators={self.allocators_used}, decode_ahead={self.decode_ahead_used})")
+                f"allocators={self.allocators_used}, decode_ahead={self.decode_ahead_used}"
+                + ("" if self.lane_fractions is None else f", lane_fractions={self.lane_fractions}") + ")")
 
     # ------------------------------------------------------------------------------ decoding
     def decode_regions(
@@ -348,6 +367,8 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"got {len(regions)} regions for {n} blobs")
         if lane is not None and not 0 <= lane < self.lanes:
             raise ValueError(f"lane must be None or in [0, {self.lanes}), got {lane}")
+        if lane is None and self.lane_fractions is not None:
+            lane = 0  # lanes of different shares are chosen, never split over
         blobs = [b if isinstance(b, bytes) else bytes(b) for b in blobs]
         jobs: list[Job] = []
         why: dict[int, str] = {}  # sample -> reason it goes to the CPU decoder

@@ -323,7 +323,8 @@ class Engine:
             keep_host_memory()
         self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,
                                    roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, options=g.options,
-                                   lanes=g.lanes, max_pixels=self.max_pixels, steady_buffers=True)
+                                   lanes=g.lanes, max_pixels=self.max_pixels, steady_buffers=True,
+                                   lane_fractions=[g.hw_fraction, g.ahead_fraction] if g.follows_consumer else None)
         return self._decoder
 
     def executor(self) -> ThreadPoolExecutor:

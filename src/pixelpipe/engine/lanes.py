@@ -1,5 +1,7 @@
 """An Engine's GPU decodes for a Pipeline, on threads of their own: one thread and one CUDA stream
-per decoder lane (GpuDecoding(lanes=N)), consecutive batches on alternate lanes.
+per decoder lane (GpuDecoding(lanes=N)), consecutive batches on alternate lanes; or, with
+GpuDecoding(ahead_fraction=...), lane 1 (the second decoder's share) for the batches planned
+while the Pipeline is ahead of its consumer and lane 0 for the others.
 
 A batch planned on the producer thread (Engine.prepare(defer_decode=True)) is decoded here
 while the producer plans the next one and the finisher thread launches the kernels of the one
@@ -27,18 +29,25 @@ class DecodeLanes:
         self._pool: ThreadPoolExecutor | None = None
         self._streams: dict[int, Any] = {}  # lane -> its CUDA stream
         self._next = 0  # the lane of the next batch
+        self.counts = [0, 0]  # batches submitted to lane 0, and to the others
 
-    def next_lane(self) -> int:
-        """The lane the next batch plans for (the decoder may have fewer: PendingDecode wraps it)."""
+    def next_lane(self, ahead: bool = False) -> int:
+        """The lane the next batch plans for (the decoder may have fewer: PendingDecode wraps it).
+        ahead: whether the Pipeline is ahead of its consumer (a made batch waits to be taken);
+        it decides the lane when the decoder follows the consumer."""
+        if self.engine.gpu.follows_consumer:
+            return 1 if ahead else 0
         return self._next
 
     def submit(self, prepared: Any, lane: int) -> Future:
         """Decode `prepared` on `lane`'s thread and stream; the future gives the event its
         kernels wait for. The next batch goes to the next lane."""
-        self._next = (lane + 1) % self.engine.gpu.lanes
+        gpu = self.engine.gpu
+        n = 2 if gpu.follows_consumer else gpu.lanes
+        self._next = (lane + 1) % n
+        self.counts[lane > 0] += 1
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.engine.gpu.lanes, thread_name_prefix="pixelpipe-decode-gpu",
-                                            initializer=one_torch_thread)
+            self._pool = ThreadPoolExecutor(n, thread_name_prefix="pixelpipe-decode-gpu", initializer=one_torch_thread)
         return self._pool.submit(self._decode_on, prepared, lane)
 
     def _decode_on(self, prepared: Any, lane: int) -> Any:

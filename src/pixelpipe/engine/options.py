@@ -44,6 +44,19 @@ class GpuDecoding:
             decode call alone measured 5.9% faster with it at the 0.75 share on an H200
             (rn50's regions, batches of 256); a Pipeline, within its round-to-round spread
             (docs/benchmarks.md).
+        ahead_fraction: "off" (default), or the hardware share (a number in [0, 1], or None:
+            every JPEG the hardware decoder can take) of a second nvImageCodec decoder that
+            a Pipeline uses for the batches it plans while it is ahead of its consumer (a
+            batch it made is still waiting to be taken). A training step that waits for
+            nothing then gets batches that cost its GPU less (the hardware JPEG engine instead
+            of the CUDA decoder's kernels), and the batches planned while the consumer waits
+            go to the first decoder, at `hw_fraction`. Not with `lanes` > 1; direct Engine
+            calls and `pixelpipe bench`'s rates (whose consumer never waits) use the first
+            decoder only. Measured beside a ResNet-18 on an H200 (docs/benchmarks.md,
+            "Training beside a decoder that follows its consumer"): None gave +1% to +12%
+            images/s of training (7 alternating pairs, all faster; the step's GPU time 1-3 ms
+            shorter), a ResNet-50 -4% (one pair), for about 330 MiB more device memory (the
+            second decoder and its buffers), so it stays off by default.
     """
 
     hw_fraction: float | None = 0.75
@@ -52,6 +65,12 @@ class GpuDecoding:
     lanes: int = 1
     keep_host_memory: bool = True
     hw_batch: int | None = 256
+    ahead_fraction: float | None | str = "off"
+
+    @property
+    def follows_consumer(self) -> bool:
+        """Whether a Pipeline chooses each batch's decoder by how far ahead of its consumer it is."""
+        return self.ahead_fraction != "off"
 
     @property
     def options(self) -> str:
@@ -68,4 +87,10 @@ class GpuDecoding:
         if self.hw_batch is not None and (isinstance(self.hw_batch, bool) or not isinstance(self.hw_batch, int)
                                           or self.hw_batch < 1):
             raise ValueError(f"hw_batch must be None or an int >= 1, got {self.hw_batch!r}")
+        a = self.ahead_fraction
+        if a != "off" and a is not None and (isinstance(a, (bool, str)) or not isinstance(a, (int, float))
+                                             or not 0.0 <= a <= 1.0):
+            raise ValueError(f'ahead_fraction must be "off", None or in [0, 1], got {a!r}')
+        if a != "off" and self.lanes > 1:
+            raise ValueError(f"ahead_fraction needs lanes=1 (it adds the second decoder itself), got lanes={self.lanes}")
         object.__setattr__(self, "fancy_upsampling", bool(self.fancy_upsampling))

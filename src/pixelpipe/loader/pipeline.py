@@ -349,7 +349,8 @@ class Pipeline(Reported):
             else:
                 source, cached = self._cache.batch_for(items)
             deferred = split and self.decode_thread and self.device.type == "cuda"
-            lane = engine.lanes.next_lane() if deferred else None
+            producer = self._producer
+            lane = engine.lanes.next_lane(producer is not None and producer.ahead) if deferred else None
             index = np.fromiter((it.index for it in items), np.int64, len(items))  # also the batch's "index"
             prepared = engine.prepare(self.transforms.program, source, self.seed, epoch, index, _targets(items),
                                       defer_decode=deferred, decode_lane=lane)

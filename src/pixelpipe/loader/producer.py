@@ -185,6 +185,7 @@ class Producer:
         self._batches = 0  # batches waiting in _items
         self._ends = 0  # epoch ends waiting in _items
         self._depth = depth
+        self._ahead = False
         self._thread = threading.Thread(target=self._run, args=(work(self._stop),), name=name, daemon=True)
         self._thread.start()
 
@@ -206,6 +207,8 @@ class Producer:
     def _put(self, item: Any) -> bool:
         end, batch = isinstance(item, EpochEnd), not isinstance(item, (EpochEnd, Failure))
         with self._ready:
+            if batch:
+                self._ahead = self._batches > 0
             while not self._stop.is_set() and ((batch and self._batches >= self._depth) or (end and self._ends >= 1)):
                 self._ready.wait()
             if self._stop.is_set():
@@ -215,6 +218,12 @@ class Producer:
             self._ends += end
             self._ready.notify_all()
         return True
+
+    @property
+    def ahead(self) -> bool:
+        """Whether the last batch handed over found the one before it still waiting for the
+        consumer: the producer is ahead of its consumer."""
+        return self._ahead
 
     def get(self) -> Any:
         """The next item (waiting for it); STOPPED once stopped."""
