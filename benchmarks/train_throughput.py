@@ -16,6 +16,11 @@ steps' wall time the loop spent waiting for its next batch (host time in next(),
 where the GPU-side wait of a loader that is behind shows up once the CUDA queue drains), and
 the loader alone (images/s with no model, same loader settings).
 
+pixelpipe is imported first, as a training script that uses it imports it: it asks CUDA for 32
+hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, pixelpipe.engine.cuda_queues) before CUDA starts,
+for the whole process, so every loader's rows run with them; set the variable in the
+environment (8 is CUDA's default) to run them otherwise. The first line prints the value.
+
 Usage (one GPU):
     python benchmarks/train_throughput.py --data DIR [--models resnet50,resnet18]
         [--loaders synthetic,pixelpipe,dali,torchvision] [--repeat 16] [--steps 300]
@@ -35,6 +40,8 @@ from typing import Any
 
 import torch
 from _common import add_gpu_decoding, file_list, gpu_decoding
+
+import pixelpipe  # noqa: F401  (before CUDA starts, as in a training script: see the docstring)
 
 BATCH = 256
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -295,7 +302,8 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     listed, n = file_list(args.data, args.repeat)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {os.cpu_count()} CPUs; {n} samples "
-          f"({args.repeat}x {args.data}), batch {BATCH}, {args.steps} steps after {args.warmup}", flush=True)
+          f"({args.repeat}x {args.data}), batch {BATCH}, {args.steps} steps after {args.warmup}, "
+          f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'unset (8)')}", flush=True)
     rows = []
     for model in args.models.split(","):
         bound = None

@@ -8,6 +8,7 @@ from .data.batch import ImageBatch
 from .data.clips import ClipSampler
 from .data.volumes import VolumeBatch
 from .engine import Engine, GpuDecoding
+from .engine import cuda_queues as _cuda_queues  # noqa: F401  (asks CUDA for 32 hardware queues at import)
 from .engine.clips import augment_clips
 from .ops import (
     AugMix,

@@ -316,6 +316,9 @@ class Engine:
         if not gpu_decoder_available():
             cpu_decoding_notice()
             return None
+        from .cuda_queues import queues_notice
+
+        queues_notice()
         g = self.gpu
         if g.keep_host_memory:
             from .process import keep_host_memory
