@@ -108,3 +108,20 @@ def _until(cond, seconds: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < end, "timed out"
         time.sleep(0.005)
+
+
+def test_lanes_of_their_own_shares_each_get_every_thread() -> None:
+    from pixelpipe.decode.gpu_plan import backends, lane_settings
+
+    assert lane_settings(0.75, 8, 2, None) == [(backends(0.75), 4)] * 2  # equal lanes share them
+    made = lane_settings(0.75, 8, 1, [0.75, None])
+    assert made == [(backends(0.75), 8), (backends(None), 8)]
+    assert made[1][0][0] == ("HW_GPU_ONLY", None) and backends(0.0)[0] == ("GPU_ONLY", None)
+
+
+@pytest.mark.parametrize(("fractions", "lanes"), [([], 1), ([0.5, None], 2), ([1.5], 1), ([-0.1, None], 1)])
+def test_lane_shares_are_checked(fractions, lanes) -> None:
+    from pixelpipe.decode.gpu_plan import lane_settings
+
+    with pytest.raises(ValueError, match="lane_fractions"):
+        lane_settings(0.75, 8, lanes, fractions)

@@ -76,7 +76,7 @@ from .buffer_ring import BufferRing
 from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath
 from .gpu_fallback import CpuUpload, SampleDecodeError, decode_sample
-from .gpu_plan import Planned, plan_job, split_by_pixels
+from .gpu_plan import Planned, lane_settings, plan_job, split_by_pixels
 from .gpu_views import Job, Row, as_views, slot_row, view_row
 from .nvimgcodec_open import Slot
 from .roi_probe import LAST_FAILURE, roi_decode_safe
@@ -185,15 +185,9 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
         if max_pixels < 1:
             raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
-        if lane_fractions is not None:
-            lane_fractions = list(lane_fractions)
-            if lanes != 1 or not lane_fractions:
-                raise ValueError(f"lane_fractions replaces lanes: give one or more shares and lanes=1, got "
-                                 f"{len(lane_fractions)} shares and lanes={lanes}")
-            for f in lane_fractions:
-                if f is not None and not 0.0 <= f <= 1.0:
-                    raise ValueError(f"lane_fractions: each share must be None or in [0, 1], got {f}")
         self.max_pixels = int(max_pixels)
+        self.lane_fractions = None if lane_fractions is None else list(lane_fractions)
+        made = lane_settings(hw_fraction, num_cpu_threads, lanes, self.lane_fractions)  # checks them too
         nvc = nvimgcodec_module()
         if not torch.cuda.is_available():
             raise RuntimeError("GpuDecoder needs a CUDA device; torch.cuda.is_available() is False")
@@ -216,11 +210,6 @@ class GpuDecoder(BindingPath):
         self._nvc = nvc
         if api not in ("auto", "c", "python"):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
-        self.lane_fractions = lane_fractions
-        if lane_fractions is None:  # equal lanes sharing the executor threads
-            made = [(_backends(hw_fraction), max(1, num_cpu_threads // lanes))] * lanes
-        else:  # decoders of their own shares, each with every thread (one of them is mostly idle)
-            made = [(_backends(f), num_cpu_threads) for f in lane_fractions]
         backends = made[0][0]
         capi = nvimgcodec_c.load() if api != "python" else None
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
@@ -511,15 +500,3 @@ class GpuDecoder(BindingPath):
         return CpuUpload({i: pool.submit(decode_sample, blobs, regions, exif, i, self.max_pixels) for i in indices},
                          self.device, stream, self._steady)
 
-
-def _backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:
-    """nvImageCodec's JPEG backends in order of preference, as (BackendKind name, load hint or
-    None for the default), the same for the C API and the Python binding. CPU_ONLY stays out:
-    what no GPU decoder takes comes back as a failure and goes to decode_region, counted."""
-    if hw_fraction is None:
-        hw = [("HW_GPU_ONLY", None)]
-    elif hw_fraction > 0:
-        hw = [("HW_GPU_ONLY", float(hw_fraction))]
-    else:
-        hw = []
-    return [*hw, ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]

@@ -13,7 +13,7 @@ from .cpu import _JPEG_END, _check_region, _stored_box
 from .gpu_views import Job
 from .headers import DecodeError, parse_jpeg, read_header
 
-__all__ = ["Planned", "plan_job", "split_by_pixels"]
+__all__ = ["Planned", "backends", "lane_settings", "plan_job", "split_by_pixels"]
 
 _MAX_PIXELS = 100_000_000  # larger files go to the CPU decoder (decode_region), as do those over max_pixels
 _LOSSLESS_SOF = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
@@ -80,3 +80,33 @@ def split_by_pixels(jobs: list[Job], lanes: int) -> list[tuple[int, list[Job]]]:
     cuts = np.minimum(np.searchsorted(area, area[-1] * np.arange(1, lanes) / lanes) + 1, len(jobs))
     bounds = [0, *cuts.tolist(), len(jobs)]
     return [(lane, jobs[a:b]) for lane, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])) if b > a]
+
+
+def backends(hw_fraction: float | None) -> list[tuple[str, float | None]]:
+    """nvImageCodec's JPEG backends in order of preference, as (BackendKind name, load hint or
+    None for the default), the same for the C API and the Python binding. CPU_ONLY stays out:
+    what no GPU decoder takes comes back as a failure and goes to decode_region, counted."""
+    if hw_fraction is None:
+        hw = [("HW_GPU_ONLY", None)]
+    elif hw_fraction > 0:
+        hw = [("HW_GPU_ONLY", float(hw_fraction))]
+    else:
+        hw = []
+    return [*hw, ("GPU_ONLY", None), ("HYBRID_CPU_GPU", None)]
+
+
+def lane_settings(hw_fraction: float | None, threads: int, lanes: int,
+                  lane_fractions: list[float | None] | None) -> list[tuple[list[tuple[str, float | None]], int]]:
+    """Per decoder lane of a GpuDecoder, its backends and executor threads: `lanes` equal lanes
+    sharing the threads, or one lane per share of `lane_fractions` (then lanes must be 1), each
+    with every thread (the lanes a Pipeline chooses between are mostly idle by turns). Raises
+    ValueError for lane_fractions that are empty, given with lanes > 1, or out of [0, 1]."""
+    if lane_fractions is None:
+        return [(backends(hw_fraction), max(1, threads // lanes))] * lanes
+    if lanes != 1 or not lane_fractions:
+        raise ValueError(f"lane_fractions replaces lanes: give one or more shares and lanes=1, got "
+                         f"{len(lane_fractions)} shares and lanes={lanes}")
+    for f in lane_fractions:
+        if f is not None and not 0.0 <= f <= 1.0:
+            raise ValueError(f"lane_fractions: each share must be None or in [0, 1], got {f}")
+    return [(backends(f), threads) for f in lane_fractions]
