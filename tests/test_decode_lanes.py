@@ -89,9 +89,10 @@ def test_gpu_decoding_checks_the_hardware_batch(bad) -> None:
         GpuDecoding(hw_batch=bad)
 
 
-def test_the_hardware_batch_reaches_the_decoder_as_an_option(monkeypatch) -> None:
+def test_the_hardware_batch_and_the_shares_reach_the_decoder(monkeypatch) -> None:
     """GpuDecoding(hw_batch=N) makes the Engine's decoder with nvImageCodec's
-    preallocate_batch_size option; None adds no option."""
+    preallocate_batch_size option; None adds no option. GpuDecoding(ahead_fraction=F) asks
+    for two lanes of their own shares, [hw_fraction, F] (tests/test_follow_consumer.py)."""
     from dataclasses import replace
 
     import torch
@@ -107,10 +108,15 @@ def test_the_hardware_batch_reaches_the_decoder_as_an_option(monkeypatch) -> Non
 
     monkeypatch.setattr(gpu_module, "GpuDecoder", Stand)
     monkeypatch.setattr(gpu_module, "gpu_decoder_available", lambda: True)
-    for setting, want in [(GpuDecoding(), "nvjpeg_hw_decoder:preallocate_batch_size=256"),
-                          (GpuDecoding(hw_batch=64), "nvjpeg_hw_decoder:preallocate_batch_size=64"),
-                          (GpuDecoding(hw_batch=None), "")]:
+    for setting, want, shares in [
+            (GpuDecoding(), "nvjpeg_hw_decoder:preallocate_batch_size=256", None),
+            (GpuDecoding(hw_batch=64), "nvjpeg_hw_decoder:preallocate_batch_size=64", None),
+            (GpuDecoding(hw_batch=None), "", None),
+            (GpuDecoding(ahead_fraction=None), "nvjpeg_hw_decoder:preallocate_batch_size=256", [0.75, None]),
+            (GpuDecoding(hw_fraction=0.6, ahead_fraction=0.9), "nvjpeg_hw_decoder:preallocate_batch_size=256",
+             [0.6, 0.9])]:
         engine = Engine(num_threads=1, gpu=replace(setting, keep_host_memory=False))
         engine.gpu_decoder(torch.device("cuda"))
         assert made[-1]["options"] == want
+        assert made[-1]["lane_fractions"] == shares and made[-1]["lanes"] == 1
         engine._decoder = None

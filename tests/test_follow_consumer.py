@@ -1,6 +1,6 @@
 """A Pipeline's decoder that follows its consumer (GpuDecoding(ahead_fraction=...)): the
-setting's checks, the two decoders the Engine asks for, the lane each batch plans for, and the
-producer's signal of being ahead of its consumer. Runs without a GPU (the decoder is a stand-in);
+setting's checks, the lanes' settings, the lane each batch plans for, and the producer's signal
+of being ahead of its consumer (the two decoders the Engine asks for: tests/test_decode_lanes.py). Runs without a GPU (the decoder is a stand-in);
 tests/test_decode_gpu_views.py and tests/test_pipeline_gpu.py decode with it on CUDA."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 import types
-from dataclasses import replace
 
 import pytest
 
@@ -32,26 +31,6 @@ def test_the_ahead_share_needs_one_lane() -> None:
 def test_a_share_or_none_follows_the_consumer(share) -> None:
     assert GpuDecoding(ahead_fraction=share).follows_consumer
     assert not GpuDecoding().follows_consumer and GpuDecoding().ahead_fraction == "off"
-
-
-def test_the_engine_asks_for_two_decoders_of_the_two_shares(monkeypatch) -> None:
-    import torch
-
-    import pixelpipe.decode.gpu as gpu_module
-    from pixelpipe import Engine
-
-    made = []
-
-    class Stand:
-        def __init__(self, device, **kwargs) -> None:
-            made.append(kwargs)
-
-    monkeypatch.setattr(gpu_module, "GpuDecoder", Stand)
-    monkeypatch.setattr(gpu_module, "gpu_decoder_available", lambda: True)
-    for setting, want in [(GpuDecoding(), None), (GpuDecoding(ahead_fraction=None), [0.75, None]),
-                          (GpuDecoding(hw_fraction=0.6, ahead_fraction=0.9), [0.6, 0.9])]:
-        Engine(num_threads=1, gpu=replace(setting, keep_host_memory=False)).gpu_decoder(torch.device("cuda"))
-        assert made[-1]["lane_fractions"] == want and made[-1]["lanes"] == 1
 
 
 def _lanes(gpu: GpuDecoding) -> DecodeLanes:
