@@ -17,7 +17,8 @@ its step's GPU time unchanged).
 What: `claim_queues()` runs once, when this module is imported (by `import pixelpipe`). Where the variable is not set and torch
 has not started CUDA yet, it sets 32 (CUDA's largest value) for the context torch makes later;
 a value the user set (Megatron-LM, for example, asks for 1) is kept, and so is a context
-already made. `queues_notice()`, called when an Engine makes its GPU decoder, says once on
+already made; `PIXELPIPE_CUDA_QUEUES=0` in the environment leaves the variable alone (for a
+framework that sets its own value later, from Python, with setdefault). `queues_notice()`, called when an Engine makes its GPU decoder, says once on
 stderr when CUDA had started before pixelpipe was imported and the variable was not set.
 The setting is the process's: other CUDA work in it (a DALI pipeline, NCCL) gets the same
 queues.
@@ -30,9 +31,10 @@ import sys
 
 import torch
 
-__all__ = ["QUEUES", "VARIABLE", "claim_queues", "queues_notice"]
+__all__ = ["OPT_OUT", "QUEUES", "VARIABLE", "claim_queues", "queues_notice"]
 
 VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
+OPT_OUT = "PIXELPIPE_CUDA_QUEUES"  # "0": leave VARIABLE alone
 QUEUES = "32"
 _STATE = {"late": False, "told": False}  # late: CUDA had started, unset, when claim_queues ran
 
@@ -40,7 +42,7 @@ _STATE = {"late": False, "told": False}  # late: CUDA had started, unset, when c
 def claim_queues() -> bool:
     """Set CUDA_DEVICE_MAX_CONNECTIONS to 32 if it is unset and CUDA has not started in this
     process; returns whether it did."""
-    if VARIABLE in os.environ:
+    if VARIABLE in os.environ or os.environ.get(OPT_OUT) == "0":
         return False
     if torch.cuda.is_initialized():
         _STATE["late"] = True
@@ -52,7 +54,7 @@ def claim_queues() -> bool:
 def queues_notice() -> None:
     """Say once per process, on stderr, that CUDA started with its default 8 hardware queues
     before pixelpipe could ask for 32 (see the module docstring), and how to avoid it."""
-    if _STATE["late"] and not _STATE["told"] and VARIABLE not in os.environ:
+    if _STATE["late"] and not _STATE["told"] and VARIABLE not in os.environ and os.environ.get(OPT_OUT) != "0":
         _STATE["told"] = True
         print(f"pixelpipe: CUDA started before pixelpipe was imported, with its default of 8 hardware "
               f"queues; a GPU Pipeline's decodes can then wait behind a training step's queued kernels. "
