@@ -187,7 +187,7 @@ class GpuDecoder(BindingPath):
             raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
         self.max_pixels = int(max_pixels)
         self.lane_fractions = None if lane_fractions is None else list(lane_fractions)
-        made = lane_settings(hw_fraction, num_cpu_threads, lanes, self.lane_fractions)  # checks them too
+        settings = lane_settings(hw_fraction, num_cpu_threads, lanes, self.lane_fractions)  # checks them too
         nvc = nvimgcodec_module()
         if not torch.cuda.is_available():
             raise RuntimeError("GpuDecoder needs a CUDA device; torch.cuda.is_available() is False")
@@ -210,7 +210,7 @@ class GpuDecoder(BindingPath):
         self._nvc = nvc
         if api not in ("auto", "c", "python"):
             raise ValueError(f'api must be "auto", "c" or "python", got {api!r}')
-        backends = made[0][0]
+        backends = settings[0][0]
         capi = nvimgcodec_c.load() if api != "python" else None
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
         ahead = decode_ahead and os.environ.get("PIXELPIPE_DECODE_AHEAD", "1") != "0"
@@ -220,7 +220,7 @@ class GpuDecoder(BindingPath):
         self._c: list[nvimgcodec_c.CDecoder] = []  # the lanes (C API), each with a stream
         if capi is not None:  # decoding without the GIL, straight into pixelpipe's buffer
             try:
-                for lane_backends, threads in made:
+                for lane_backends, threads in settings:
                     self._c.append(nvimgcodec_c.CDecoder(capi, device.index, threads, lane_backends, options,
                                                          alloc, ahead))
             except RuntimeError as e:

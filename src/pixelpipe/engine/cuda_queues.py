@@ -14,14 +14,14 @@ waited for data 15.6% of the time; with 32, 15 ms at the median, 31 ms at the 90
 and 69 ms at most, waiting 4.7%, and the loop trained 6% faster (4,552 against 4,287 images/s,
 its step's GPU time unchanged).
 
-What: `claim_queues()` runs once, when this module is imported (by `import pixelpipe`). Where the variable is not set and torch
-has not started CUDA yet, it sets 32 (CUDA's largest value) for the context torch makes later;
-a value the user set (Megatron-LM, for example, asks for 1) is kept, and so is a context
-already made; `PIXELPIPE_CUDA_QUEUES=0` in the environment leaves the variable alone (for a
-framework that sets its own value later, from Python, with setdefault). `queues_notice()`, called when an Engine makes its GPU decoder, says once on
-stderr when CUDA had started before pixelpipe was imported and the variable was not set.
-The setting is the process's: other CUDA work in it (a DALI pipeline, NCCL) gets the same
-queues.
+What: `claim_queues()` runs once, when this module is imported (by `import pixelpipe`). Where
+the variable is not set and torch has not started CUDA yet, it sets 32 (CUDA's largest value)
+for the context torch makes later; a value the user set (Megatron-LM, for example, asks for 1)
+is kept, and so is a context already made; `PIXELPIPE_CUDA_QUEUES=0` in the environment leaves
+the variable alone (for a framework that sets its own value later, from Python, with
+setdefault). `queues_notice()`, called when an Engine makes its GPU decoder, says once on stderr
+when CUDA had started before pixelpipe was imported and the variable was not set. The setting
+is the process's: other CUDA work in it (a DALI pipeline, NCCL) gets the same queues.
 """
 
 from __future__ import annotations
