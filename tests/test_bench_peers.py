@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from datetime import datetime
 
@@ -123,6 +124,7 @@ class TestHeader:
                      "threads=16", "passes=2", "data=synthetic (256 JPEGs)"):
             assert part in first
         assert str(datetime.now().year) in second and "NVIDIA H100 80GB HBM3" in second
+        assert f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'unset (8)')}" in second
         assert "CPUs" in second and f"({cpu_model()})" in second
         assert "torch 2.11.0+cu130, triton 3.6.0, dali 2.4.0, kornia 0.9.0" in second
         assert "torchvision" not in second  # absent packages are left out
@@ -148,6 +150,7 @@ class TestHeader:
 
     def test_the_cpu_header_says_there_is_no_gpu(self):
         assert "no GPU" in bench_header("rn50", "cpu", 4, 1, 1, "x", False, versions={})
+        assert "CUDA_DEVICE_MAX_CONNECTIONS" not in bench_header("rn50", "cpu", 4, 1, 1, "x", False, versions={})
 
 
 # ----------------------------------------------------------------------------- runs on the CPU

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ...data.batch import ImageBatch
+from ...engine.cuda_queues import VARIABLE
 from .batches import augment_spans, decode_head, drainer, head, spans
 from .coco_boxes import BoxedData
 from .engine_use import open_meter
@@ -98,11 +99,14 @@ def package_versions() -> dict[str, str]:
 def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: int, what: str,
                  augment_only: bool, versions: dict[str, str] | None = None,
                  gpu: str | None = None) -> str:
-    """Two lines: the run's settings, then date, GPU, CPU count and model, and package versions."""
+    """Two lines: the run's settings, then date, GPU (with CUDA's hardware queues), CPU count
+    and model, and package versions."""
     versions = package_versions() if versions is None else versions
     if gpu is None:
         dev = torch.device(device)
         gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "no GPU (CPU run)"
+    if torch.device(device).type == "cuda":  # every contender of the process runs with them
+        gpu += f", {VARIABLE}={os.environ.get(VARIABLE, 'unset (8)')}"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     mode = "augment-only" if augment_only else "full"
     date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
