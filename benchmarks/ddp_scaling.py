@@ -27,6 +27,10 @@ Usage:
 
 Without --data it writes --synthetic JPEGs to a temporary folder. DALI rows need nvidia.dali;
 resnet models need torchvision ("small" is a two-layer CNN that needs neither).
+
+Each process imports pixelpipe before CUDA starts, as a training script that uses it does: it
+asks CUDA for 32 hardware queues (pixelpipe.engine.cuda_queues), so DALI's rows run with them
+too; set CUDA_DEVICE_MAX_CONNECTIONS in the environment to run otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+import pixelpipe  # noqa: F401  (before CUDA starts, as in a training script: see the docstring)
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 THUMB = 4  # side of each sample's thumbnail (the augmentation check)
