@@ -33,6 +33,13 @@ def test_a_share_or_none_follows_the_consumer(share) -> None:
     assert not GpuDecoding().follows_consumer and GpuDecoding().ahead_fraction == "off"
 
 
+def test_the_decoder_lanes_are_derived_from_the_settings() -> None:
+    assert (GpuDecoding().decoders, GpuDecoding().lane_fractions) == (1, None)
+    assert (GpuDecoding(lanes=3).decoders, GpuDecoding(lanes=3).lane_fractions) == (3, None)
+    following = GpuDecoding(hw_fraction=0.6, ahead_fraction=None)
+    assert (following.decoders, following.lane_fractions) == (2, [0.6, None])
+
+
 def _lanes(gpu: GpuDecoding) -> DecodeLanes:
     return DecodeLanes(types.SimpleNamespace(gpu=gpu))
 

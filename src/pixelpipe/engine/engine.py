@@ -30,6 +30,7 @@ from ..data.views import DeviceViews
 from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
 from ..plan import Program, Stage, fast
+from .cuda_queues import queues_notice
 from .options import GpuDecoding
 from .pixels import pixel_pieces, pixel_prefixes, run_pixels
 from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
@@ -316,8 +317,6 @@ class Engine:
         if not gpu_decoder_available():
             cpu_decoding_notice()
             return None
-        from .cuda_queues import queues_notice
-
         queues_notice()
         g = self.gpu
         if g.keep_host_memory:
@@ -327,7 +326,7 @@ class Engine:
         self._decoder = GpuDecoder(device, hw_fraction=g.hw_fraction, num_cpu_threads=self.num_threads,
                                    roi_decode=g.roi, fancy_upsampling=g.fancy_upsampling, options=g.options,
                                    lanes=g.lanes, max_pixels=self.max_pixels, steady_buffers=True,
-                                   lane_fractions=[g.hw_fraction, g.ahead_fraction] if g.follows_consumer else None)
+                                   lane_fractions=g.lane_fractions)
         return self._decoder
 
     def executor(self) -> ThreadPoolExecutor:

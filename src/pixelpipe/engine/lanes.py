@@ -42,8 +42,7 @@ class DecodeLanes:
     def submit(self, prepared: Any, lane: int) -> Future:
         """Decode `prepared` on `lane`'s thread and stream; the future gives the event its
         kernels wait for. The next batch goes to the next lane."""
-        gpu = self.engine.gpu
-        n = 2 if gpu.follows_consumer else gpu.lanes
+        n = self.engine.gpu.decoders
         self._next = (lane + 1) % n
         self.counts[lane > 0] += 1
         if self._pool is None:

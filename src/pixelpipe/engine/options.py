@@ -73,6 +73,19 @@ class GpuDecoding:
         return self.ahead_fraction != "off"
 
     @property
+    def lane_fractions(self) -> list[float | None] | None:
+        """The hardware share of each decoder lane where they differ ([hw_fraction,
+        ahead_fraction] when following the consumer), None for `lanes` equal ones
+        (GpuDecoder's lane_fractions)."""
+        return [self.hw_fraction, self.ahead_fraction] if self.follows_consumer else None  # type: ignore[list-item]
+
+    @property
+    def decoders(self) -> int:
+        """How many decoder lanes the Engine's GPU decoder has: 2 when following the consumer,
+        else `lanes`."""
+        return 2 if self.follows_consumer else self.lanes
+
+    @property
     def options(self) -> str:
         """The nvImageCodec decoder options these settings add (GpuDecoder's `options`)."""
         return "" if self.hw_batch is None else f"nvjpeg_hw_decoder:preallocate_batch_size={self.hw_batch}"

@@ -136,8 +136,9 @@ class Primitives:
         e = len(k)
         bins = self.fixed[k]
         drawn = bins < 0
-        for span in np.unique(self.span[k][drawn]).tolist():  # a Python int, as sample() calls choice_np
-            pick = drawn & (self.span[k] == span)
+        spans = self.span[k]
+        for span in np.unique(spans[drawn]).tolist():  # a Python int, as sample() calls choice_np
+            pick = drawn & (spans == span)
             bins[pick] = draws.choice_np(0, span)[pick]
         magnitude = self.bins[k, bins]
         side = self.side[k]
@@ -148,8 +149,9 @@ class Primitives:
         kind = self.kind[k]
         m = np.zeros((e, 3, 3))
         m[:, 0, 0] = m[:, 1, 1] = m[:, 2, 2] = 1.0
-        for code, row, col, value in ((_SHEAR_X, 0, 1, -magnitude), (_SHEAR_Y, 1, 0, -magnitude),
-                                      (_TRANSLATE_X, 0, 2, np.trunc(magnitude)), (_TRANSLATE_Y, 1, 2, np.trunc(magnitude))):
+        sheared, shifted = -magnitude, np.trunc(magnitude)
+        for code, row, col, value in ((_SHEAR_X, 0, 1, sheared), (_SHEAR_Y, 1, 0, sheared),
+                                      (_TRANSLATE_X, 0, 2, shifted), (_TRANSLATE_Y, 1, 2, shifted)):
             pick = kind == code
             m[pick, row, col] = value[pick]
         turn = kind == _ROTATE

@@ -14,11 +14,8 @@ reader gives. DALI's `fn.readers.coco` reads the same file. A folder that alread
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .images import image_files, load_images
+from .images import image_files, load_images, temporary_folder
 
 CATEGORIES = 80  # COCO's detection classes; labels are drawn from 1..CATEGORIES
 SIDE = (0.05, 0.5)  # a random box's width and height, as fractions of the image's
@@ -135,9 +132,7 @@ def write_coco(folder: str | os.PathLike[str], files: Sequence[Path], k: int, se
     blobs_sizes = image_sizes([p.read_bytes() for p in files])
     names = [str(p.relative_to(folder)) for p in files]
     doc = coco_json(names, blobs_sizes, random_boxes(blobs_sizes, k, seed), masks)
-    tmp = tempfile.mkdtemp(prefix="pixelpipe-bench-coco-")
-    atexit.register(shutil.rmtree, tmp, True)
-    path = os.path.join(tmp, "instances_bench.json")
+    path = os.path.join(temporary_folder("coco"), "instances_bench.json")
     with open(path, "w") as f:
         json.dump(doc, f)
     return path

@@ -33,15 +33,22 @@ def load_images(data: str | None, n: int = 256, seed: int = 0) -> tuple[list[byt
     return [p.read_bytes() for p in files], f"{data} ({len(files)} files)"
 
 
-def written(blobs: Sequence[bytes], suffix: str = ".jpg") -> list[str]:
-    """The blobs written as files (image00000.jpg, ...) in a temporary folder removed at exit,
-    their paths in order: the built-in set read from disk, as users' files are."""
+def temporary_folder(prefix: str) -> str:
+    """A new temporary folder (named pixelpipe-bench-PREFIX-...) removed with what it holds
+    when the process exits: where the bench writes the files it makes."""
     import atexit
     import shutil
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="pixelpipe-bench-images-")
+    folder = tempfile.mkdtemp(prefix=f"pixelpipe-bench-{prefix}-")
     atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def written(blobs: Sequence[bytes], suffix: str = ".jpg") -> list[str]:
+    """The blobs written as files (image00000.jpg, ...) in a temporary folder removed at exit,
+    their paths in order: the built-in set read from disk, as users' files are."""
+    folder = temporary_folder("images")
     paths = []
     for i, blob in enumerate(blobs):
         path = os.path.join(folder, f"image{i:05d}{suffix}")
