@@ -34,6 +34,7 @@ from .collate import as_batch, collate, labels_tensor
 from .collate import shard_of as _shard
 from .epochs import Epochs
 from .errors import ErrorLog, Reported
+from .handover import hand_over
 from .producer import STOPPED, ArraySlots, EpochEnd, Failure, Made, Producer, Replay, Run, produce
 from .reading import Item, Reading
 from .remake import MadeRows, keep_rows, told
@@ -224,11 +225,7 @@ class Pipeline(Reported):
         batch, epoch, cursor, made, event, errors, record = item
         assert epoch == self.epoch, f"a batch of epoch {epoch} reached epoch {self.epoch}"
         if event is not None:
-            stream = torch.cuda.current_stream(self.device)
-            stream.wait_event(event)
-            for v in batch.values():
-                if isinstance(v, torch.Tensor) and v.is_cuda:
-                    v.record_stream(stream)
+            hand_over(batch, event, torch.cuda.current_stream(self.device))
         self._cursor, self._made = cursor, made
         self._log.add(errors)
         if record is not None:

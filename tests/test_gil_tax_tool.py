@@ -1,0 +1,35 @@
+"""benchmarks/gil_tax.py's background load (no GPU needed): the thread runs Python for about the
+load it is given in every period, gives the GIL up between pieces (the main thread, itself in
+Python, keeps running), and stops when told."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+gil_tax = pytest.importorskip("gil_tax")
+
+
+def test_background_load_per_period_and_stop():
+    stop, got = threading.Event(), []
+    worker = threading.Thread(target=gil_tax.background, args=(4.0, 20.0, 50.0, stop, got))
+    worker.start()
+    time.sleep(0.5)  # the main thread waits in C: the background gets what it asks for
+    stop.set()
+    worker.join(timeout=2)
+    assert not worker.is_alive()
+    assert 10 <= len(got) <= 30  # about 25 periods of 20 ms in 0.5 s
+    per_period = sorted(got)[len(got) // 2]
+    assert 0.001 <= per_period <= 0.008  # about 4 ms of CPU a period (less where the core is shared)
+
+
+def test_no_load_means_no_thread_work():
+    stop, got = threading.Event(), []
+    stop.set()
+    gil_tax.background(3.0, 10.0, 20.0, stop, got)
+    assert got == []
