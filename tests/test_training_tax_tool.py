@@ -1,4 +1,4 @@
-"""benchmarks/gil_tax.py's background load (no GPU needed): the thread runs Python for about the
+"""benchmarks/training_tax.py's background load (no GPU needed): the thread runs Python for about the
 load it is given in every period, gives the GIL up between pieces (the main thread, itself in
 Python, keeps running), and stops when told."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-gil_tax = pytest.importorskip("gil_tax")
+training_tax = pytest.importorskip("training_tax")
 
 
 def test_background_load_per_period_and_stop():
     stop, got = threading.Event(), []
-    worker = threading.Thread(target=gil_tax.background, args=(4.0, 20.0, 50.0, stop, got))
+    worker = threading.Thread(target=training_tax.background, args=(4.0, 20.0, 50.0, stop, got))
     worker.start()
     time.sleep(0.5)  # the main thread waits in C: the background gets what it asks for
     stop.set()
@@ -31,5 +31,5 @@ def test_background_load_per_period_and_stop():
 def test_no_load_means_no_thread_work():
     stop, got = threading.Event(), []
     stop.set()
-    gil_tax.background(3.0, 10.0, 20.0, stop, got)
+    training_tax.background(3.0, 10.0, 20.0, stop, got)
     assert got == []

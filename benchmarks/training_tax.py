@@ -1,0 +1,177 @@
+"""What a loader's kinds of work cost a training loop that runs beside them, one kind at a time.
+
+A torchvision model (ResNet-18 by default: at batch 256 on an H200 its host issues a step
+about as fast as the GPU runs it) trains on one synthetic batch on the GPU, the way
+`train_throughput.py` trains it, while a background thread does one kind of a loader's work,
+LOAD units out of every PERIOD ms (`--kind`):
+
+- python: LOAD ms of pure Python, in pieces of PIECE microseconds, each followed by a call that
+  gives the GIL up (as a loader's threads alternate short stretches of Python with C calls that
+  release it). Nothing touches the GPU: what the loop can lose is the GIL alone.
+- launches: LOAD x 100 CUDA calls (a one-element kernel launch and an event record, in turn) on
+  a stream of the thread's own, with next to no GPU work: what the loop can lose is the CUDA
+  driver's time and locks, shared by the threads of one process.
+- gpu: LOAD ms of GPU work on a stream of the thread's own, in kernels of about PIECE
+  microseconds (matrix products sized once to take that long), a few launches: what the loop can
+  lose is the GPU's SMs and memory.
+
+For each load it prints training images/s, its share of the unloaded rate, the host's median
+time issuing a step and what the background thread got done per period (CPU ms for python,
+calls for launches, launched GPU ms for gpu: it may get less than it asks for).
+
+    python benchmarks/training_tax.py [--kind python|launches|gpu] [--model resnet18]
+        [--loads 0,2.5,5,10] [--period 25] [--piece 20] [--steps 100] [--warmup 15] [--rounds 2]
+
+A Pipeline's threads held the GIL about 9.4-9.9 ms per batch of 256 (docs/design.md); at 10k
+images/s a batch is 25.6 ms, hence the default period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import torch
+from train_throughput import BATCH, training_step
+
+import pixelpipe  # noqa: F401  (CUDA's hardware queues, as in a training script)
+
+
+def background(load_ms: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
+    """Python for load_ms of every period_ms (in piece_us pieces, each followed by a GIL release)
+    until `stop`; appends the thread's CPU seconds per period to `got`."""
+    piece = piece_us * 1e-6
+    while not stop.is_set():
+        start, cpu = time.perf_counter(), time.thread_time()
+        while time.perf_counter() - start < load_ms * 1e-3:
+            end = time.perf_counter() + piece
+            while time.perf_counter() < end:
+                pass
+            time.sleep(0)  # gives the GIL up, as a C call that releases it
+        got.append(time.thread_time() - cpu)
+        rest = period_ms * 1e-3 - (time.perf_counter() - start)
+        if rest > 0:
+            stop.wait(rest)
+
+
+def launches(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
+    """load x 100 CUDA calls every period_ms on a stream of its own (launches of a one-element
+    kernel and event records, in turn); appends the calls made per period to `got`."""
+    stream, one, event = torch.cuda.Stream(), torch.zeros(1, device="cuda"), torch.cuda.Event()
+    calls = int(load * 100)
+    with torch.cuda.stream(stream):
+        while not stop.is_set():
+            start = time.perf_counter()
+            for k in range(calls):
+                if k % 2:
+                    event.record(stream)
+                else:
+                    one.add_(1.0)
+            got.append(float(calls))
+            rest = period_ms * 1e-3 - (time.perf_counter() - start)
+            if rest > 0:
+                stop.wait(rest)
+            stream.synchronize()
+
+
+def gpu_work(load_ms: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
+    """load_ms of GPU work every period_ms on a stream of its own, in matrix products of about
+    piece_us each (sized once); appends the GPU ms launched per period to `got`."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        n = 512
+        while True:  # grow the product until one takes about piece_us
+            a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a @ a
+            start.record(stream)
+            for _ in range(5):
+                a @ a
+            end.record(stream)
+            end.synchronize()
+            each_us = 1e3 * start.elapsed_time(end) / 5
+            if each_us >= piece_us or n >= 8192:
+                break
+            n *= 2
+        count = max(1, round(load_ms * 1e3 / each_us))
+        while not stop.is_set():
+            begin = time.perf_counter()
+            for _ in range(count):
+                a @ a
+            got.append(count * each_us / 1e3)
+            rest = period_ms * 1e-3 - (time.perf_counter() - begin)
+            if rest > 0:
+                stop.wait(rest)
+            stream.synchronize()
+
+
+KINDS = {"python": background, "launches": launches, "gpu": gpu_work}
+
+
+def run(step, x: torch.Tensor, warmup: int, steps: int) -> tuple[float, float]:
+    """(images/s, median host ms issuing a step) over `steps` steps after `warmup`."""
+    for _ in range(warmup):
+        step(x)
+    torch.cuda.synchronize()
+    issue = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        h = time.perf_counter()
+        step(x)
+        issue.append(time.perf_counter() - h)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    return steps * BATCH / wall, 1e3 * sorted(issue)[len(issue) // 2]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kind", choices=sorted(KINDS), default="python")
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--loads", default="0,2.5,5,10", help="units of --kind per period (see above)")
+    ap.add_argument("--period", type=float, default=25.0, help="ms")
+    ap.add_argument("--piece", type=float, default=20.0,
+                    help="us of Python between GIL releases (python), of one GPU kernel (gpu)")
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=2, help="the loads in turn, this many times")
+    args = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    loads = [float(v) for v in args.loads.split(",")]
+    step = training_step(args.model)
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(torch.float16)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.model}, batch {BATCH}, "
+          f"{args.steps} steps after {args.warmup}; background {args.kind}, pieces of {args.piece:g} us, "
+          f"period {args.period:g} ms", flush=True)
+    results: dict[float, list[tuple[float, float, float]]] = {v: [] for v in loads}
+    for r in range(args.rounds):
+        for load in loads if r % 2 == 0 else loads[::-1]:
+            stop, got = threading.Event(), []
+            worker = None
+            if load > 0:
+                worker = threading.Thread(target=KINDS[args.kind], args=(load, args.period, args.piece, stop, got),
+                                          daemon=True)
+                worker.start()
+            rate, issue = run(step, x, args.warmup, args.steps)
+            stop.set()
+            if worker is not None:
+                worker.join()
+            done = sorted(got)[len(got) // 2] * (1e3 if args.kind == "python" else 1.0) if got else 0.0
+            results[load].append((rate, issue, done))
+            print(f"  round {r + 1}, load {load:g} ms: {rate:,.0f} images/s, host issuing {issue:.2f} ms a step, "
+                  f"background got {done:.2f} per period", flush=True)
+    base = max(v[0] for v in results[loads[0]]) if loads[0] == 0 else float("nan")
+    print(f"\n| background {args.kind}, per period | training images/s (rounds) | of no load (best round) "
+          "| host issuing a step, ms | background got, per period |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for load in loads:
+        rs = results[load]
+        rates = " / ".join(f"{v[0]:,.0f}" for v in rs)
+        best = max(v[0] for v in rs)
+        print(f"| {load:g} | {rates} | {best / base:.2f} | {' / '.join(f'{v[1]:.2f}' for v in rs)} | "
+              f"{' / '.join(f'{v[2]:.2f}' for v in rs)} |")
+
+
+if __name__ == "__main__":
+    main()
