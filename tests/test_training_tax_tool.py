@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 training_tax = pytest.importorskip("training_tax")
@@ -33,3 +34,16 @@ def test_no_load_means_no_thread_work():
     stop.set()
     training_tax.background(3.0, 10.0, 20.0, stop, got)
     assert got == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind, load, piece", [("launches", 1.0, 20.0), ("gpu", 2.0, 200.0)])
+def test_cuda_kinds_report_their_work_and_stop(kind, load, piece):
+    stop, got = threading.Event(), []
+    worker = threading.Thread(target=training_tax.KINDS[kind], args=(load, 20.0, piece, stop, got))
+    worker.start()
+    time.sleep(0.4)
+    stop.set()
+    worker.join(timeout=10)
+    assert not worker.is_alive() and got
+    assert got[0] == 100.0 if kind == "launches" else 0.5 <= got[0] <= 4.0  # calls, or GPU ms launched
