@@ -11,6 +11,8 @@ used memory (cudaMemGetInfo: every allocation of the process, nvImageCodec's inc
 of any other process on the GPU), all since the pipeline started; then the same after
 close() and torch.cuda.empty_cache(). The last columns are nvImageCodec's pool (its decoders'
 buffers): what it holds now, and the most its allocations used at once since the process began.
+After each pipeline, the calls nvImageCodec has made to pixelpipe's allocators so far, by kind
+(device frees on the legacy default stream apart: see decode/nvimgcodec_alloc.py).
 --dali runs DALI's pipeline of the same name (pixelpipe.tools.bench's peer, 8 threads) over the same
 epochs in the same process afterwards: only the device's used memory applies to it (DALI
 allocates through its own pools, outside torch), from before its pipeline is built.
@@ -50,6 +52,14 @@ def pool() -> str:
 
     usage = pool_usage(torch.cuda.current_device())
     return f"{'-':>17s}{'-':>11s}" if usage is None else f"{usage[0] / MIB:17.1f}{usage[1] / MIB:11.1f}"
+
+
+def allocator_calls() -> str:
+    """The process's calls of each kind to nvImageCodec's allocators (decode.nvimgcodec_alloc.counts)."""
+    from pixelpipe.decode.nvimgcodec_alloc import counts
+
+    made = counts()
+    return "none made" if made is None else ", ".join(f"{k} {v}" for k, v in made.items())
 
 
 def main() -> None:
@@ -94,6 +104,7 @@ def main() -> None:
         print(f"{name:10s}{'closed':>7s}{torch.cuda.memory_allocated() / MIB:12.1f}"
               f"{torch.cuda.memory_reserved() / MIB:10.1f}{(used() - before) / MIB:13.1f}{pool()}")
         print(f"  torch peak, epoch {args.epochs} / epoch 1: {peaks[-1] / peaks[0]:.4f}")
+        print(f"  nvImageCodec's calls to pixelpipe's allocators so far: {allocator_calls()}")
     if args.dali:
         for name in args.pipelines.split(","):
             dali_epochs(blobs, name, args.epochs)

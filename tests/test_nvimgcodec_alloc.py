@@ -58,7 +58,14 @@ def shim(tmp_path):
         getattr(lib, name).argtypes = [C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p]
     for name in ("pp_device_free", "pp_pinned_free"):
         getattr(lib, name).argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p]
+    lib.pp_alloc_counts.argtypes = [C.c_void_p]
     return lib, calls, status, keep
+
+
+def _counts(lib):
+    out = (C.c_ulonglong * len(alloc.COUNTS))()
+    lib.pp_alloc_counts(out)
+    return dict(zip(alloc.COUNTS, out))
 
 
 @needs_cc
@@ -80,6 +87,27 @@ def test_frees_are_stream_ordered_and_null_is_a_no_op(shim):
     assert lib.pp_pinned_free(None, 0xB000, 64, 0x77) == 0
     assert lib.pp_pinned_free(None, None, 64, 0x77) == 0
     assert calls == [("free_async", 0xD000, 0x77), ("free_host", 0xB000)]
+
+
+@needs_cc
+def test_calls_are_counted_by_kind(shim):
+    lib, _, _, _ = shim
+    pool, out = C.c_void_p(0x5150), C.c_void_p()
+    lib.pp_device_malloc(C.addressof(pool), C.byref(out), 64, 0x77)
+    lib.pp_device_malloc(C.addressof(pool), C.byref(out), 64, 0x77)
+    lib.pp_device_free(None, 0xD000, 64, 0x77)
+    lib.pp_device_free(None, 0xD000, 64, None)
+    lib.pp_device_free(None, None, 64, None)  # a NULL pointer is not counted
+    lib.pp_pinned_malloc(None, C.byref(out), 64, None)
+    lib.pp_pinned_free(None, 0xB000, 64, None)
+    lib.pp_pinned_free(None, 0xB000, 64, 0x77)
+    assert _counts(lib) == {"device_mallocs": 2, "device_frees": 1, "device_frees_null_stream": 1,
+                            "pinned_mallocs": 1, "pinned_frees": 1, "pinned_frees_on_a_stream": 1}
+
+
+def test_counts_are_none_before_any_allocators_are_made(monkeypatch):
+    monkeypatch.setattr(alloc, "_MADE", {})
+    assert alloc.counts() is None
 
 
 @needs_cc

@@ -28,7 +28,12 @@ nvImageCodec calls from its threads. They forward to the CUDA runtime the proces
 loaded (torch's libcudart, `cudart.runtime()`): device memory from a memory pool of
 pixelpipe's own, one per device, in stream order (cudaMallocFromPoolAsync / cudaFreeAsync: no
 device-wide synchronisation, whatever the calling thread's current device), pinned memory
-portable (cudaHostAlloc / cudaFreeHost). The pool keeps what is freed for the next allocation
+portable (cudaHostAlloc / cudaFreeHost). `counts()` gives how many calls of each kind
+nvImageCodec made, with the frees that name no stream apart: a device free ordered on the legacy
+default stream (NULL) is not ordered after work on nvImageCodec's own non-blocking streams, and
+a pinned free that names a stream frees at once a buffer a copy queued there may still read
+(an illegal memory access in one ssd bench run is not explained yet; these counts say whether
+either kind happens). The pool keeps what is freed for the next allocation
 (release threshold: unlimited; with the default of 0 it would hand its memory back to the driver
 at every synchronisation and map it again for the next batch). `trim(device_index)`, which
 GpuDecoder.close() calls, returns the unused part to the driver. The device's default pool, which
@@ -49,7 +54,7 @@ from .. import native
 from . import cudart
 from .nvimgcodec_structs import ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR, DeviceAllocator, PinnedAllocator
 
-__all__ = ["DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "pool_usage", "trim"]
+__all__ = ["COUNTS", "DEVICE_PADDING", "PINNED_PADDING", "Allocators", "allocators", "counts", "pool_usage", "trim"]
 
 DEVICE_PADDING = 32 << 20  # bytes: device buffers grow in steps of this (see the module docstring)
 PINNED_PADDING = 4 << 20  # bytes: pinned host buffers grow in steps of this
@@ -57,6 +62,9 @@ _POOL_PROPS_BYTES = 256  # cudaMemPoolProps is 88 bytes in CUDA 12 and 13: room 
 _ATTR_RELEASE_THRESHOLD = 4  # cudaMemPoolAttrReleaseThreshold
 _ATTR_RESERVED, _ATTR_USED_HIGH = 5, 8  # cudaMemPoolAttrReservedMemCurrent, cudaMemPoolAttrUsedMemHigh
 RUNTIME_FUNCTIONS = ("cudaMallocFromPoolAsync", "cudaFreeAsync", "cudaHostAlloc", "cudaFreeHost")  # pp_alloc_set's
+COUNTS = ("device_mallocs", "device_frees", "device_frees_null_stream", "pinned_mallocs", "pinned_frees",
+          "pinned_frees_on_a_stream")  # pp_alloc_counts's, in its order; each kind of free counted once:
+# device frees on a stream / on NULL, pinned frees naming no stream / naming one
 
 
 @dataclass
@@ -118,10 +126,25 @@ def pool_usage(device_index: int) -> tuple[int, int] | None:
     return out[0], out[1]
 
 
+def counts() -> dict[str, int] | None:
+    """How many calls of each kind (`COUNTS`) nvImageCodec has made to these allocators in this
+    process, all devices together; None where they were never made."""
+    with _LOCK:
+        if not any(made is not None for made in _MADE.values()):
+            return None
+    shim = _shim()
+    if shim is None:
+        return None
+    out = (C.c_ulonglong * len(COUNTS))()
+    shim.pp_alloc_counts(out)
+    return dict(zip(COUNTS, (int(v) for v in out)))
+
+
 def _shim() -> C.CDLL | None:
     # CDLL: nvImageCodec calls these from its own threads, without the GIL
     return native.shared("alloc.c", "nvImageCodec allocates with its own defaults, not pixelpipe's allocators",
-                         signatures={"pp_alloc_set": (None, [C.c_void_p] * 4)})
+                         signatures={"pp_alloc_set": (None, [C.c_void_p] * len(RUNTIME_FUNCTIONS)),
+                                     "pp_alloc_counts": (None, [C.c_void_p])})
 
 
 def _make(device_index: int) -> Allocators | None:
