@@ -55,8 +55,10 @@ class GpuDecoding:
             decoder only. Measured beside a ResNet-18 on an H200 (docs/benchmarks.md,
             "Training beside a decoder that follows its consumer"): None gave +1% to +12%
             images/s of training (7 alternating pairs, all faster; the step's GPU time 1-3 ms
-            shorter), a ResNet-50 -4% (one pair), for about 330 MiB more device memory (the
-            second decoder and its buffers), so it stays off by default.
+            shorter), a ResNet-50 -4% (one pair), with CUDA's 8 hardware queues; with 32
+            (pixelpipe's, engine/cuda_queues.py) two pairs for each model fell both ways within
+            their spread. It costs about 330 MiB more device memory (the second decoder and its
+            buffers), so it stays off by default.
     """
 
     hw_fraction: float | None = 0.75
