@@ -21,6 +21,11 @@ hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, pixelpipe.engine.cuda_queues) befo
 for the whole process, so every loader's rows run with them; set the variable in the
 environment (8 is CUDA's default) to run them otherwise. The first line prints the value.
 
+--sched sets how the process's threads wait for the GPU (cudaSetDeviceFlags on the device once
+CUDA has started: spin, yield or blocking; CUDA's default, auto, spins where the process has
+fewer contexts than the machine has cores). nvImageCodec's decoder threads and the Pipeline's
+wait on events; spinning, they call into the driver the training thread launches through.
+
 Usage (one GPU):
     python benchmarks/train_throughput.py --data DIR [--models resnet50,resnet18]
         [--loaders synthetic,pixelpipe,dali,torchvision] [--repeat 16] [--steps 300]
@@ -31,6 +36,7 @@ file list, so that an epoch is long enough not to restart every few batches.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import os
 import sys
@@ -267,6 +273,25 @@ def loader_alone(batches: Iterator[torch.Tensor], warmup: int, steps: int) -> fl
     return steps * BATCH / (time.perf_counter() - t0)
 
 
+SCHED = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}  # cudaDeviceSchedule*
+
+
+def set_sched(name: str) -> None:
+    """cudaSetDeviceFlags(cudaDeviceSchedule<name>) on the current device, after CUDA started
+    (recent runtimes overwrite an initialised device's flags); exits if the runtime refuses."""
+    from pixelpipe.decode import cudart
+
+    rt = cudart.runtime()
+    if rt is None:
+        raise SystemExit("--sched: no CUDA runtime found")
+    status = rt.cudaSetDeviceFlags(ctypes.c_uint(SCHED[name]))
+    if status != 0:
+        raise SystemExit(f"--sched {name}: cudaSetDeviceFlags returned {status}")
+    flags = ctypes.c_uint(0)
+    rt.cudaGetDeviceFlags(ctypes.byref(flags))
+    print(f"    device flags now {flags.value:#x} (--sched {name})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
@@ -296,9 +321,13 @@ def main() -> None:
                          "waits for and holds up every blocking stream of the process)")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
+    ap.add_argument("--sched", choices=sorted(SCHED), default=None,
+                    help="how the process's threads wait for the GPU (cudaSetDeviceFlags; CUDA's default: auto)")
     args = ap.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
+    if args.sched is not None:
+        set_sched(args.sched)
     torch.backends.cudnn.benchmark = True
     listed, n = file_list(args.data, args.repeat)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {os.cpu_count()} CPUs; {n} samples "
