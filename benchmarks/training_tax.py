@@ -14,13 +14,18 @@ LOAD units out of every PERIOD ms (`--kind`):
 - gpu: LOAD ms of GPU work on a stream of the thread's own, in kernels of about PIECE
   microseconds (matrix products sized once to take that long), a few launches: what the loop can
   lose is the GPU's SMs and memory.
+- waits: LOAD x 10 times a period, a one-block kernel of about PIECE microseconds
+  (torch.cuda._sleep) on a stream of the thread's own and a wait for its event, as a decoder
+  thread waits for each image's kernels: what the loop can lose is the driver's time while
+  the thread waits (spinning, under CUDA's default schedule; `--sched` changes it).
 
 For each load it prints training images/s, its share of the unloaded rate, the host's median
 time issuing a step and what the background thread got done per period (CPU ms for python,
 calls for launches, launched GPU ms for gpu: it may get less than it asks for).
 
-    python benchmarks/training_tax.py [--kind python|launches|gpu] [--model resnet18]
+    python benchmarks/training_tax.py [--kind python|launches|gpu|waits] [--model resnet18]
         [--loads 0,2.5,5,10] [--period 25] [--piece 20] [--steps 100] [--warmup 15] [--rounds 2]
+        [--sched auto|spin|yield|blocking]
 
 A Pipeline's threads held the GIL about 9.4-9.9 ms per batch of 256 (docs/design.md); at 10k
 images/s a batch is 25.6 ms, hence the default period.
@@ -33,7 +38,7 @@ import threading
 import time
 
 import torch
-from train_throughput import BATCH, training_step
+from train_throughput import BATCH, SCHED, set_sched, training_step
 
 import pixelpipe  # noqa: F401  (CUDA's hardware queues, as in a training script)
 
@@ -106,7 +111,26 @@ def gpu_work(load_ms: float, period_ms: float, piece_us: float, stop: threading.
             stream.synchronize()
 
 
-KINDS = {"python": background, "launches": launches, "gpu": gpu_work}
+def waits(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
+    """load x 10 times every period_ms: a one-block kernel of about piece_us on a stream of its
+    own, then a wait for its event; appends the waits made per period to `got`."""
+    stream, done = torch.cuda.Stream(), torch.cuda.Event()
+    cycles = int(piece_us * 1.5e3)  # about 1.5 GHz: a kernel of about piece_us
+    times = int(load * 10)
+    with torch.cuda.stream(stream):
+        while not stop.is_set():
+            start = time.perf_counter()
+            for _ in range(times):
+                torch.cuda._sleep(cycles)
+                done.record(stream)
+                done.synchronize()
+            got.append(float(times))
+            rest = period_ms * 1e-3 - (time.perf_counter() - start)
+            if rest > 0:
+                stop.wait(rest)
+
+
+KINDS = {"python": background, "launches": launches, "gpu": gpu_work, "waits": waits}
 
 
 def run(step, x: torch.Tensor, warmup: int, steps: int) -> tuple[float, float]:
@@ -132,11 +156,15 @@ def main() -> None:
     ap.add_argument("--loads", default="0,2.5,5,10", help="units of --kind per period (see above)")
     ap.add_argument("--period", type=float, default=25.0, help="ms")
     ap.add_argument("--piece", type=float, default=20.0,
-                    help="us of Python between GIL releases (python), of one GPU kernel (gpu)")
+                    help="us of Python between GIL releases (python), of one GPU kernel (gpu, waits)")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=2, help="the loads in turn, this many times")
+    ap.add_argument("--sched", choices=sorted(SCHED), default=None,
+                    help="how the process's threads wait for the GPU (train_throughput.py's --sched)")
     args = ap.parse_args()
+    if args.sched is not None:
+        set_sched(args.sched)
     torch.backends.cudnn.benchmark = True
     loads = [float(v) for v in args.loads.split(",")]
     step = training_step(args.model)

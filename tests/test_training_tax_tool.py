@@ -37,7 +37,7 @@ def test_no_load_means_no_thread_work():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("kind, load, piece", [("launches", 1.0, 20.0), ("gpu", 2.0, 200.0)])
+@pytest.mark.parametrize("kind, load, piece", [("launches", 1.0, 20.0), ("gpu", 2.0, 200.0), ("waits", 1.0, 50.0)])
 def test_cuda_kinds_report_their_work_and_stop(kind, load, piece):
     stop, got = threading.Event(), []
     worker = threading.Thread(target=training_tax.KINDS[kind], args=(load, 20.0, piece, stop, got))
@@ -46,4 +46,5 @@ def test_cuda_kinds_report_their_work_and_stop(kind, load, piece):
     stop.set()
     worker.join(timeout=10)
     assert not worker.is_alive() and got
-    assert got[0] == 100.0 if kind == "launches" else 0.5 <= got[0] <= 4.0  # calls, or GPU ms launched
+    expected = {"launches": (100.0, 100.0), "gpu": (0.5, 4.0), "waits": (10.0, 10.0)}[kind]  # calls, GPU ms, waits
+    assert expected[0] <= got[0] <= expected[1]
