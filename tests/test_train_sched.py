@@ -16,12 +16,12 @@ class FakeRuntime:
     def __init__(self, status: int = 0) -> None:
         self.status, self.flags = status, 0
 
-    def cudaSetDeviceFlags(self, flags):  # noqa: N802 (the runtime's name)
+    def cudaSetDeviceFlags(self, flags):
         if self.status == 0:
             self.flags = flags.value | 0x8  # the runtime reports cudaDeviceMapHost beside the schedule
         return self.status
 
-    def cudaGetDeviceFlags(self, out):  # noqa: N802
+    def cudaGetDeviceFlags(self, out):
         out._obj.value = self.flags
         return 0
 
