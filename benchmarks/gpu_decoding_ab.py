@@ -6,7 +6,8 @@
 The JPEGs of DIR listed `--repeat` times in a file list, read by a Pipeline (batch 256, float16,
 default threads) made once per run with `GpuDecoding(**setting)`, a setting being
 comma-separated key=value pairs (numbers, true, false, none or off; `threads=N` sets the Pipeline's
-num_threads instead, e.g. `--settings threads=8 threads=16`); a run times `--seconds` after
+num_threads instead, e.g. `--settings threads=8 threads=16`; `executor=pixelpipe|nvimgcodec` sets
+PIXELPIPE_NVIMGCODEC_EXECUTOR for that Pipeline's decoders, decode/nvimgcodec_executor.py); a run times `--seconds` after
 10 batches. Each round runs every setting once, the order reversed every other round, so that
 a drift of the machine falls on all of them. Prints each run, then per setting the median
 images/s and the range. With hardware names: whether the JPEG engines bound the rate (if they
@@ -30,25 +31,32 @@ BATCH = 256
 
 def setting(text: str) -> dict[str, Any]:
     """GpuDecoding keyword arguments from "key=value,key=value" (numbers, true, false, none, off), and
-    `threads`, the Pipeline's num_threads (default: all cores)."""
+    `threads`, the Pipeline's num_threads (default: all cores), and `executor` (pixelpipe or
+    nvimgcodec: the decoders' executor)."""
     out: dict[str, Any] = {}
     for pair in filter(None, text.split(",")):
         key, _, value = pair.partition("=")
-        low = value.strip().lower()
-        out[key.strip()] = (None if low == "none" else True if low == "true" else False if low == "false"
-                            else int(low) if low.lstrip("-").isdigit() else low if low == "off" else float(low))
+        key, low = key.strip(), value.strip().lower()
+        if key == "executor":
+            if low not in ("pixelpipe", "nvimgcodec"):
+                raise SystemExit(f"executor= takes pixelpipe or nvimgcodec, got {value!r}")
+            out[key] = low
+            continue
+        out[key] = (None if low == "none" else True if low == "true" else False if low == "false"
+                    else int(low) if low.lstrip("-").isdigit() else low if low == "off" else float(low))
     decoding(out)  # checked before the runs
     return out
 
 
 def decoding(settings: dict[str, Any]) -> pp.GpuDecoding:
-    """The GpuDecoding of a setting (every key but `threads`)."""
-    return pp.GpuDecoding(**{k: v for k, v in settings.items() if k != "threads"})
+    """The GpuDecoding of a setting (every key but `threads` and `executor`)."""
+    return pp.GpuDecoding(**{k: v for k, v in settings.items() if k not in ("threads", "executor")})
 
 
 def run(listed: str, preset: str, settings: dict[str, Any], seconds: float, seed: int) -> float:
     """Images/s of one Pipeline over the list, timed for `seconds` after 10 batches."""
     transforms = getattr(pp.presets, preset)(dtype=torch.float16)
+    os.environ["PIXELPIPE_NVIMGCODEC_EXECUTOR"] = settings.get("executor", "nvimgcodec")  # read by its decoders
     pipe = pp.Pipeline(listed, transforms, batch_size=BATCH, device="cuda", seed=seed, drop_last=True,
                        num_threads=settings.get("threads"), gpu=decoding(settings))
     try:

@@ -2,7 +2,8 @@
 nvImageCodec (decode/nvimgcodec_alloc.py, the default) against nvImageCodec's own; a batch
 decoded in one native call (native/decode.c) against the same calls made one by one from
 Python; batches decoded ahead on the decode queue's thread (native/queue.c, the default)
-against batches decoded when asked. The same pixels bit for bit, batch after batch (so the
+against batches decoded when asked; pixelpipe's executor (native/executor.c, opt-in) against
+nvImageCodec's. The same pixels bit for bit, batch after batch (so the
 buffers grow on the way). Needs a CUDA device, nvImageCodec and the ImageNet sample; skipped
 otherwise."""
 
@@ -74,6 +75,22 @@ def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_f
             assert_same_decode(ours, theirs, blobs, regs)
     ours.close()
     theirs.close()
+
+
+@pytest.mark.parametrize("hw_fraction", [0.0, 0.75])
+def test_pixelpipes_executor_decodes_what_nvimgcodecs_decodes(jpegs: list[bytes], hw_fraction, monkeypatch) -> None:
+    monkeypatch.setenv("PIXELPIPE_NVIMGCODEC_EXECUTOR", "pixelpipe")
+    ours = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
+    monkeypatch.setenv("PIXELPIPE_NVIMGCODEC_EXECUTOR", "nvimgcodec")
+    theirs = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
+    assert ours._c[0].executor is not None and theirs._c[0].executor is None
+    for blobs, regions in batches(jpegs, 7):
+        for regs in (None, regions):
+            assert_same_decode(ours, theirs, blobs, regs)
+    assert ours._c[0].executor.tasks_done() > 0  # nvImageCodec ran its tasks on the pool
+    ours.close()
+    theirs.close()
+    assert ours._c[0].executor.handle is None  # stopped with its decoder
 
 
 @pytest.mark.parametrize("variable, attribute", [("PIXELPIPE_NVIMGCODEC_ALLOCATORS", "allocators_used"),

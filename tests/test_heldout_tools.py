@@ -92,3 +92,6 @@ def test_decoding_ab_settings_split_the_pipelines_threads_from_the_decoders() ->
         gpu_decoding_ab.setting("hw_fraction=2")
     with pytest.raises(TypeError):
         gpu_decoding_ab.setting("threads_per_lane=3")
+    assert gpu_decoding_ab.setting("executor=pixelpipe,lanes=2") == {"executor": "pixelpipe", "lanes": 2}
+    with pytest.raises(SystemExit, match="pixelpipe or nvimgcodec"):
+        gpu_decoding_ab.setting("executor=dali")

@@ -42,6 +42,7 @@ MIRRORS = {  # C type -> ctypes mirror
     "nvimgcodecDecodeParams_t": S.DecodeParams,
     "nvimgcodecDeviceAllocator_t": S.DeviceAllocator,
     "nvimgcodecPinnedAllocator_t": S.PinnedAllocator,
+    "nvimgcodecExecutorDesc_t": S.ExecutorDesc,
 }
 
 

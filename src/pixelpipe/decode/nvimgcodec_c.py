@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import nvimgcodec_open, nvimgcodec_queue
+from . import nvimgcodec_executor, nvimgcodec_open, nvimgcodec_queue
 from . import nvimgcodec_structs as S
 from .buffer_ring import BufferRing, Lease
 from .nvimgcodec_open import Slot
@@ -223,11 +223,17 @@ class CDecoder:
         if allocators is not None:
             ex.device_allocator, ex.pinned_allocator = allocators.addresses()
         self.allocators = allocators
+        # pixelpipe's thread pool as the executor where the environment asks (nvimgcodec_executor)
+        self.executor = nvimgcodec_executor.make(num_cpu_threads, device_index) if nvimgcodec_executor.wanted() else None
+        if self.executor is not None:
+            ex.executor = self.executor.address()
         self._decoder = _P()
         status = api.free.nvimgcodecDecoderCreate(self._instance, C.byref(self._decoder), C.byref(ex),
                                                   options.encode())
         if status != 0:
             api.held.nvimgcodecInstanceDestroy(self._instance)
+            if self.executor is not None:
+                self.executor.close()
             _check(status, "creating a decoder")
         self._params = S.make(S.DecodeParams, S.ST_DECODE_PARAMS)
         self._params.apply_exif_orientation = 0
@@ -263,6 +269,8 @@ class CDecoder:
             if self._decoder:
                 self._api.held.nvimgcodecDecoderDestroy(self._decoder)
                 self._decoder = _P()
+            if getattr(self, "executor", None) is not None:  # its workers stop after the decoder is gone
+                self.executor.close()
             if self._instance:
                 self._api.held.nvimgcodecInstanceDestroy(self._instance)
                 self._instance = _P()

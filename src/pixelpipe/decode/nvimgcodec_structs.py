@@ -16,6 +16,7 @@ POLICY_IGNORE, POLICY_FIXED = 1, 2
 SRGB, I_RGB, UINT8, STRIDED_DEVICE = 1, 8, 0x0802, 1
 SUCCESS = 1
 ST_DEVICE_ALLOCATOR, ST_PINNED_ALLOCATOR = 3, 4
+ST_EXECUTOR = 28
 STATUS_NAMES = {0x3: "failed", 0x7: "image corrupted", 0xB: "codec unsupported", 0x13: "no backend for it",
                 0x43: "resolution unsupported", 0x83: "code stream feature unsupported",
                 0x11: "region unsupported", 0x21: "chroma subsampling unsupported"}
@@ -101,6 +102,13 @@ class PinnedAllocator(C.Structure):
 
     _fields_ = [*HEAD, ("pinned_malloc", C.c_void_p), ("pinned_free", C.c_void_p), ("pinned_ctx", C.c_void_p),
                 ("pinned_mem_padding", C.c_size_t)]
+
+
+class ExecutorDesc(C.Structure):
+    """nvimgcodecExecutorDesc_t: an executor of the caller's (native/executor.c's functions)."""
+
+    _fields_ = [*HEAD, ("instance", C.c_void_p), ("schedule", C.c_void_p), ("run", C.c_void_p), ("wait", C.c_void_p),
+                ("getNumThreads", C.c_void_p)]
 
 
 def view_template() -> Any:
