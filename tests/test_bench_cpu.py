@@ -315,3 +315,41 @@ def test_the_torchvision_dataloader_is_a_cpu_peer(capsys) -> None:
     results = run_bench(None, "rn50", "cpu", 4, 1, ["torchvision"], 1, 8, True, True)
     assert [r.name for r in results] == ["pixelpipe (cpu)", "torchvision DataLoader (cpu)"]
     assert all(r.rate > 0 for r in results)
+
+
+def test_a_contender_is_freed_before_the_next_is_built() -> None:
+    """run_contender drops its references to the contender before its own garbage collection, so
+    that a contender held in reference cycles (a DALI pipeline and its threads) is gone when
+    run_contender returns, not at some later collection while the next contender runs."""
+    import gc
+    import weakref
+
+    import torch
+
+    from pixelpipe.tools.bench.gpu_peers import run_contender
+
+    class Contender:  # in a reference cycle, as a DALI pipeline's Python objects are
+        def __init__(self) -> None:
+            self.me = self
+
+        def __call__(self, epoch: int):
+            yield 8
+
+        def notes(self) -> list[str]:
+            return []
+
+    made: list[weakref.ref] = []
+
+    def make():
+        c = Contender()
+        made.append(weakref.ref(c))
+        return c
+
+    enabled = gc.isenabled()
+    gc.disable()  # only run_contender's own collection may free it
+    try:
+        run_contender("cycle", make, 1, 8, True, "", torch.device("cpu"))
+        assert made and made[0]() is None
+    finally:
+        if enabled:
+            gc.enable()

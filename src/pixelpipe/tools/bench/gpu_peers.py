@@ -163,7 +163,8 @@ def run_contender(name: str, make: Factory, passes: int, total: int, quiet: bool
         close = getattr(run, "close", None)
         if close is not None:  # a pipeline working ahead would take the next contender's time
             close()
-        run = close = None  # the last references to the contender (a DALI pipeline stops its threads when freed)
+        # the last references to the contender and its parts (a DALI pipeline stops its threads when freed)
+        run = close = notes = stats = decoder = None
         gc.collect()  # drop the contender's pipelines, workers and buffers before the next one
         if device.type == "cuda":
             torch.cuda.empty_cache()
