@@ -42,6 +42,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -212,7 +213,31 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
     if train_stream:
         with torch.cuda.stream(torch.cuda.Stream()):
             return train(model_name, batches, warmup, steps, pin_main, step_times, cuda_graph)
-    step = training_step(model_name, cuda_graph)
+    t = timed_steps(training_step(model_name, cuda_graph), batches, warmup, steps, pin_main)
+    if step_times:  # the GPU's time from a step's first launch to its last kernel's end
+        host, gpu = t.issue_ms, t.gpu_ms
+        print(f"    per step, median (p90): host issuing {host[len(host) // 2]:.2f} ({host[9 * len(host) // 10]:.2f}) ms, "
+              f"GPU {gpu[len(gpu) // 2]:.2f} ({gpu[9 * len(gpu) // 10]:.2f}) ms, wall {t.wall_ms:.2f} ms",
+              flush=True)
+    return t.rate, t.waited
+
+
+@dataclass
+class Timed:
+    """A run of training steps: images/s, the share of wall time waiting in next(), each step's
+    host time issuing it and GPU time (ms, sorted), and the wall time per step (ms)."""
+
+    rate: float
+    waited: float
+    issue_ms: list[float]
+    gpu_ms: list[float]
+    wall_ms: float
+
+
+def timed_steps(step: Callable[[torch.Tensor], None], batches: Iterator[torch.Tensor], warmup: int, steps: int,
+                pin_main: bool = False) -> Timed:
+    """`step` on `warmup` batches, then `steps` timed ones (next() timed apart, CUDA events
+    around each step)."""
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()
@@ -233,13 +258,8 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
         marks[2 * k + 1].record()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    if step_times:  # the GPU's time from a step's first launch to its last kernel's end
-        gpu = sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2]))
-        host = sorted(1e3 * v for v in issue)
-        print(f"    per step, median (p90): host issuing {host[len(host) // 2]:.2f} ({host[9 * len(host) // 10]:.2f}) ms, "
-              f"GPU {gpu[len(gpu) // 2]:.2f} ({gpu[9 * len(gpu) // 10]:.2f}) ms, wall {1e3 * wall / steps:.2f} ms",
-              flush=True)
-    return steps * BATCH / wall, waited / wall
+    return Timed(steps * BATCH / wall, waited / wall, sorted(1e3 * v for v in issue),
+                 sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2])), 1e3 * wall / steps)
 
 
 def train_beside(model: str, batches: Iterator[torch.Tensor], args: argparse.Namespace) -> tuple[float, float]:

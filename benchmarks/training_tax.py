@@ -34,11 +34,12 @@ images/s a batch is 25.6 ms, hence the default period.
 from __future__ import annotations
 
 import argparse
+import itertools
 import threading
 import time
 
 import torch
-from train_throughput import BATCH, SCHED, set_sched, training_step
+from train_throughput import BATCH, SCHED, set_sched, timed_steps, training_step
 
 import pixelpipe  # noqa: F401  (CUDA's hardware queues, as in a training script)
 
@@ -133,22 +134,6 @@ def waits(load: float, period_ms: float, piece_us: float, stop: threading.Event,
 KINDS = {"python": background, "launches": launches, "gpu": gpu_work, "waits": waits}
 
 
-def run(step, x: torch.Tensor, warmup: int, steps: int) -> tuple[float, float]:
-    """(images/s, median host ms issuing a step) over `steps` steps after `warmup`."""
-    for _ in range(warmup):
-        step(x)
-    torch.cuda.synchronize()
-    issue = []
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        h = time.perf_counter()
-        step(x)
-        issue.append(time.perf_counter() - h)
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
-    return steps * BATCH / wall, 1e3 * sorted(issue)[len(issue) // 2]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kind", choices=sorted(KINDS), default="python")
@@ -181,7 +166,8 @@ def main() -> None:
                 worker = threading.Thread(target=KINDS[args.kind], args=(load, args.period, args.piece, stop, got),
                                           daemon=True)
                 worker.start()
-            rate, issue = run(step, x, args.warmup, args.steps)
+            t = timed_steps(step, itertools.repeat(x), args.warmup, args.steps)
+            rate, issue = t.rate, t.issue_ms[len(t.issue_ms) // 2]
             stop.set()
             if worker is not None:
                 worker.join()

@@ -79,10 +79,10 @@ def test_own_allocators_decode_what_the_defaults_decode(jpegs: list[bytes], hw_f
 
 @pytest.mark.parametrize("hw_fraction", [0.0, 0.75])
 def test_pixelpipes_executor_decodes_what_nvimgcodecs_decodes(jpegs: list[bytes], hw_fraction, monkeypatch) -> None:
-    monkeypatch.setenv("PIXELPIPE_NVIMGCODEC_EXECUTOR", "pixelpipe")
+    monkeypatch.setenv("PIXELPIPE_NVIMGCODEC_EXECUTOR", "pixelpipe")  # the default follows the environment
     ours = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
-    monkeypatch.setenv("PIXELPIPE_NVIMGCODEC_EXECUTOR", "nvimgcodec")
-    theirs = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c")
+    theirs = GpuDecoder(CUDA, hw_fraction=hw_fraction, api="c", executor=False)
+    assert ours.executor_used and not theirs.executor_used
     assert ours._c[0].executor is not None and theirs._c[0].executor is None
     for blobs, regions in batches(jpegs, 7):
         for regs in (None, regions):

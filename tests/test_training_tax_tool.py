@@ -48,3 +48,19 @@ def test_cuda_kinds_report_their_work_and_stop(kind, load, piece):
     assert not worker.is_alive() and got
     expected = {"launches": (100.0, 100.0), "gpu": (0.5, 4.0), "waits": (10.0, 10.0)}[kind]  # calls, GPU ms, waits
     assert expected[0] <= got[0] <= expected[1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_timed_steps_times_each_step():
+    """train_throughput.timed_steps, which training_tax and train() share: a rate, every step's
+    host and GPU time, sorted."""
+    import itertools
+
+    from train_throughput import timed_steps
+
+    x = torch.zeros(1 << 16, device="cuda")
+    t = timed_steps(lambda b: b.add_(1.0), itertools.repeat(x), 2, 6)
+    torch.cuda.synchronize()
+    assert t.rate > 0 and 0.0 <= t.waited < 1.0 and t.wall_ms > 0
+    assert len(t.issue_ms) == len(t.gpu_ms) == 6 and t.issue_ms == sorted(t.issue_ms)
+    assert float(x[0]) == 8.0  # warm-up and timed steps ran

@@ -71,7 +71,7 @@ import torch
 from ..data.batch import ImageBatch
 from ..data.threads import one_torch_thread
 from ..data.views import DeviceViews
-from . import nvimgcodec_alloc, nvimgcodec_c
+from . import nvimgcodec_alloc, nvimgcodec_c, nvimgcodec_executor
 from .buffer_ring import BufferRing
 from .gpu_available import gpu_decoder_available, gpu_decoder_missing, nvimgcodec_module
 from .gpu_binding import BindingPath
@@ -136,6 +136,10 @@ class GpuDecoder(BindingPath):
             True (default) where it can be built; False, or PIXELPIPE_DECODE_AHEAD=0, decodes
             when asked. `decode_ahead_used` says which. A planned batch never decoded costs
             its decode; dropping it, or close(), cancels it if it has not started.
+        executor: with the C API, nvImageCodec runs its per-image tasks on a thread pool of
+            pixelpipe's (`nvimgcodec_executor`, one per lane) instead of its own executor; None
+            (default): as PIXELPIPE_NVIMGCODEC_EXECUTOR says (off unless "pixelpipe", until it
+            is timed faster). `executor_used` says which.
         max_pixels: images whose header claims more pixels fail (a DecodeError naming the
             sample), as in decode_region. Images over 100M pixels go to the CPU decoder.
         steady_buffers: size each batch's buffers (decoded regions, CPU-decoded samples) from
@@ -173,6 +177,7 @@ class GpuDecoder(BindingPath):
         max_pixels: int = 100_000_000,
         steady_buffers: bool = False,
         lane_fractions: list[float | None] | None = None,
+        executor: bool | None = None,
     ) -> None:
         device = torch.device(device)
         if device.type != "cuda":
@@ -214,6 +219,7 @@ class GpuDecoder(BindingPath):
         capi = nvimgcodec_c.load() if api != "python" else None
         alloc = nvimgcodec_alloc.allocators(device.index) if capi is not None and allocators else None
         ahead = decode_ahead and os.environ.get("PIXELPIPE_DECODE_AHEAD", "1") != "0"
+        pool = nvimgcodec_executor.wanted() if executor is None else bool(executor)
         if api == "c" and capi is None:
             raise RuntimeError("nvImageCodec's C API is not usable here (pixelpipe mirrors the 0.9 "
                                "release's structs); use api='python'")
@@ -222,7 +228,7 @@ class GpuDecoder(BindingPath):
             try:
                 for lane_backends, threads in settings:
                     self._c.append(nvimgcodec_c.CDecoder(capi, device.index, threads, lane_backends, options,
-                                                         alloc, ahead))
+                                                         alloc, ahead, executor=pool))
             except RuntimeError as e:
                 for made in self._c:
                     made.close()
@@ -245,6 +251,7 @@ class GpuDecoder(BindingPath):
         self.api = "c" if self._c else "python"
         self.allocators_used = bool(self._c) and alloc is not None
         self.decode_ahead_used = bool(self._c) and all(lane.ahead for lane in self._c)
+        self.executor_used = bool(self._c) and all(lane.executor is not None for lane in self._c)
         # each lane decodes in its stream's order (its images are made at planning time, when
         # the caller's stream is not known yet); decode_views makes the caller's stream wait
         self._c_streams = [torch.cuda.Stream(device) for _ in self._c]

@@ -196,14 +196,15 @@ class CDecoder:
 
     def __init__(self, api: _Api, device_index: int, num_cpu_threads: int,
                  backends: list[tuple[str, float | None]], options: str, allocators: Any = None,
-                 ahead: bool = False) -> None:
+                 ahead: bool = False, executor: bool = False) -> None:
         """backends: (BackendKind name, load hint or None for the default), in order.
         allocators: `nvimgcodec_alloc.Allocators` for the device (kept alive by the caller
         for as long as the decoder lives), or None for nvImageCodec's defaults. ahead: decode
         each batch on a native thread (`nvimgcodec_queue`) as soon as `open` has made its
         images, in the order they were opened; `run` then waits for it. `self.ahead` says
         whether the queue runs (it needs native/decode.c, native/queue.c and torch's CUDA
-        runtime)."""
+        runtime). executor: nvImageCodec's tasks on a pool of pixelpipe's (`nvimgcodec_executor`,
+        `self.executor`; None where it cannot be built) instead of its default executor."""
         self._api = api
         info = S.make(S.InstanceCreateInfo, S.ST_INSTANCE)
         info.load_builtin_modules, info.load_extension_modules = 1, 1
@@ -223,8 +224,7 @@ class CDecoder:
         if allocators is not None:
             ex.device_allocator, ex.pinned_allocator = allocators.addresses()
         self.allocators = allocators
-        # pixelpipe's thread pool as the executor where the environment asks (nvimgcodec_executor)
-        self.executor = nvimgcodec_executor.make(num_cpu_threads, device_index) if nvimgcodec_executor.wanted() else None
+        self.executor = nvimgcodec_executor.make(num_cpu_threads, device_index) if executor else None
         if self.executor is not None:
             ex.executor = self.executor.address()
         self._decoder = _P()

@@ -1,6 +1,6 @@
 """An executor of pixelpipe's for nvImageCodec's decoders (native/executor.c), chosen with
-PIXELPIPE_NVIMGCODEC_EXECUTOR=pixelpipe in the environment; nvImageCodec's default executor
-otherwise.
+`GpuDecoder(executor=True)` or, by default, PIXELPIPE_NVIMGCODEC_EXECUTOR=pixelpipe in the
+environment (`wanted`); nvImageCodec's default executor otherwise.
 
 Why it exists: DALI 2.4 hands nvImageCodec its own thread pool as the executor, which starts
 each per-sample task as soon as nvImageCodec schedules it, and its decoder alone decoded rn50's

@@ -35,7 +35,8 @@ def _taps(base, hh, ww, inside, s_h, s_w, wrow, H, W, tile_h, tile_w,
           BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     """The correlation of one sample's channel (at `base`, strides s_h, s_w) with the TAPS
     weights at wrow (float32 bits in an int32 table), along AXIS (3: a row, 2: a column), over
-    the output tile (hh, ww) whose first row / column is tile_h / tile_w: float32 products summed tap by tap, borders mirrored."""
+    the output tile (hh, ww) whose first row / column is tile_h / tile_w: float32 products
+    summed tap by tap, borders mirrored."""
     if AXIS == 3:
         size = W
         along = ww

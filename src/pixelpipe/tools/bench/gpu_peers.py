@@ -102,10 +102,10 @@ def bench_header(pipeline: str, device: str, batch: int, threads: int, passes: i
     """Two lines: the run's settings, then date, GPU (with CUDA's hardware queues), CPU count
     and model, and package versions."""
     versions = package_versions() if versions is None else versions
+    dev = torch.device(device)
     if gpu is None:
-        dev = torch.device(device)
         gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "no GPU (CPU run)"
-    if torch.device(device).type == "cuda":  # every contender of the process runs with them
+    if dev.type == "cuda":  # every contender of the process runs with them
         gpu += f", {VARIABLE}={os.environ.get(VARIABLE, 'unset (8)')}"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     mode = "augment-only" if augment_only else "full"
