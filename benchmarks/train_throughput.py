@@ -343,7 +343,12 @@ def main() -> None:
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     ap.add_argument("--sched", choices=sorted(SCHED), default=None,
                     help="how the process's threads wait for the GPU (cudaSetDeviceFlags; CUDA's default: auto)")
+    ap.add_argument("--gc", choices=("on", "freeze", "off"), default="on",
+                    help="Python's garbage collector: on (default), freeze (gc.freeze() once each loader exists: "
+                         "later collections skip its objects), off (gc.disable() for the run)")
     args = ap.parse_args()
+    if args.gc == "off":
+        gc.disable()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     if args.sched is not None:
@@ -359,6 +364,8 @@ def main() -> None:
         for name in args.loaders.split(","):
             try:
                 batches, stop = LOADERS[name](args, listed)
+                if args.gc == "freeze":
+                    gc.freeze()
                 if args.background and name != "synthetic":
                     rate, wait = train_beside(model, batches, args)
                 else:

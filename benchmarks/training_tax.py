@@ -25,7 +25,7 @@ calls for launches, launched GPU ms for gpu: it may get less than it asks for).
 
     python benchmarks/training_tax.py [--kind python|launches|gpu|waits] [--model resnet18]
         [--loads 0,2.5,5,10] [--period 25] [--piece 20] [--steps 100] [--warmup 15] [--rounds 2]
-        [--sched auto|spin|yield|blocking]
+        [--sched auto|spin|yield|blocking] [--threads 1]
 
 A Pipeline's threads held the GIL about 9.4-9.9 ms per batch of 256 (docs/design.md); at 10k
 images/s a batch is 25.6 ms, hence the default period.
@@ -145,6 +145,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=2, help="the loads in turn, this many times")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="background threads sharing each load (a Pipeline's Python runs on five)")
     ap.add_argument("--sched", choices=sorted(SCHED), default=None,
                     help="how the process's threads wait for the GPU (train_throughput.py's --sched)")
     args = ap.parse_args()
@@ -160,18 +162,18 @@ def main() -> None:
     results: dict[float, list[tuple[float, float, float]]] = {v: [] for v in loads}
     for r in range(args.rounds):
         for load in loads if r % 2 == 0 else loads[::-1]:
-            stop, got = threading.Event(), []
-            worker = None
-            if load > 0:
-                worker = threading.Thread(target=KINDS[args.kind], args=(load, args.period, args.piece, stop, got),
-                                          daemon=True)
-                worker.start()
+            stop = threading.Event()
+            parts: list[list[float]] = [[] for _ in range(args.threads)] if load > 0 else []
+            workers = [threading.Thread(target=KINDS[args.kind], args=(load / args.threads, args.period, args.piece,
+                                                                       stop, part), daemon=True) for part in parts]
+            for w in workers:  # --threads threads share the load; what they got is summed
+                w.start()
             t = timed_steps(step, itertools.repeat(x), args.warmup, args.steps)
             rate, issue = t.rate, t.issue_ms[len(t.issue_ms) // 2]
             stop.set()
-            if worker is not None:
-                worker.join()
-            done = sorted(got)[len(got) // 2] * (1e3 if args.kind == "python" else 1.0) if got else 0.0
+            for w in workers:
+                w.join()
+            done = sum(sorted(p)[len(p) // 2] for p in parts if p) * (1e3 if args.kind == "python" else 1.0)
             results[load].append((rate, issue, done))
             print(f"  round {r + 1}, load {load:g} ms: {rate:,.0f} images/s, host issuing {issue:.2f} ms a step, "
                   f"background got {done:.2f} per period", flush=True)

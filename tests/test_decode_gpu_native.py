@@ -87,10 +87,11 @@ def test_pixelpipes_executor_decodes_what_nvimgcodecs_decodes(jpegs: list[bytes]
     for blobs, regions in batches(jpegs, 7):
         for regs in (None, regions):
             assert_same_decode(ours, theirs, blobs, regs)
-    assert ours._c[0].executor.tasks_done() > 0  # nvImageCodec ran its tasks on the pool
+    pool = ours._c[0].executor
+    assert pool.tasks_done() > 0  # nvImageCodec ran its tasks on the pool
     ours.close()
     theirs.close()
-    assert ours._c[0].executor.handle is None  # stopped with its decoder
+    assert pool.handle is None  # stopped with its decoder
 
 
 @pytest.mark.parametrize("variable, attribute", [("PIXELPIPE_NVIMGCODEC_ALLOCATORS", "allocators_used"),
