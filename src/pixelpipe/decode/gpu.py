@@ -138,8 +138,8 @@ class GpuDecoder(BindingPath):
             its decode; dropping it, or close(), cancels it if it has not started.
         executor: with the C API, nvImageCodec runs its per-image tasks on a thread pool of
             pixelpipe's (`nvimgcodec_executor`, one per lane) instead of its own executor; None
-            (default): as PIXELPIPE_NVIMGCODEC_EXECUTOR says (off unless "pixelpipe", until it
-            is timed faster). `executor_used` says which.
+            (default): as PIXELPIPE_NVIMGCODEC_EXECUTOR says (off unless "pixelpipe": a
+            Pipeline was timed no faster with it). `executor_used` says which.
         max_pixels: images whose header claims more pixels fail (a DecodeError naming the
             sample), as in decode_region. Images over 100M pixels go to the CPU decoder.
         steady_buffers: size each batch's buffers (decoded regions, CPU-decoded samples) from
