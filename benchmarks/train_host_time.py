@@ -10,6 +10,11 @@ gaps this leaves. This tells what holds the host up:
   spinning wait inside a CUDA call).
 - off the CPU: wall time issuing minus CPU time: waiting for the GIL, for the backward pass
   (run on autograd's thread), for room in the launch queue, for a lock in the driver.
+- CPU of each kind of thread a step (/proc's per-thread times, Python threads by name): for
+  a Pipeline's Python threads, the most they can have held the GIL.
+
+These come from --steps steps without the profiler; the CUDA calls below from as many after,
+under it.
 
 Also the garbage collections each thread ran (gc.callbacks), for a Pipeline how many batches
 were handed over before their kernels finished, and the process's CUDA runtime calls per step
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import re
 import threading
 import time
 from collections import defaultdict
@@ -35,9 +42,12 @@ from _common import add_gpu_decoding, file_list
 from train_throughput import LOADERS, training_step
 
 
-def profile_steps(model_name: str, batches, warmup: int, steps: int) -> tuple[list[tuple], list[float], list[float]]:
-    """(CUDA runtime records: (thread, name, start us, end us)), each step's host ms issuing it
-    and the training thread's CPU ms meanwhile, over `steps` steps after `warmup`."""
+def profile_steps(model_name: str, batches, warmup: int, steps: int
+                  ) -> tuple[list[tuple], list[float], list[float], dict[str, float]]:
+    """Over `steps` steps after `warmup`: each step's host ms issuing it and the training
+    thread's CPU ms meanwhile, and each thread's CPU seconds by name (`thread_times`); then
+    over as many steps under torch.profiler, its CUDA runtime records (thread, name, start us,
+    end us). The times come from the steps without the profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     step = training_step(model_name)
@@ -45,19 +55,63 @@ def profile_steps(model_name: str, batches, warmup: int, steps: int) -> tuple[li
         step(next(batches))
     torch.cuda.synchronize()
     wall, cpu = [], []
+    before = thread_times()
+    for _ in range(steps):
+        x = next(batches)
+        w, c = time.perf_counter(), time.thread_time()
+        step(x)
+        cpu.append(1e3 * (time.thread_time() - c))
+        wall.append(1e3 * (time.perf_counter() - w))
+    torch.cuda.synchronize()
+    after = thread_times()
+    spent: dict[str, float] = defaultdict(float)
+    for tid, (name, seconds) in after.items():
+        spent[name] += seconds - before.get(tid, (name, 0.0))[1]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
-            x = next(batches)
-            w, c = time.perf_counter(), time.thread_time()
-            step(x)
-            cpu.append(1e3 * (time.thread_time() - c))
-            wall.append(1e3 * (time.perf_counter() - w))
+            step(next(batches))
         torch.cuda.synchronize()
     calls = []
     for e in prof.profiler.kineto_results.events():
         if e.device_type() == torch.autograd.DeviceType.CPU and e.name().startswith(("cuda", "cu")):
             calls.append((e.start_thread_id(), e.name(), e.start_ns() / 1e3, (e.start_ns() + e.duration_ns()) / 1e3))
-    return calls, wall, cpu
+    return calls, wall, cpu, dict(spent)
+
+
+def thread_times() -> dict[int, tuple[str, float]]:
+    """Every thread of this process: native id -> (name, CPU seconds so far). The name is the
+    Python thread's (its number dropped: "pixelpipe-read_3" -> "pixelpipe-read"), "training"
+    for the main thread, else the kernel's name of the thread (nvImageCodec's, DALI's,
+    autograd's: "native: python3")."""
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    main = threading.main_thread().native_id
+    base = f"/proc/{os.getpid()}/task"
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in os.listdir(base):
+        tid = int(entry)
+        try:
+            with open(f"{base}/{entry}/schedstat") as f:
+                seconds = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            try:
+                with open(f"{base}/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                seconds = (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, ValueError, IndexError):
+                continue
+        if tid == main:
+            name = "training"
+        elif tid in python:
+            name = re.sub(r"[_-]?\d+$", "", python[tid])
+        else:
+            try:
+                with open(f"{base}/{entry}/comm") as f:
+                    name = "native: " + f.read().strip()
+            except OSError:
+                continue
+        out[tid] = (name, seconds)
+    return out
 
 
 class Collections:
@@ -138,13 +192,16 @@ def main() -> None:
         batches, stop = LOADERS[name](args, listed)
         collections = Collections()
         gc.callbacks.append(collections)
-        calls, wall, cpu = profile_steps(args.model, batches, args.warmup, args.steps)
+        calls, wall, cpu, spent = profile_steps(args.model, batches, args.warmup, args.steps)
         gc.callbacks.remove(collections)
         stop()
         del batches
         gc.collect()
         torch.cuda.empty_cache()
         report(name, calls, wall, cpu, args.steps)
+        for who, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+            if seconds > 0:
+                print(f"  CPU of {who} threads: {1e3 * seconds / args.steps:.2f} ms a step")
         collections.report(args.steps)
         if pending:
             print(f"  batches whose GPU work was still running when handed over: {sum(pending)} of {len(pending)}")

@@ -50,3 +50,27 @@ def test_hand_over_is_watched_for_pending_batches(monkeypatch):
     pipeline.hand_over({"b": 2}, Event(False), None)
     assert pending == [False, True]
     assert seen == [{"a": 1}, {"b": 2}]  # the batch still goes to the original hand-over
+
+
+def test_thread_times_name_python_threads_and_count_their_cpu():
+    import time
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    worker = threading.Thread(target=spin, name="pixelpipe-read_3")
+    worker.start()
+    try:
+        before = tool.thread_times()
+        time.sleep(0.3)
+        after = tool.thread_times()
+    finally:
+        stop.set()
+        worker.join()
+    names = {name for name, _ in after.values()}
+    assert "training" in names and "pixelpipe-read" in names
+    spun = after[worker.native_id][1] - before[worker.native_id][1]
+    assert 0.02 < spun < 0.5  # it ran for part of the 0.3 s (the main thread sleeps)
