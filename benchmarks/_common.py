@@ -83,6 +83,21 @@ def file_list(data: str | Path, repeat: int) -> tuple[str, int]:
     return name, len(files) * repeat
 
 
+def add_profiled_training(ap: argparse.ArgumentParser) -> None:
+    """The options of the scripts that profile a few training steps beside each loader
+    (train_profile.py, train_host_time.py): --data, --model, --loaders, --repeat, --warmup,
+    --steps, --threads, --prefetch, --dali-threads (train_throughput.py's loaders read them)."""
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--loaders", default="synthetic,pixelpipe,dali")
+    ap.add_argument("--repeat", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--prefetch", type=int, default=2)
+    ap.add_argument("--dali-threads", type=int, default=8)
+
+
 def add_gpu_decoding(ap: argparse.ArgumentParser) -> None:
     """The --hw-fraction, --roi, --lanes and --ahead-fraction options of gpu_decoding."""
     ap.add_argument("--hw-fraction", default=None, help="pixelpipe's GpuDecoding hw_fraction (a number or none)")

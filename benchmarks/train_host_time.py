@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 
 import torch
-from _common import add_gpu_decoding, file_list
+from _common import add_gpu_decoding, add_profiled_training, file_list
 from train_throughput import LOADERS, training_step
 
 
@@ -171,15 +171,7 @@ def report(name: str, calls: list[tuple], wall: list[float], cpu: list[float], s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--loaders", default="synthetic,pixelpipe,dali")
-    ap.add_argument("--repeat", type=int, default=60)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--prefetch", type=int, default=2)
-    ap.add_argument("--dali-threads", type=int, default=8)
+    add_profiled_training(ap)
     add_gpu_decoding(ap)
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True

@@ -27,7 +27,7 @@ import gc
 from collections import defaultdict
 
 import torch
-from _common import add_gpu_decoding, file_list
+from _common import add_gpu_decoding, add_profiled_training, file_list
 from train_throughput import BATCH, LOADERS, training_step
 
 TOP = 8  # training kernels compared with the synthetic run
@@ -108,14 +108,7 @@ def analyse(recs: list[tuple[str, int, int, int, bool]], steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--loaders", default="synthetic,pixelpipe,dali")
-    ap.add_argument("--repeat", type=int, default=60)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--dali-threads", type=int, default=8)
+    add_profiled_training(ap)
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--cuda-graph", action="store_true", help="the training step as one CUDA graph (train_throughput.py)")
     add_gpu_decoding(ap)
