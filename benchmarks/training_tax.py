@@ -14,6 +14,10 @@ LOAD units out of every PERIOD ms (`--kind`):
 - gpu: LOAD ms of GPU work on a stream of the thread's own, in kernels of about PIECE
   microseconds (matrix products sized once to take that long), a few launches: what the loop can
   lose is the GPU's SMs and memory.
+- pipeline: LOAD batches a period of a Pipeline over --data (train_throughput.py's: the
+  imagenet_train preset, batch 256, files read from disk), drawn on a stream of the thread's
+  own and dropped: what the loop loses to a Pipeline running beside it, apart from waiting for
+  its batches (1.0 with the default period is about 10k images/s).
 - waits: LOAD x 10 times a period, a one-block kernel of about PIECE microseconds
   (torch.cuda._sleep) on a stream of the thread's own and a wait for its event, as a decoder
   thread waits for each image's kernels: what the loop can lose is the driver's time while
@@ -25,7 +29,8 @@ calls for launches, launched GPU ms for gpu: it may get less than it asks for).
 
     python benchmarks/training_tax.py [--kind python|launches|gpu|waits] [--model resnet18]
         [--loads 0,2.5,5,10] [--period 25] [--piece 20] [--steps 100] [--warmup 15] [--rounds 2]
-        [--sched auto|spin|yield|blocking] [--threads 1]
+        [--sched auto|spin|yield|blocking] [--threads 1] [--data DIR (--kind pipeline)]
+        [--switch-interval 0.005]
 
 A Pipeline's threads held the GIL about 9.4-9.9 ms per batch of 256 (docs/design.md); at 10k
 images/s a batch is 25.6 ms, hence the default period.
@@ -34,11 +39,15 @@ images/s a batch is 25.6 ms, hence the default period.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
+import sys
 import threading
 import time
+from typing import Any
 
 import torch
+from _common import file_list
 from train_throughput import BATCH, SCHED, set_sched, timed_steps, training_step
 
 import pixelpipe  # noqa: F401  (CUDA's hardware queues, as in a training script)
@@ -131,7 +140,44 @@ def waits(load: float, period_ms: float, piece_us: float, stop: threading.Event,
                 stop.wait(rest)
 
 
-KINDS = {"python": background, "launches": launches, "gpu": gpu_work, "waits": waits}
+def pipeline_load(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float],
+                  data: str = "", device: str = "cuda") -> None:
+    """A Pipeline over the JPEGs of `data` (listed 60 times; imagenet_train in float16, batch
+    256, as train_throughput.py's pixelpipe loader) drawn `load` batches every period_ms on a
+    stream of the thread's own and dropped, so the loop never waits for its batches; appends
+    the batches per period each draw achieved. The first batches are drawn before the first
+    append (start-up is not timed beside the loop)."""
+    from contextlib import nullcontext
+
+    import pixelpipe as pp
+
+    listed, _ = file_list(data, 60)
+    pipe = pp.Pipeline(listed, pp.presets.imagenet_train(dtype=torch.float16), batch_size=BATCH, device=device,
+                       seed=0, drop_last=True)
+    stream = torch.cuda.Stream() if device == "cuda" else None
+    every = period_ms * 1e-3 / load
+
+    def endless() -> Any:
+        while True:
+            yield from pipe
+
+    try:
+        with torch.cuda.stream(stream) if stream is not None else nullcontext():
+            batches = endless()
+            for _ in range(3):
+                next(batches)
+            while not stop.is_set():
+                start = time.perf_counter()
+                next(batches)
+                rest = every - (time.perf_counter() - start)
+                if rest > 0 and stop.wait(rest):
+                    break  # stopped while waiting: this draw's period is not a whole one
+                got.append(period_ms * 1e-3 / (time.perf_counter() - start))
+    finally:
+        pipe.close()
+
+
+KINDS = {"python": background, "launches": launches, "gpu": gpu_work, "waits": waits, "pipeline": pipeline_load}
 
 
 def main() -> None:
@@ -149,7 +195,17 @@ def main() -> None:
                     help="background threads sharing each load (a Pipeline's Python runs on five)")
     ap.add_argument("--sched", choices=sorted(SCHED), default=None,
                     help="how the process's threads wait for the GPU (train_throughput.py's --sched)")
+    ap.add_argument("--data", default=None, help="a folder of JPEGs (--kind pipeline)")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval, seconds (Python's default 0.005): how long a thread waiting "
+                         "for the GIL lets its holder run before asking for it")
     args = ap.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    if args.kind == "pipeline":
+        if args.data is None or args.threads != 1:
+            ap.error("--kind pipeline needs --data and one thread")
+        KINDS["pipeline"] = functools.partial(pipeline_load, data=args.data)
     if args.sched is not None:
         set_sched(args.sched)
     torch.backends.cudnn.benchmark = True
@@ -168,6 +224,9 @@ def main() -> None:
                                                                        stop, part), daemon=True) for part in parts]
             for w in workers:  # --threads threads share the load; what they got is summed
                 w.start()
+            waited = time.perf_counter()
+            while not all(parts) and time.perf_counter() - waited < 120:  # each worker under way
+                time.sleep(0.01)
             t = timed_steps(step, itertools.repeat(x), args.warmup, args.steps)
             rate, issue = t.rate, t.issue_ms[len(t.issue_ms) // 2]
             stop.set()

@@ -64,3 +64,25 @@ def test_timed_steps_times_each_step():
     assert t.rate > 0 and 0.0 <= t.waited < 1.0 and t.wall_ms > 0
     assert len(t.issue_ms) == len(t.gpu_ms) == 6 and t.issue_ms == sorted(t.issue_ms)
     assert float(x[0]) == 8.0  # warm-up and timed steps ran
+
+
+def test_pipeline_load_draws_paced_batches_and_stops(tmp_path):
+    """The pipeline kind on the CPU: a Pipeline over a folder, drawn at about LOAD batches a
+    period once under way, then closed."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        Image.fromarray(rng.integers(0, 255, (40, 56, 3), dtype=np.uint8)).save(tmp_path / f"{i}.jpg")
+    stop, got = threading.Event(), []
+    worker = threading.Thread(target=training_tax.pipeline_load, args=(0.5, 100.0, 0.0, stop, got),
+                              kwargs={"data": str(tmp_path), "device": "cpu"})
+    worker.start()
+    deadline = time.perf_counter() + 60
+    while len(got) < 3 and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and len(got) >= 3
+    assert all(0.0 < g <= 0.55 for g in got)  # paced at half a batch per 100 ms (or slower)
