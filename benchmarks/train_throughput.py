@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import itertools
 import os
 import sys
 import time
@@ -293,6 +294,38 @@ def loader_alone(batches: Iterator[torch.Tensor], warmup: int, steps: int) -> fl
     return steps * BATCH / (time.perf_counter() - t0)
 
 
+def gil_breaks(every: int) -> None:
+    """An experiment: give the GIL up (time.sleep(0)) every `every` calls of the per-sample
+    Python of a Pipeline's planning thread (the GPU decoder's plan_job and slot_row, the
+    reading's Item), through wrappers, so that its stretches between releases last about
+    `every` samples instead of a batch's loop. training_tax.py --kind python kept the loop's
+    pace with 100 us stretches of another thread where 1 ms stretches of as much Python cost it
+    a quarter: whether a Pipeline's stretches do the same."""
+    from pixelpipe.decode import gpu
+    from pixelpipe.loader import reading
+
+    calls = itertools.count()
+
+    def pause() -> None:
+        if next(calls) % every == every - 1:
+            time.sleep(0)
+
+    def paused(f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any, **k: Any) -> Any:
+            pause()
+            return f(*a, **k)
+        return call
+
+    gpu.plan_job, gpu.slot_row = paused(gpu.plan_job), paused(gpu.slot_row)
+
+    class Item(reading.Item):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pause()
+            super().__init__(*a, **k)
+
+    reading.Item = Item
+
+
 SCHED = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}  # cudaDeviceSchedule*
 
 
@@ -343,10 +376,14 @@ def main() -> None:
                     help="sys.setswitchinterval for this process, seconds (Python's default: 0.005)")
     ap.add_argument("--sched", choices=sorted(SCHED), default=None,
                     help="how the process's threads wait for the GPU (cudaSetDeviceFlags; CUDA's default: auto)")
+    ap.add_argument("--gil-breaks", type=int, default=None,
+                    help="an experiment: the Pipeline's planning thread gives the GIL up every N samples (gil_breaks)")
     ap.add_argument("--gc", choices=("on", "freeze", "off"), default="on",
                     help="Python's garbage collector: on (default), freeze (gc.freeze() once each loader exists: "
                          "later collections skip its objects), off (gc.disable() for the run)")
     args = ap.parse_args()
+    if args.gil_breaks is not None:
+        gil_breaks(args.gil_breaks)
     if args.gc == "off":
         gc.disable()
     if args.switch_interval is not None:
