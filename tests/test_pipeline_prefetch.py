@@ -10,6 +10,7 @@ asked for and a Lambda at the end of the transforms (it runs in the finish of ea
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import torch
 from corpus import Item, assert_same, assert_script_exits_cleanly, samples, take, within, write_folder, write_tars
 
 from pixelpipe import Lambda, Pipeline, RandomFlip, RandomResizedCrop, Resize, SampleError
+from pixelpipe.loader import pipeline as pipeline_module
 from pixelpipe.loader.producer import Replay
 from pixelpipe.readers import Iterable
 
@@ -290,13 +292,15 @@ def test_leaving_an_epoch_early_discards_what_was_made_ahead(tmp_path: Path) -> 
         assert pipe.epoch == 4
 
 
+THREADS = ("pixelpipe-prefetch", "pixelpipe-read-ahead", "pixelpipe-finish", "pixelpipe-decode", "pixelpipe-read")
+
+
+def ours() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith(THREADS) and t.is_alive()}
+
+
 def test_close_after_an_epoch_stops_every_thread(tmp_path: Path) -> None:
     paths, _ = write_tars(tmp_path, samples(20, classes=2), shards=2)
-    names = ("pixelpipe-prefetch", "pixelpipe-read-ahead", "pixelpipe-finish", "pixelpipe-decode")
-
-    def ours() -> set[threading.Thread]:
-        return {t for t in threading.enumerate() if t.name.startswith(names) and t.is_alive()}
-
     before = ours()
     pipe = Pipeline(paths, [Resize((8, 8))], batch_size=4, num_threads=2, prefetch=2)
     list(pipe)
@@ -306,6 +310,47 @@ def test_close_after_an_epoch_stops_every_thread(tmp_path: Path) -> None:
     # a closed pipeline can be iterated again (the threads start afresh)
     assert len(within(LIMIT, lambda: list(pipe))) == len(pipe)
     pipe.close()
+
+
+@pytest.mark.parametrize("kind", ["tars", "folder"])
+def test_a_pipeline_dropped_after_an_epoch_lets_its_threads_go(tmp_path: Path, kind: str, monkeypatch) -> None:
+    """Without close(): the producer runs into the next epoch, waits AHEAD_IDLE_S for the loop
+    to come back, then stops, and the dropped pipeline goes with its threads."""
+    monkeypatch.setattr(pipeline_module, "AHEAD_IDLE_S", 0.2)
+    if kind == "tars":
+        source: object = write_tars(tmp_path, samples(20, classes=2), shards=2)[0]
+    else:  # files: read ahead on reader threads too
+        write_folder(tmp_path, samples(20, classes=2))
+        source = str(tmp_path)
+    before = ours()
+    for _ in range(2):
+        pipe = Pipeline(source, [Resize((8, 8))], batch_size=4, num_threads=2, prefetch=2)
+        assert len(list(pipe)) == len(pipe)
+        del pipe
+    assert wait_for(lambda: gc.collect() >= 0 and ours() - before == set(), seconds=10)
+
+
+def test_the_epoch_after_the_producer_gave_up_equals_one_made_ahead(monkeypatch) -> None:
+    monkeypatch.setattr(pipeline_module, "AHEAD_IDLE_S", 0.1)
+    with recorded(Recorder(), Calls(), prefetch=2) as pipe:
+        list(pipe)
+        assert wait_for(lambda: pipe._producer is not None and pipe._producer.expired)
+        second = list(pipe)
+        assert pipe.epoch == 1
+    with recorded(Recorder(), Calls(), prefetch=2) as fresh:
+        fresh.load_state_dict(epoch_start(1, fresh))
+        assert_same(list(fresh), second)
+
+
+def test_a_consumer_slower_than_the_idle_limit_within_an_epoch_gets_every_batch(monkeypatch) -> None:
+    monkeypatch.setattr(pipeline_module, "AHEAD_IDLE_S", 0.05)
+    with recorded(Recorder(), Calls(), prefetch=1) as pipe:
+        got = []
+        for batch in pipe:
+            time.sleep(0.15)  # the producer waits this long for room, mid-epoch: it does not give up
+            got.append(batch)
+    with recorded(Recorder(), Calls(), prefetch=1) as reference:
+        assert_same(got, list(reference))
 
 
 _EXIT_SCRIPT = """

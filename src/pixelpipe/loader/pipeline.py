@@ -43,6 +43,7 @@ from .sampler import EpochOrder
 __all__ = ["Pipeline"]
 
 READ_THREADS = 4  # threads reading a file reader's next files ahead (loader.reading)
+AHEAD_IDLE_S = 10.0  # after an epoch, how long the producer's run into the next waits for the loop
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -81,7 +82,9 @@ class Pipeline(Reported):
             slower: data.threads.default_gpu_threads). The Pipeline runs its transforms on an Engine
             of its own (`pipe.engine`) with these threads, `device`, `max_pixels` and `gpu`.
         prefetch: batches prepared ahead of the consumer, across the end of an epoch too: the
-            next epoch's first batches are ready when the consumer starts it.
+            next epoch's first batches are ready when the consumer starts it (they wait
+            AHEAD_IDLE_S, 10 s, for it; then the threads stop and the epoch starts afresh when
+            asked for, so that a pipeline dropped after an epoch without close() goes).
         shard: (rank, world_size); default from torch.distributed when it is initialised.
             Every rank gets the same number of batches; with tar shards of any sizes the ranks'
             samples differ by at most one (a shard may be split between two ranks).
@@ -187,7 +190,7 @@ class Pipeline(Reported):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         resume, self._resume = self._resume, None
         # the consumer received the whole of the last epoch: the producer went on into this one
-        ahead = resume is None and self._done and self._producer is not None
+        ahead = resume is None and self._done and self._producer is not None and not self._producer.expired
         if not ahead:
             self._shutdown()
         if resume is None:
@@ -196,7 +199,8 @@ class Pipeline(Reported):
             self._log.new_epoch()
         if not ahead:
             epoch, start, made = self.epoch, self._cursor, self._made
-            self._producer = Producer(lambda stop: self._produce(epoch, start, made, stop), self.prefetch)
+            self._producer = Producer(lambda stop: self._produce(epoch, start, made, stop), self.prefetch,
+                                      idle_after_end=AHEAD_IDLE_S)
         self._done = False
         self._token = token = object()
         assert self._producer is not None

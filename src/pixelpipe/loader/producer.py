@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -175,10 +176,19 @@ class Producer:
     """Runs `work(stop)`, a generator of items, on a thread named `name`, and hands the
     items over in order through `get()`. The thread waits while `depth` batches (items that
     are neither EpochEnd nor Failure) or one EpochEnd wait for the consumer. `stop()` ends it:
-    the generator is closed on its thread and what it left is discarded."""
+    the generator is closed on its thread and what it left is discarded.
+
+    idle_after_end: once the consumer took an EpochEnd, how many seconds the thread waits for
+    it to take the next item before it stops by itself (`expired`; None: it waits for good).
+    Why: a thread waiting for good keeps its generator, and through it the Pipeline it works
+    for, alive: a Pipeline iterated to the end of an epoch and then dropped without close()
+    kept its threads (four on the CPU) for the rest of the process."""
 
     def __init__(self, work: Callable[[threading.Event], Iterator[Any]], depth: int,
-                 name: str = "pixelpipe-prefetch") -> None:
+                 name: str = "pixelpipe-prefetch", idle_after_end: float | None = None) -> None:
+        self._idle = idle_after_end
+        self._after_end = False  # the consumer's last item was an EpochEnd
+        self.expired = False  # stopped itself, idle_after_end after an epoch end
         self._stop = threading.Event()
         self._ready = threading.Condition()
         self._items: deque[Any] = deque()
@@ -209,8 +219,18 @@ class Producer:
         with self._ready:
             if batch:
                 self._ahead = self._batches > 0
+            deadline = None
             while not self._stop.is_set() and ((batch and self._batches >= self._depth) or (end and self._ends >= 1)):
-                self._ready.wait()
+                if self._idle is None or not self._after_end:
+                    deadline = None
+                    self._ready.wait()
+                    continue
+                now = time.monotonic()
+                deadline = now + self._idle if deadline is None else deadline
+                if now >= deadline:  # nobody came back for the next epoch: let the pipeline go
+                    self.expired = True
+                    return False
+                self._ready.wait(deadline - now)
             if self._stop.is_set():
                 return False
             self._items.append(item)
@@ -232,6 +252,7 @@ class Producer:
                 self._ready.wait()
             item = self._items.popleft()
             if item is not STOPPED:
+                self._after_end = isinstance(item, EpochEnd)
                 self._ends -= isinstance(item, EpochEnd)
                 self._batches -= not isinstance(item, (EpochEnd, Failure))
                 self._ready.notify_all()
