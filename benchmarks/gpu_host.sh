@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_host.sh install      # wheels (and the staged parts, benchmarks/gpu_stage.sh) -> /tmp/site; C helpers
 #   bash benchmarks/gpu_host.sh tests        # GPU test files, then the whole suite
 #   bash benchmarks/gpu_host.sh bench ARGS   # pixelpipe bench ARGS with the installed peers
+#   bash benchmarks/gpu_host.sh gil DIR      # what the process's GIL costs a ResNet-18 loop beside a Pipeline over DIR
 set -uo pipefail
 SITE=/tmp/site
 export PYTHONPATH="$SITE:$PWD/src" PYTHONUNBUFFERED=1
@@ -40,6 +41,22 @@ case "${1:-}" in
   bench)
     shift
     python3 -m pixelpipe.tools.cli bench --quiet "$@"
+    ;;
+  gil)
+    # docs/benchmarks.md, "The process's GIL is the bound": each thread kind's CPU a step beside
+    # the loop; a Pipeline's tax on the loop apart from its batches (default and fewer forced
+    # GIL switches); the planning thread giving the GIL up every 16 samples or not, alternating
+    data=${2:?a folder of JPEGs}
+    python3 benchmarks/train_host_time.py --data "$data" --loaders synthetic,pixelpipe,dali --steps 30
+    for si in 0.005 0.02; do
+      python3 benchmarks/training_tax.py --kind pipeline --data "$data" --loads 0,0.5,1 --rounds 2 --switch-interval $si | tail -6
+    done
+    for r in 1 2; do for g in none 16; do
+      extra=(); [ "$g" = none ] || extra=(--gil-breaks "$g")
+      echo "gil-breaks $g, round $r"
+      python3 benchmarks/train_throughput.py --data "$data" --models resnet18 --loaders pixelpipe --steps 100 \
+        --alone-steps 10 --step-times "${extra[@]}" | grep -E "train |per step"
+    done; done
     ;;
   *) sed -n '2,7p' "$0"; exit 2 ;;
 esac
