@@ -181,7 +181,11 @@ def main() -> None:
     pending = watch_hand_over()
     for name in args.loaders.split(","):
         pending.clear()
-        batches, stop = LOADERS[name](args, listed)
+        try:
+            batches, stop = LOADERS[name](args, listed)
+        except Exception as e:  # a missing peer is a line, not the end of the run
+            print(f"\n{name}: failed: {type(e).__name__}: {e}", flush=True)
+            continue
         collections = Collections()
         gc.callbacks.append(collections)
         calls, wall, cpu, spent = profile_steps(args.model, batches, args.warmup, args.steps)
