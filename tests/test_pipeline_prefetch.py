@@ -342,6 +342,23 @@ def test_the_epoch_after_the_producer_gave_up_equals_one_made_ahead(monkeypatch)
         assert_same(list(fresh), second)
 
 
+def test_with_a_cache_the_epochs_after_the_producer_gave_up_are_the_same(monkeypatch) -> None:
+    data = [(it.data, it.label) for it in samples(20)]
+
+    def epochs(idle: float) -> list[list[dict]]:
+        monkeypatch.setattr(pipeline_module, "AHEAD_IDLE_S", idle)
+        with Pipeline(data, OPS, batch_size=4, seed=SEED, cache="device", num_threads=2) as pipe:
+            out = [list(pipe)]
+            if idle < 1:
+                assert wait_for(lambda: pipe._producer is not None and pipe._producer.expired)
+            out += [list(pipe), list(pipe)]
+        return out
+
+    gave_up, went_on = epochs(0.05), epochs(100.0)
+    for a, b in zip(gave_up, went_on):
+        assert_same(a, b)
+
+
 def test_a_consumer_slower_than_the_idle_limit_within_an_epoch_gets_every_batch(monkeypatch) -> None:
     monkeypatch.setattr(pipeline_module, "AHEAD_IDLE_S", 0.05)
     with recorded(Recorder(), Calls(), prefetch=1) as pipe:
