@@ -370,6 +370,26 @@ def test_a_consumer_slower_than_the_idle_limit_within_an_epoch_gets_every_batch(
         assert_same(got, list(reference))
 
 
+def test_an_iterator_replaced_by_a_new_one_says_so() -> None:
+    """One epoch at a time: iter() again starts the next epoch, and the iterator it replaced
+    raises a RuntimeError that says why (two threads iterating one pipeline got an internal
+    assertion before)."""
+    with recorded(Recorder(), Calls(), prefetch=2) as pipe:
+        first = iter(pipe)
+        next(first)
+        assert len(list(pipe)) == len(pipe) and pipe.epoch == 1
+        with pytest.raises(RuntimeError, match="iter\\(pipe\\) was called again"):
+            next(first)
+
+
+def test_close_ends_an_iterator_quietly() -> None:
+    with recorded(Recorder(), Calls(), prefetch=2) as pipe:
+        running = iter(pipe)
+        next(running)
+        pipe.close()
+        assert list(running) == []
+
+
 _EXIT_SCRIPT = """
     data = [(jpeg(i % 8), i % 3) for i in range(40)]
     pipes = [pp.Pipeline(data, [pp.RandomResizedCrop(24)], batch_size=4, num_threads=2,

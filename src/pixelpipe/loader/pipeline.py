@@ -210,6 +210,12 @@ class Pipeline(Reported):
         try:
             while True:
                 item = producer.get()
+                if token is not self._token:
+                    if self._token is None:  # close() or load_state_dict(): this epoch ends here
+                        return
+                    # iter() was called again meanwhile (maybe on another thread)
+                    raise RuntimeError("this iterator's epoch was replaced: iter(pipe) was called again, and a "
+                                       "Pipeline runs one epoch at a time (iterate it from one loop)")
                 if item is STOPPED:
                     return
                 if isinstance(item, Failure):
