@@ -99,6 +99,7 @@ def test_gpu_engines_take_at_most_eight_threads_by_default(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr("pixelpipe.engine.engine.check_device", lambda device: None)  # no GPU needed here
     assert threads.GPU_THREADS == 8
     assert threads.default_gpu_threads() == 8
     assert Engine("cuda").num_threads == 8

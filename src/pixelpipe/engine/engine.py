@@ -31,6 +31,7 @@ from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
 from ..plan import Program, Stage, fast
 from .cuda_queues import queues_notice
+from .devices import check_device
 from .options import GpuDecoding
 from .pixels import pixel_pieces, pixel_prefixes, run_pixels
 from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source
@@ -78,6 +79,7 @@ class Engine:
         if gpu is not None and not isinstance(gpu, GpuDecoding):
             raise TypeError(f"gpu must be a pixelpipe.GpuDecoding, got {type(gpu).__name__}")
         self.device = None if device is None else torch.device(device)
+        check_device(self.device)
         self.num_threads = num_threads or default_threads_for(self.device)
         self.max_pixels = max_pixels
         self.gpu = gpu or GpuDecoding()

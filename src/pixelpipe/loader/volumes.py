@@ -21,6 +21,7 @@ from ..compose3d import Compose3D
 from ..data.errors import SampleError
 from ..data.threads import default_threads
 from ..data.volumes import LABEL_DTYPES, VOLUME_DTYPES, VolumeBatch, VolumeHeaders
+from ..engine.devices import check_device
 from ..kernels.reference.warp3d import source_box
 from ..readers._nifti import Volumes, VolumeSample
 from .collate import shard_of
@@ -93,6 +94,7 @@ class VolumePipeline:
         self.reader = reader if isinstance(reader, Volumes) else Volumes(reader)
         self.transforms = transforms if isinstance(transforms, Compose3D) else Compose3D(list(transforms))
         self.batch_size, self.device, self.seed = batch_size, torch.device(device), int(seed)
+        check_device(self.device)
         self.shuffle, self.drop_last, self.on_error = bool(shuffle), bool(drop_last), on_error
         self.rank, self.world = shard_of(shard)
         self.epoch, self._position, self._resume = -1, 0, False
