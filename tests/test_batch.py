@@ -168,3 +168,29 @@ def test_cuda_round_trip():
         assert torch.equal(got, want)
     again = ImageBatch.from_list(imgs).to("cuda")
     assert torch.equal(again.data.cpu(), b.data.cpu())
+
+
+@pytest.mark.parametrize("channels, dtype", [(3, np.uint8), (1, np.uint8), (4, np.uint8), (3, np.uint16)])
+def test_a_dense_nhwc_batch_packs_as_its_images_do(channels, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, np.iinfo(dtype).max, (3, 5, 6, channels)).astype(dtype)
+    for dense in (x, torch.from_numpy(x)):
+        b, ref = ImageBatch.from_dense(dense), ImageBatch.from_list(list(x))
+        assert torch.equal(b.data, ref.data) and torch.equal(b.table, ref.table)
+
+
+def test_a_dense_batch_that_looks_nchw_says_how_to_make_it_nhwc():
+    with pytest.raises(TypeError, match=r"looks NCHW: pass x.permute\(0, 2, 3, 1\)"):
+        ImageBatch.from_dense(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"\[N, H, W, C\]"):
+        ImageBatch.from_dense(torch.zeros(8, 8, 3, dtype=torch.uint8))
+
+
+def test_compose_takes_an_nhwc_batch_as_the_list_of_its_images():
+    import pixelpipe as pp
+
+    x = torch.from_numpy(np.random.default_rng(1).integers(0, 255, (4, 20, 24, 3), dtype=np.uint8))
+    ops = pp.Compose([pp.RandomResizedCrop(12), pp.RandomFlip()])
+    assert torch.equal(ops(x, seed=3), ops(list(x), seed=3))
+    with pytest.raises(TypeError, match="not a single image"):
+        ops(x[0], seed=3)

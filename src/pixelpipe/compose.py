@@ -51,7 +51,8 @@ class Compose:
             does (docs/ops.md states both tolerances). GPU decoding is always full size.
 
     Calling it: ``compose(images, seed=0, epoch=0, indices=None)`` where images is an
-    ImageBatch, a list of HWC uint8 tensors/arrays, or a list of encoded images (bytes).
+    ImageBatch, a list of HWC uint8 tensors/arrays, an NHWC batch [N, H, W, C] of equal-sized
+    ones (ImageBatch.from_dense), or a list of encoded images (bytes).
     Encoded images are planned from their headers first and only the region each output needs
     is decoded. `indices` are the samples' global indices (default 0..N-1): with the seed and
     epoch they fix every random draw, so a sample gets the same augmentation in any batch.

@@ -82,6 +82,25 @@ class ImageBatch:
         return batch
 
     @classmethod
+    def from_dense(cls, x: torch.Tensor | np.ndarray) -> ImageBatch:
+        """A batch of equal-sized images given as one NHWC array [N, H, W, C] (C 1 to 4), as
+        from_list would pack its N images (a uint8 batch of 1 or 3 channels in one copy).
+        Raises TypeError for an NCHW-looking array, saying how to make it NHWC."""
+        t = torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+        if t.dim() != 4:
+            raise ValueError(f"a dense batch is [N, H, W, C], got shape {tuple(t.shape)}")
+        n, h, w, c = t.shape
+        if c not in (1, 2, 3, 4):
+            if t.shape[1] in (1, 2, 3, 4):
+                raise TypeError(f"a 4-D batch is taken as NHWC [N, H, W, C]; this one, {tuple(t.shape)}, looks "
+                                "NCHW: pass x.permute(0, 2, 3, 1)")
+            raise ValueError(f"a dense batch is [N, H, W, C] with 1 to 4 channels, got shape {tuple(t.shape)}")
+        if t.dtype != torch.uint8 or c not in (1, 3):  # converted image by image, as from_list does
+            return cls.from_list(list(t))
+        table = torch.tensor([[i * h * w * c, h, w, c] for i in range(n)], dtype=torch.int64).view(-1, 4)
+        return cls(t.reshape(-1).contiguous(), table)
+
+    @classmethod
     def empty(cls, device: str | torch.device = "cpu") -> ImageBatch:
         return cls(torch.empty(0, dtype=torch.uint8, device=device), torch.zeros(0, 4, dtype=torch.int64))
 

@@ -127,8 +127,11 @@ class _FloatBatch(ImageBatch):
 def as_source(images: Any, max_pixels: int) -> ImageBatch | EncodedSource:
     if isinstance(images, ImageBatch):
         return images
+    if isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim == 4:  # an NHWC batch
+        return ImageBatch.from_dense(images)
     if isinstance(images, (bytes, bytearray, memoryview, torch.Tensor, np.ndarray)):
-        raise TypeError("pass a list of images (or an ImageBatch), not a single image")
+        raise TypeError("pass a list of images (or an ImageBatch, or an NHWC batch [N, H, W, C]), not a "
+                        "single image: [image]")
     images = list(images)
     if not images:
         return ImageBatch.empty()

@@ -172,10 +172,13 @@ def _split(images: Any) -> tuple[list[Any], list[Any] | None]:
     """(images, labels or None) from the accepted input kinds."""
     from ..readers._base import split_item
 
+    if isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4:  # an NHWC batch
+        images = ImageBatch.from_dense(images)
     if isinstance(images, ImageBatch):
         return images.tolist(), None
     if isinstance(images, (bytes, bytearray, memoryview, np.ndarray, torch.Tensor)):
-        raise TypeError("pass a list of images (or an ImageBatch), not a single image")
+        raise TypeError("pass a list of images (or an ImageBatch, or an NHWC batch [N, H, W, C]), not a "
+                        "single image: [image]")
     items, labels = [], []
     for i, item in enumerate(images):
         image, label, _ = split_item(item, f"images[{i}]")
