@@ -1,5 +1,6 @@
 """A CUDA device that torch cannot reach is refused where a pipeline or an Engine is made,
-with a message that says why (engine/devices.py), not at the first batch."""
+with a message that says why (data/devices.py), not at the first batch; decode(device=...) checks
+the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from corpus import samples
 
 import pixelpipe as pp
-from pixelpipe.engine.devices import check_device
+from pixelpipe.data.devices import check_device
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 

@@ -8,11 +8,12 @@ the whole ragged batch: it gets one pointer and the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["ImageBatch"]
+__all__ = ["ImageBatch", "batch_or_images", "dense_table"]
 
 # Columns of ImageBatch.table.
 OFFSET, HEIGHT, WIDTH, CHANNELS = 0, 1, 2, 3
@@ -97,8 +98,7 @@ class ImageBatch:
             raise ValueError(f"a dense batch is [N, H, W, C] with 1 to 4 channels, got shape {tuple(t.shape)}")
         if t.dtype != torch.uint8 or c not in (1, 3):  # converted image by image, as from_list does
             return cls.from_list(list(t))
-        table = torch.tensor([[i * h * w * c, h, w, c] for i in range(n)], dtype=torch.int64).view(-1, 4)
-        return cls(t.reshape(-1).contiguous(), table)
+        return cls(t.reshape(-1).contiguous(), dense_table(n, h, w, c))
 
     @classmethod
     def empty(cls, device: str | torch.device = "cpu") -> ImageBatch:
@@ -213,3 +213,23 @@ def to_storable(img: torch.Tensor | np.ndarray, index: int = 0) -> torch.Tensor:
     elif c not in (1, 3):
         raise ValueError(f"sample {index}: {c} channels; expected 1, 2, 3 or 4 (HWC layout?)")
     return img.contiguous()
+
+
+def dense_table(n: int, h: int, w: int, c: int) -> torch.Tensor:
+    """int64 [N, 4] (offset, h, w, c) rows of N images of h x w x c packed back to back."""
+    table = torch.empty(n, 4, dtype=torch.int64)
+    table[:, OFFSET] = torch.arange(n, dtype=torch.int64) * (h * w * c)
+    table[:, HEIGHT:] = torch.tensor([h, w, c], dtype=torch.int64)
+    return table
+
+
+def batch_or_images(images: Any) -> Any:
+    """What a call that takes a batch of images was given: an NHWC array [N, H, W, C] as the
+    ImageBatch of its images (ImageBatch.from_dense), anything else as it is; a single image
+    (bytes, a 2-D or 3-D array) refused with a TypeError that says what to pass."""
+    if isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim == 4:
+        return ImageBatch.from_dense(images)
+    if isinstance(images, (bytes, bytearray, memoryview, torch.Tensor, np.ndarray)):
+        raise TypeError("pass a list of images (or an ImageBatch, or an NHWC batch [N, H, W, C]), not a "
+                        "single image: [image]")
+    return images

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from ..data.batch import ImageBatch
+from ..data.devices import check_device
 from .headers import read_header
 
 __all__ = ["decode_on_device", "cpu_decoding_notice", "one_channel_if_grey", "release_gpu_decoders"]
@@ -45,12 +46,9 @@ def decode_on_device(images: Sequence[bytes | bytearray | memoryview], device: t
     from .cpu import decode_cpu
     from .gpu import GpuDecoder, gpu_decoder_available
 
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"device {device} asked for, but torch.cuda.is_available() is False")
+    check_device(device)
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    if device.index >= torch.cuda.device_count():
-        raise ValueError(f"device {device} does not exist ({torch.cuda.device_count()} CUDA device(s))")
     if not gpu_decoder_available():
         cpu_decoding_notice()
         return decode_cpu(images, rgb=rgb, num_threads=num_threads, exif=exif).to(device)

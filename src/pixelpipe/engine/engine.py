@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..data.batch import ImageBatch
+from ..data.devices import check_device
 from ..data.keypoint_pairs import mirror_keypoints
 from ..data.mask_boxes import boxes_from_masks
 from ..data.random import epochs
@@ -31,7 +32,6 @@ from ..kernels import pack_ahead, run_stage
 from ..kernels.masks import warp_masks
 from ..plan import Program, Stage, fast
 from .cuda_queues import queues_notice
-from .devices import check_device
 from .options import GpuDecoding
 from .pixels import pixel_pieces, pixel_prefixes, run_pixels
 from .sources import EncodedSource, SampleError, as_source, sample_indices, tensor_source

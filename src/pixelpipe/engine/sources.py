@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.batch import ImageBatch
+from ..data.batch import ImageBatch, batch_or_images, dense_table
 from ..data.errors import SampleError
 
 __all__ = ["EncodedSource", "SampleError", "as_source", "sample_indices", "tensor_source"]
@@ -115,8 +115,7 @@ def tensor_source(x: torch.Tensor) -> ImageBatch:
     if c not in (1, 3):
         raise ValueError(f"a Lambda must return 1 or 3 channels (NCHW), got {c}")
     data = (x.detach().to(torch.float32) * 255.0).permute(0, 2, 3, 1).reshape(-1).contiguous()
-    table = torch.tensor([[i * h * w * c, h, w, c] for i in range(n)], dtype=torch.int64).view(-1, 4)
-    return _FloatBatch.trusted(data, table)
+    return _FloatBatch.trusted(data, dense_table(n, h, w, c))
 
 
 class _FloatBatch(ImageBatch):
@@ -125,13 +124,9 @@ class _FloatBatch(ImageBatch):
 
 
 def as_source(images: Any, max_pixels: int) -> ImageBatch | EncodedSource:
+    images = batch_or_images(images)
     if isinstance(images, ImageBatch):
         return images
-    if isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim == 4:  # an NHWC batch
-        return ImageBatch.from_dense(images)
-    if isinstance(images, (bytes, bytearray, memoryview, torch.Tensor, np.ndarray)):
-        raise TypeError("pass a list of images (or an ImageBatch, or an NHWC batch [N, H, W, C]), not a "
-                        "single image: [image]")
     images = list(images)
     if not images:
         return ImageBatch.empty()

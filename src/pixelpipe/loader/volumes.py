@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from ..compose3d import Compose3D
+from ..data.devices import check_device
 from ..data.errors import SampleError
 from ..data.threads import default_threads
 from ..data.volumes import LABEL_DTYPES, VOLUME_DTYPES, VolumeBatch, VolumeHeaders
-from ..engine.devices import check_device
 from ..kernels.reference.warp3d import source_box
 from ..readers._nifti import Volumes, VolumeSample
 from .collate import shard_of

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..compose import Compose, SampleError
-from ..data.batch import ImageBatch
+from ..data.batch import ImageBatch, batch_or_images
 from ..ops import Normalize, Op
 from .progress import Progress
 from .show_targets import draw_targets, sample_targets
@@ -172,13 +172,9 @@ def _split(images: Any) -> tuple[list[Any], list[Any] | None]:
     """(images, labels or None) from the accepted input kinds."""
     from ..readers._base import split_item
 
-    if isinstance(images, (np.ndarray, torch.Tensor)) and images.ndim == 4:  # an NHWC batch
-        images = ImageBatch.from_dense(images)
+    images = batch_or_images(images)
     if isinstance(images, ImageBatch):
         return images.tolist(), None
-    if isinstance(images, (bytes, bytearray, memoryview, np.ndarray, torch.Tensor)):
-        raise TypeError("pass a list of images (or an ImageBatch, or an NHWC batch [N, H, W, C]), not a "
-                        "single image: [image]")
     items, labels = [], []
     for i, item in enumerate(images):
         image, label, _ = split_item(item, f"images[{i}]")

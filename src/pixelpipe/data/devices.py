@@ -1,6 +1,7 @@
-"""The device a pipeline or an Engine is asked to run on, checked when it is made: a CUDA
-device that this torch cannot reach is an error that says why then, not a torch error at the
-first batch (`torch.cuda.Stream requires CUDA support`, from deep inside the producer)."""
+"""The device a pipeline, an Engine or decode() is asked to run on, checked when it is made or
+called: a CUDA device that this torch cannot reach is an error that says why then, not a torch
+error at the first batch (`torch.cuda.Stream requires CUDA support`, from deep inside the
+producer)."""
 
 from __future__ import annotations
 
