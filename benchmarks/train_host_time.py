@@ -39,7 +39,7 @@ from collections import defaultdict
 
 import torch
 from _common import add_gpu_decoding, add_profiled_training, file_list
-from train_throughput import LOADERS, training_step
+from train_throughput import LOADERS, timed_steps, training_step
 
 
 def profile_steps(model_name: str, batches, warmup: int, steps: int
@@ -54,15 +54,8 @@ def profile_steps(model_name: str, batches, warmup: int, steps: int
     for _ in range(warmup):
         step(next(batches))
     torch.cuda.synchronize()
-    wall, cpu = [], []
     before = thread_times()
-    for _ in range(steps):
-        x = next(batches)
-        w, c = time.perf_counter(), time.thread_time()
-        step(x)
-        cpu.append(1e3 * (time.thread_time() - c))
-        wall.append(1e3 * (time.perf_counter() - w))
-    torch.cuda.synchronize()
+    timed = timed_steps(step, batches, 0, steps)  # the warm-up above: its threads' CPU not counted
     after = thread_times()
     spent: dict[str, float] = defaultdict(float)
     for tid, (name, seconds) in after.items():
@@ -75,7 +68,7 @@ def profile_steps(model_name: str, batches, warmup: int, steps: int
     for e in prof.profiler.kineto_results.events():
         if e.device_type() == torch.autograd.DeviceType.CPU and e.name().startswith(("cuda", "cu")):
             calls.append((e.start_thread_id(), e.name(), e.start_ns() / 1e3, (e.start_ns() + e.duration_ns()) / 1e3))
-    return calls, wall, cpu, dict(spent)
+    return calls, timed.issue_ms, timed.cpu_ms, dict(spent)
 
 
 def thread_times() -> dict[int, tuple[str, float]]:

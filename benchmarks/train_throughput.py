@@ -226,13 +226,15 @@ def train(model_name: str, batches: Iterator[torch.Tensor], warmup: int, steps: 
 @dataclass
 class Timed:
     """A run of training steps: images/s, the share of wall time waiting in next(), each step's
-    host time issuing it and GPU time (ms, sorted), and the wall time per step (ms)."""
+    host time issuing it, GPU time and the training thread's CPU time meanwhile (ms, sorted),
+    and the wall time per step (ms)."""
 
     rate: float
     waited: float
     issue_ms: list[float]
     gpu_ms: list[float]
     wall_ms: float
+    cpu_ms: list[float]
 
 
 def timed_steps(step: Callable[[torch.Tensor], None], batches: Iterator[torch.Tensor], warmup: int, steps: int,
@@ -246,6 +248,7 @@ def timed_steps(step: Callable[[torch.Tensor], None], batches: Iterator[torch.Te
         print(f"    {isolate_main()}", flush=True)
     waited = 0.0
     issue: list[float] = []  # host seconds to issue each step (its launches), next() excluded
+    cpu: list[float] = []  # the calling thread's CPU seconds meanwhile
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(2 * steps)]
     t0 = time.perf_counter()
     for k in range(steps):
@@ -253,14 +256,16 @@ def timed_steps(step: Callable[[torch.Tensor], None], batches: Iterator[torch.Te
         x = next(batches)
         waited += time.perf_counter() - w
         marks[2 * k].record()
-        h = time.perf_counter()
+        h, c = time.perf_counter(), time.thread_time()
         step(x)
         issue.append(time.perf_counter() - h)
+        cpu.append(time.thread_time() - c)
         marks[2 * k + 1].record()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     return Timed(steps * BATCH / wall, waited / wall, sorted(1e3 * v for v in issue),
-                 sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2])), 1e3 * wall / steps)
+                 sorted(a.elapsed_time(b) for a, b in zip(marks[::2], marks[1::2])), 1e3 * wall / steps,
+                 sorted(1e3 * v for v in cpu))
 
 
 def train_beside(model: str, batches: Iterator[torch.Tensor], args: argparse.Namespace) -> tuple[float, float]:

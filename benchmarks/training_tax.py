@@ -44,30 +44,45 @@ import itertools
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from _common import file_list
-from train_throughput import BATCH, SCHED, set_sched, timed_steps, training_step
+from train_throughput import BATCH, SCHED, endless, set_sched, timed_steps, training_step
 
 import pixelpipe  # noqa: F401  (CUDA's hardware queues, as in a training script)
+
+
+def each_period(period_ms: float, stop: threading.Event, got: list[float], once: Callable[[], float],
+                after: Callable[[], Any] | None = None) -> None:
+    """once() at the start of every period_ms until `stop`, what it returns appended to `got`;
+    after(), if given, once the period is over."""
+    while not stop.is_set():
+        start = time.perf_counter()
+        got.append(once())
+        rest = period_ms * 1e-3 - (time.perf_counter() - start)
+        if rest > 0:
+            stop.wait(rest)
+        if after is not None:
+            after()
 
 
 def background(load_ms: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
     """Python for load_ms of every period_ms (in piece_us pieces, each followed by a GIL release)
     until `stop`; appends the thread's CPU seconds per period to `got`."""
     piece = piece_us * 1e-6
-    while not stop.is_set():
+
+    def once() -> float:
         start, cpu = time.perf_counter(), time.thread_time()
         while time.perf_counter() - start < load_ms * 1e-3:
             end = time.perf_counter() + piece
             while time.perf_counter() < end:
                 pass
             time.sleep(0)  # gives the GIL up, as a C call that releases it
-        got.append(time.thread_time() - cpu)
-        rest = period_ms * 1e-3 - (time.perf_counter() - start)
-        if rest > 0:
-            stop.wait(rest)
+        return time.thread_time() - cpu
+
+    each_period(period_ms, stop, got, once)
 
 
 def launches(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
@@ -75,19 +90,17 @@ def launches(load: float, period_ms: float, piece_us: float, stop: threading.Eve
     kernel and event records, in turn); appends the calls made per period to `got`."""
     stream, one, event = torch.cuda.Stream(), torch.zeros(1, device="cuda"), torch.cuda.Event()
     calls = int(load * 100)
+
+    def once() -> float:
+        for k in range(calls):
+            if k % 2:
+                event.record(stream)
+            else:
+                one.add_(1.0)
+        return float(calls)
+
     with torch.cuda.stream(stream):
-        while not stop.is_set():
-            start = time.perf_counter()
-            for k in range(calls):
-                if k % 2:
-                    event.record(stream)
-                else:
-                    one.add_(1.0)
-            got.append(float(calls))
-            rest = period_ms * 1e-3 - (time.perf_counter() - start)
-            if rest > 0:
-                stop.wait(rest)
-            stream.synchronize()
+        each_period(period_ms, stop, got, once, stream.synchronize)
 
 
 def gpu_work(load_ms: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
@@ -110,15 +123,13 @@ def gpu_work(load_ms: float, period_ms: float, piece_us: float, stop: threading.
                 break
             n *= 2
         count = max(1, round(load_ms * 1e3 / each_us))
-        while not stop.is_set():
-            begin = time.perf_counter()
+
+        def once() -> float:
             for _ in range(count):
                 a @ a
-            got.append(count * each_us / 1e3)
-            rest = period_ms * 1e-3 - (time.perf_counter() - begin)
-            if rest > 0:
-                stop.wait(rest)
-            stream.synchronize()
+            return count * each_us / 1e3
+
+        each_period(period_ms, stop, got, once, stream.synchronize)
 
 
 def waits(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float]) -> None:
@@ -127,17 +138,16 @@ def waits(load: float, period_ms: float, piece_us: float, stop: threading.Event,
     stream, done = torch.cuda.Stream(), torch.cuda.Event()
     cycles = int(piece_us * 1.5e3)  # about 1.5 GHz: a kernel of about piece_us
     times = int(load * 10)
+
+    def once() -> float:
+        for _ in range(times):
+            torch.cuda._sleep(cycles)
+            done.record(stream)
+            done.synchronize()
+        return float(times)
+
     with torch.cuda.stream(stream):
-        while not stop.is_set():
-            start = time.perf_counter()
-            for _ in range(times):
-                torch.cuda._sleep(cycles)
-                done.record(stream)
-                done.synchronize()
-            got.append(float(times))
-            rest = period_ms * 1e-3 - (time.perf_counter() - start)
-            if rest > 0:
-                stop.wait(rest)
+        each_period(period_ms, stop, got, once)
 
 
 def pipeline_load(load: float, period_ms: float, piece_us: float, stop: threading.Event, got: list[float],
@@ -157,13 +167,9 @@ def pipeline_load(load: float, period_ms: float, piece_us: float, stop: threadin
     stream = torch.cuda.Stream() if device == "cuda" else None
     every = period_ms * 1e-3 / load
 
-    def endless() -> Any:
-        while True:
-            yield from pipe
-
     try:
         with torch.cuda.stream(stream) if stream is not None else nullcontext():
-            batches = endless()
+            batches = endless(lambda: iter(pipe))
             for _ in range(3):
                 next(batches)
             while not stop.is_set():

@@ -63,6 +63,7 @@ def test_timed_steps_times_each_step():
     torch.cuda.synchronize()
     assert t.rate > 0 and 0.0 <= t.waited < 1.0 and t.wall_ms > 0
     assert len(t.issue_ms) == len(t.gpu_ms) == 6 and t.issue_ms == sorted(t.issue_ms)
+    assert len(t.cpu_ms) == 6 and all(v >= 0 for v in t.cpu_ms)  # the calling thread's CPU per step
     assert float(x[0]) == 8.0  # warm-up and timed steps ran
 
 
